@@ -1,0 +1,47 @@
+"""sk_deq: deep equilibrium models and their shallow explicit equivalents.
+
+The theory (:mod:`sk_deq.theory`, :mod:`sk_deq.matching`, :mod:`sk_deq.kernels`)
+needs only numpy and scipy; the estimators import torch when first used.
+"""
+
+from importlib import import_module
+
+from .activations import Activation, get_activation
+from .datasets import make_gaussian_mixture
+from .matching import MatchingError, match_explicit
+from .theory import deq_ck_coefficients, deq_ntk_coefficients, explicit_coefficients
+
+__version__ = "0.1.0"
+
+_LAZY = {
+    "DEQClassifier": "sk_deq.estimators",
+    "ExplicitClassifier": "sk_deq.estimators",
+    "MatchedExplicitClassifier": "sk_deq.estimators",
+    "ImplicitCKTransformer": "sk_deq.transformers",
+}
+
+__all__ = [
+    "DEQClassifier",
+    "ExplicitClassifier",
+    "MatchedExplicitClassifier",
+    "ImplicitCKTransformer",
+    "Activation",
+    "get_activation",
+    "make_gaussian_mixture",
+    "match_explicit",
+    "MatchingError",
+    "deq_ck_coefficients",
+    "deq_ntk_coefficients",
+    "explicit_coefficients",
+    "__version__",
+]
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        return getattr(import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'sk_deq' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))

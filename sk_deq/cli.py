@@ -1,0 +1,120 @@
+"""The ``sk-deq`` command.
+
+``sk-deq match``  solve the four equations for a DEQ and match an explicit net.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from .matching import FAMILIES, LAYER_KINDS, MatchingError, match_explicit
+
+__all__ = ["main", "build_parser"]
+
+
+def _family(value: str):
+    if value == "auto" or value in FAMILIES:
+        return value
+    kinds = tuple(v.strip() for v in value.split(","))
+    bad = [k for k in kinds if k not in LAYER_KINDS]
+    if bad:
+        raise argparse.ArgumentTypeError(
+            f"unknown family {value!r}: use auto, one of {', '.join(sorted(FAMILIES))}, "
+            f"or comma-separated layer kinds from {', '.join(sorted(LAYER_KINDS))}"
+        )
+    return kinds
+
+
+def _tol(value: str):
+    if value.lower() == "none":
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"tol must be a number or 'none', got {value!r}") from None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="sk-deq",
+        description="Deep equilibrium models and their shallow explicit equivalents.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    m = sub.add_parser(
+        "match",
+        help="solve the four equations of a DEQ and match a shallow explicit network",
+        description="Print the DEQ's kernel coefficients, the matched explicit activation and "
+        "the residual of each matching equation M1-M4.",
+    )
+    m.add_argument("--activation", default="relu", help="DEQ activation, e.g. relu, tanh, gelu (default: relu)")
+    m.add_argument("--sigma-a2", type=float, default=0.2, help="recurrent weight variance in (0, 1) (default: 0.2)")
+    m.add_argument("--sigma-b2", type=float, default=None, help="input weight variance (default: 1 - sigma_a2)")
+    m.add_argument("--tau0", type=float, default=1.0, help="data scale: tau0^2 = mean squared sample norm (default: 1)")
+    m.add_argument("--kernel", choices=("ck", "ntk"), default="ck", help="kernel to match (default: ck)")
+    m.add_argument("--family", type=_family, default="auto", help="explicit family (default: auto)")
+    m.add_argument("--n-layers", type=int, default=None, help="depth of a single-kind family")
+    m.add_argument("--tol", type=_tol, default=0.05, help="largest relative residual accepted, or 'none' (default: 0.05)")
+    m.add_argument("--json", action="store_true", help="print the result as JSON")
+    m.set_defaults(func=_cmd_match)
+    return parser
+
+
+def _print_match(result) -> None:
+    deq = result.deq
+    print(f"DEQ: activation={result.activation}  sigma_a2={result.sigma_a2:g}  sigma_b2={result.sigma_b2:g}  tau0={result.tau0:g}")
+    if result.kernel == "ck":
+        print(
+            f"  four equations: tau={deq.tau:.8g}  alpha1={deq.alpha1:.8g}  alpha2={deq.alpha2:.8g}  "
+            f"alpha3={deq.alpha3:.8g}  (alpha4={deq.alpha4:.8g})"
+        )
+    else:
+        print(
+            f"  NTK: tau={deq.tau:.8g}  beta1={deq.beta1:.8g}  beta2={deq.beta2:.8g}  "
+            f"beta3={deq.beta3:.8g}  kappa={deq.kappa:.8g}"
+        )
+    print(f"Matched explicit network ({result.kernel.upper()}): family {result.family}, {result.n_layers} layer(s)")
+    for i, (kind, params, scale, center) in enumerate(zip(result.kinds, result.params, result.taus, result.centers), 1):
+        args = ", ".join(f"{k}={v:.6g}" for k, v in params.items())
+        print(f"  layer {i}: {kind}({args})  input scale {scale:.6g}  centred by {center:.6g}")
+    print("Matching equations (relative residual = (achieved - target) / |target|):")
+    t, a = result.targets.equations(), result.achieved.equations()
+    for name, ti, ai, r in zip(("M1", "M2", "M3", "M4"), t, a, result.residuals):
+        print(f"  {name}: target {ti: .8e}  achieved {ai: .8e}  residual {r: .2e}")
+    if len(result.candidates) > 1:
+        tried = ", ".join(f"{f} ({r:.2g})" for f, r in result.candidates)
+        print(f"Families tried (largest residual): {tried}")
+
+
+def _cmd_match(args) -> int:
+    result = match_explicit(
+        args.activation,
+        args.sigma_a2,
+        args.tau0,
+        args.kernel,
+        args.family,
+        n_layers=args.n_layers,
+        sigma_b2=args.sigma_b2,
+        tol=args.tol,
+    )
+    if args.json:
+        print(json.dumps(result.to_dict(), indent=2))
+    else:
+        _print_match(result)
+    return 0
+
+
+def main(argv=None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except (MatchingError, ValueError, TypeError) as exc:
+        print(f"sk-deq {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
