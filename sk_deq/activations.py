@@ -197,9 +197,11 @@ class Activation:
         return self._value_at_zero() if self.odd else _gaussian.expect(self, t, self.breakpoints)
 
     def variance(self, t: float) -> float:
-        """``Var_t[phi0]`` (two-pass, so a large mean costs no precision)."""
-        m = self.mean(t)
-        return _gaussian.expect(lambda x: (self(x) - m) ** 2, t, self.breakpoints)
+        """``Var_t[phi0]`` (two-pass, so a large mean costs no precision); ``inf`` on overflow."""
+        with np.errstate(all="ignore"):
+            m = self.mean(t)
+            v = _gaussian.expect(lambda x: (self(x) - m) ** 2, t, self.breakpoints)
+        return v if np.isfinite(v) else np.inf
 
     def moments(self, t: float) -> GaussianMoments:
         """Gaussian moments at input scale ``t``, activation centred at ``t``."""
@@ -207,17 +209,20 @@ class Activation:
         if not (np.isfinite(t) and t > 0):
             raise ValueError(f"input scale t must be positive and finite, got {t!r}.")
         bp = self.breakpoints
-        m = self._value_at_zero() if self.odd else _gaussian.expect(self, t, bp)
+        # Overflow inside a user's function shows up as a non-finite moment,
+        # reported below with a clear message.
+        with np.errstate(all="ignore"):
+            m = self._value_at_zero() if self.odd else _gaussian.expect(self, t, bp)
 
-        def centred_sq(x):
-            c = self(x) - m
-            return c * c
+            def centred_sq(x):
+                c = self(x) - m
+                return c * c
 
-        var = _gaussian.expect(centred_sq, t, bp)
-        d1 = _gaussian.stein_d1(self, t, bp)
-        d2 = 0.0 if self.odd else _gaussian.stein_d2(self, t, bp)
-        sq_d2 = _gaussian.stein_d2(centred_sq, t, bp)
-        d1_sq = _gaussian.expect(lambda x: self.derivative(x) ** 2, t, bp)
+            var = _gaussian.expect(centred_sq, t, bp)
+            d1 = _gaussian.stein_d1(self, t, bp)
+            d2 = 0.0 if self.odd else _gaussian.stein_d2(self, t, bp)
+            sq_d2 = _gaussian.stein_d2(centred_sq, t, bp)
+            d1_sq = _gaussian.expect(lambda x: self.derivative(x) ** 2, t, bp)
         out = GaussianMoments(t, m, var, d1, d2, sq_d2, d1_sq)
         _check_finite_moments(self, out)
         return out

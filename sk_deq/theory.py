@@ -547,15 +547,26 @@ def _pair(act: Activation, center: float, a: float, b: float, c: float, derivati
     return _gaussian.expect_pair(f, f, a, b, c, act.breakpoints, act.breakpoints)
 
 
-def _scalar_fixed_point(update, x0: float, tol: float = 1e-13, max_iter: int = 500) -> float:
+def _scalar_fixed_point(update, x0: float, tol: float = 1e-13, max_iter: int = 200, bounds=(-np.inf, np.inf)) -> float:
+    """Solve ``x = update(x)`` for a contraction, with Aitken's delta-squared acceleration.
+
+    Extrapolated points are clipped to ``bounds`` (e.g. Cauchy-Schwarz for a covariance).
+    """
     x = x0
     for _ in range(max_iter):
-        new = update(x)
-        if not np.isfinite(new):
+        x1 = update(x)
+        if not np.isfinite(x1):
             raise ValueError("Kernel fixed-point iteration diverged; try a smaller sigma_a2.")
-        if abs(new - x) <= tol * max(1.0, abs(new)):
-            return new
-        x = new
+        if abs(x1 - x) <= tol * max(1.0, abs(x1)):
+            return x1
+        x2 = update(x1)
+        if not np.isfinite(x2):
+            raise ValueError("Kernel fixed-point iteration diverged; try a smaller sigma_a2.")
+        if abs(x2 - x1) <= tol * max(1.0, abs(x2)):
+            return x2
+        denom = x2 - 2.0 * x1 + x
+        x = x2 - (x2 - x1) ** 2 / denom if denom != 0.0 else x2
+        x = min(max(x, bounds[0]), bounds[1])
     raise ValueError("Kernel fixed-point iteration did not converge; try a smaller sigma_a2.")
 
 
@@ -598,7 +609,8 @@ def implicit_kernel_entry(
     gxx, gyy = diag(x_sq), diag(y_sq)
     if xy * xy > x_sq * y_sq * (1 + 1e-12):
         raise ValueError("Inputs violate Cauchy-Schwarz: xy^2 > x_sq * y_sq.")
-    gxy = _scalar_fixed_point(lambda g: sa * _pair(act, center, gxx, gyy, g) + sb * xy, sb * xy)
+    bound = math.sqrt(gxx * gyy)
+    gxy = _scalar_fixed_point(lambda g: sa * _pair(act, center, gxx, gyy, g) + sb * xy, sb * xy, bounds=(-bound, bound))
     if kernel == "ck":
         return gxy
     feature = (gxy - sb * xy) / sa
