@@ -1,0 +1,176 @@
+"""The matching solver: residuals, root choice, symmetries and errors."""
+
+import json
+
+import numpy as np
+import pytest
+
+from sk_deq.activations import HardTanh, LeakyReLU, Quadratic
+from sk_deq.matching import FAMILIES, MatchingError, _Problem, match_explicit, matching_targets
+from sk_deq.theory import explicit_coefficients
+
+
+def recomputed_residuals(m):
+    """Residuals recomputed from the returned layers alone (independent of the solver's bookkeeping)."""
+    achieved = explicit_coefficients(m.layers, m.tau0).kernel(m.kernel).equations()
+    target = m.targets.equations()
+    return (achieved - target) / np.where(target != 0, np.abs(target), 1.0)
+
+
+def test_relu_ck_two_leaky_layers_exact_root_closest_to_plain():
+    m = match_explicit("relu", 0.2, 1.0)
+    assert m.family == "leaky_relu" and m.kinds == ("leaky_relu", "leaky_relu")
+    assert m.max_residual < 1e-9
+    np.testing.assert_allclose(recomputed_residuals(m), m.residuals, atol=1e-12)
+    (a1, b1), (a2, b2) = [(p["a"], p["b"]) for p in m.params]
+    assert min(a1, b1, a2, b2) >= 0  # non-negative slopes
+    # The root of SPEC §4 up to the positive rescaling (s a1, s b1, a2/s, b2/s) that leaves the
+    # kernel unchanged: ratios are gauge-free.  SPEC's root (1.15, 0.005, 1.02, 0.58) was
+    # reported with residuals ~2 %; the exact root has b2/a2 = 0.593 and b1/a1 = 0.004.
+    assert b2 / a2 == pytest.approx(0.5926, abs=2e-3)
+    assert b1 / a1 == pytest.approx(0.00396, abs=5e-4)
+    # The other exact root (first layer leaky, second ~ReLU) exists and is farther from plain.
+    from scipy.optimize import least_squares
+
+    problem = _Problem(m.kinds, m.targets, "ck")
+    other = problem.canonical(least_squares(problem.residuals, [0.93, 0.57, 1.22, 0.0], xtol=1e-14, ftol=1e-14).x)
+    assert np.max(np.abs(problem.residuals(other))) < 1e-8
+    assert other[1] / other[0] > 0.5 and other[3] / other[2] < 0.01  # a different root, not a gauge copy
+    chosen = np.array([a1, b1, a2, b2])
+    gauge = [np.array([s * other[0], s * other[1], other[2] / s, other[3] / s]) for s in np.linspace(0.5, 2, 301)]
+    assert min(problem.distance(g) for g in gauge) > problem.distance(chosen)
+
+
+def test_gauge_is_fixed_by_distance_to_plain():
+    """Along the exact-root valley (s a1, s b1, a2/s, b2/s) the returned point minimises the distance to (1, 0)."""
+    m = match_explicit("relu", 0.2, 1.0)
+    th = np.array([m.params[0]["a"], m.params[0]["b"], m.params[1]["a"], m.params[1]["b"]])
+
+    def dist(s):
+        return (s * th[0] - 1) ** 2 + (s * th[1]) ** 2 + (th[2] / s - 1) ** 2 + (th[3] / s) ** 2
+
+    s_grid = np.linspace(0.8, 1.25, 901)
+    assert s_grid[np.argmin([dist(s) for s in s_grid])] == pytest.approx(1.0, abs=2e-3)
+    # and the whole valley has the same kernel
+    layers = [LeakyReLU(1.1 * th[0], 1.1 * th[1]), LeakyReLU(th[2] / 1.1, th[3] / 1.1)]
+    np.testing.assert_allclose(
+        explicit_coefficients(layers, 1.0).kernel("ck").equations(), m.achieved.equations(), rtol=1e-12
+    )
+
+
+def test_tanh_ck_hard_tanh_root_matches_spec():
+    m = match_explicit("tanh", 0.2, 1.0)
+    assert m.family == "hard_tanh" and m.n_layers == 1
+    assert m.max_residual < 1e-9
+    assert m.params[0]["a"] == pytest.approx(0.76, abs=0.01)
+    assert m.params[0]["c"] == pytest.approx(1.20, abs=0.01)
+    np.testing.assert_allclose(recomputed_residuals(m), m.residuals, atol=1e-12)
+
+
+@pytest.mark.parametrize("act", ["tanh", "erf", "sigmoid"])
+@pytest.mark.parametrize("kernel", ["ck", "ntk"])
+def test_odd_activations_match_exactly_with_hard_tanh(act, kernel):
+    m = match_explicit(act, 0.3, 0.8, kernel)
+    assert m.family == "hard_tanh" and m.max_residual < 1e-8
+    assert m.targets.norm == 0 and m.targets.inner == 0  # odd phi: alpha2 = alpha3 = 0
+
+
+@pytest.mark.parametrize("act", ["gelu", "silu", "softplus", "elu"])
+def test_auto_finds_a_family_within_tolerance_for_other_activations(act):
+    m = match_explicit(act, 0.2, 1.0)
+    assert m.max_residual <= 0.05
+    assert m.family in {name for name, _ in m.candidates}
+    np.testing.assert_allclose(recomputed_residuals(m), m.residuals, atol=1e-10)
+    best = min(r for _, r in m.candidates)
+    assert m.max_residual <= best / 0.9 + 1e-9  # a simpler candidate wins only if within 10 %
+
+
+def test_relu_ntk_matches_with_frozen_input_layer_convention():
+    m = match_explicit("relu", 0.2, 1.0, "ntk")
+    assert m.max_residual < 1e-9
+    targets, deq = matching_targets("relu", 0.2, 1.0, "ntk")
+    assert m.targets == targets and deq.beta1 == pytest.approx(targets.linear)
+    np.testing.assert_allclose(recomputed_residuals(m), m.residuals, atol=1e-12)
+
+
+def test_quadratic_is_a_least_squares_fit_that_reports_its_residuals():
+    with pytest.raises(MatchingError) as info:
+        match_explicit("relu", 0.2, 1.0, family="quadratic")
+    msg = str(info.value)
+    assert "within tol=0.05" in msg and "M4=" in msg and "tol=None" in msg
+    m = match_explicit("relu", 0.2, 1.0, family="quadratic", tol=None)
+    assert m.max_residual > 0.05 and m.tol is None
+    c2, c1 = m.params[0]["c2"], m.params[0]["c1"]
+    # M1 is met exactly by c1 (a1 = c1^2); a3 = 2 a2 for a quadratic layer
+    assert c1**2 == pytest.approx(m.targets.linear, rel=1e-6)
+    assert m.achieved.inner == pytest.approx(2 * m.achieved.norm, rel=1e-12)
+    assert c2 >= 0 and c1 >= 0
+    assert isinstance(m.layers[0], Quadratic)
+
+
+def test_family_as_layer_kinds_and_depth():
+    m = match_explicit("softplus", 0.2, 1.0, family=("quadratic", "leaky_relu"))
+    assert m.kinds == ("quadratic", "leaky_relu") and m.family == "quadratic_leaky_relu"
+    m3 = match_explicit("relu", 0.2, 1.0, "ntk", family="leaky_relu", n_layers=3)
+    assert m3.n_layers == 3 and m3.family == "leaky_relux3"
+    m1 = match_explicit("tanh", 0.2, 1.0, family="hard_tanh", n_layers=2)
+    assert [type(layer) for layer in m1.layers] == [HardTanh, HardTanh]
+
+
+def test_result_carries_what_a_network_needs():
+    m = match_explicit("relu", 0.2, 1.3)
+    assert len(m.taus) == len(m.centers) == m.n_layers == 2
+    assert m.taus[0] == pytest.approx(1.3)
+    assert m.centers[0] == pytest.approx(m.layers[0].mean(1.3))
+    assert m.taus[1] == pytest.approx(np.sqrt(m.layers[0].moments(1.3).var))
+    d = m.to_dict()
+    json.dumps(d)
+    assert d["equations"]["M2"]["relative_residual"] == pytest.approx(m.residuals[1])
+    assert d["layers"][1]["input_scale"] == pytest.approx(m.taus[1])
+    text = repr(m)
+    assert "leaky_relu" in text and "M4" in text and "layer 2" in text
+
+
+def test_same_random_state_same_result():
+    a = match_explicit("gelu", 0.25, 0.9, random_state=3)
+    b = match_explicit("gelu", 0.25, 0.9, random_state=3)
+    assert a.params == b.params
+
+
+@pytest.mark.parametrize("kinds", [("leaky_relu", "leaky_relu"), ("quadratic", "leaky_relu"), ("hard_tanh",), ("leaky_relu", "quadratic")])
+def test_canonical_symmetries_leave_the_kernel_unchanged(kinds):
+    targets, _ = matching_targets("relu", 0.2, 1.0)
+    problem = _Problem(kinds, targets, "ck")
+    rng = np.random.default_rng(0)
+    for _ in range(5):
+        th = rng.normal(size=2 * len(kinds)) + problem.plain
+        if "hard_tanh" in kinds:
+            th[1::2] = np.abs(th[1::2]) + 0.1
+        np.testing.assert_allclose(problem.residuals(problem.canonical(th)), problem.residuals(th), rtol=1e-10, atol=1e-12)
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="Unknown family 'cubic'"):
+        match_explicit("relu", 0.2, 1.0, family="cubic")
+    with pytest.raises(ValueError, match="layer kinds"):
+        match_explicit("relu", 0.2, 1.0, family=("leaky_relu", "cubic"))
+    with pytest.raises(ValueError, match="n_layers cannot be combined with family='auto'"):
+        match_explicit("relu", 0.2, 1.0, n_layers=2)
+    with pytest.raises(ValueError, match="single-kind"):
+        match_explicit("relu", 0.2, 1.0, family="leaky_relu_quadratic", n_layers=2)
+    with pytest.raises(ValueError, match="kernel must be 'ck' or 'ntk'"):
+        match_explicit("relu", 0.2, 1.0, kernel="nngp")
+    with pytest.raises(ValueError, match="tol must be"):
+        match_explicit("relu", 0.2, 1.0, tol=-1)
+    with pytest.raises(ValueError, match="sigma_a2"):
+        match_explicit("relu", 1.2, 1.0)
+    with pytest.raises(ValueError, match="tau0"):
+        match_explicit("relu", 0.2, 0.0)
+
+
+def test_no_fit_within_tolerance_is_an_error_never_a_fallback():
+    # an odd DEQ cannot be matched by leaky-ReLU layers unless they are linear, which misses M4
+    with pytest.raises(MatchingError, match="No explicit network matches the CK of the tanh-DEQ"):
+        match_explicit("tanh", 0.2, 1.0, family="leaky_relu", tol=1e-3)
+    assert issubclass(MatchingError, ValueError)
+    assert set(FAMILIES) >= {"leaky_relu", "hard_tanh", "quadratic"}
