@@ -102,9 +102,7 @@ def gaussian_nodes(t: float, breakpoints: tuple[float, ...] = ()) -> tuple[np.nd
 def _check_t(t: float, *, strict: bool) -> float:
     t = float(t)
     if not np.isfinite(t) or t < 0 or (strict and t == 0):
-        raise ValueError(
-            f"Gaussian scale t must be finite and {'positive' if strict else 'non-negative'}, got {t!r}."
-        )
+        raise ValueError(f"Gaussian scale t must be finite and {'positive' if strict else 'non-negative'}, got {t!r}.")
     return t
 
 

@@ -56,7 +56,9 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--kernel", choices=("ck", "ntk"), default="ck", help="kernel to match (default: ck)")
     m.add_argument("--family", type=_family, default="auto", help="explicit family (default: auto)")
     m.add_argument("--n-layers", type=int, default=None, help="depth of a single-kind family")
-    m.add_argument("--tol", type=_tol, default=0.05, help="largest relative residual accepted, or 'none' (default: 0.05)")
+    m.add_argument(
+        "--tol", type=_tol, default=0.05, help="largest relative residual accepted, or 'none' (default: 0.05)"
+    )
     m.add_argument("--json", action="store_true", help="print the result as JSON")
     m.set_defaults(func=_cmd_match)
     return parser
@@ -64,7 +66,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _print_match(result) -> None:
     deq = result.deq
-    print(f"DEQ: activation={result.activation}  sigma_a2={result.sigma_a2:g}  sigma_b2={result.sigma_b2:g}  tau0={result.tau0:g}")
+    print(
+        f"DEQ: activation={result.activation}  sigma_a2={result.sigma_a2:g}  sigma_b2={result.sigma_b2:g}  tau0={result.tau0:g}"
+    )
     if result.kernel == "ck":
         print(
             f"  four equations: tau={deq.tau:.8g}  alpha1={deq.alpha1:.8g}  alpha2={deq.alpha2:.8g}  "

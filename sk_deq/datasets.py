@@ -111,7 +111,9 @@ def make_gaussian_mixture(
     rng = check_random_state(random_state)
     if means is None:
         if p < 8 * (K - 1) + 1:
-            raise ValueError(f"n_features must be at least 8 (n_classes - 1) + 1 = {8 * (K - 1) + 1} for the default means, got {p}.")
+            raise ValueError(
+                f"n_features must be at least 8 (n_classes - 1) + 1 = {8 * (K - 1) + 1} for the default means, got {p}."
+            )
         M = np.zeros((K, p))
         M[np.arange(K), 8 * np.arange(K)] = float(mean_norm)
     else:

@@ -25,16 +25,13 @@ fluctuations of the sample norms (SPEC §4).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
-from typing import Sequence
 
 import numpy as np
 from scipy.optimize import least_squares
 
 from .activations import Activation, HardTanh, LeakyReLU, Quadratic, get_activation
 from .theory import (
-    DEQCoefficients,
     DEQNTKCoefficients,
     ExplicitCoefficients,
     KernelCoefficients,
@@ -244,7 +241,9 @@ def _resolve_family(family, n_layers, act: Activation) -> list:
     kinds = tuple(family)
     bad = [k for k in kinds if k not in LAYER_KINDS]
     if not kinds or bad:
-        raise ValueError(f"A family given as a sequence must list layer kinds from {sorted(LAYER_KINDS)}; got {family!r}.")
+        raise ValueError(
+            f"A family given as a sequence must list layer kinds from {sorted(LAYER_KINDS)}; got {family!r}."
+        )
     if n_layers is not None:
         raise ValueError("n_layers cannot be combined with a family given as a sequence of kinds.")
     return [kinds]
@@ -294,7 +293,9 @@ class _Problem:
             else:  # quadratic: -f: (-c2, -c1); f(-x): (c2, -c1); -f(-x): (-c2, c1)
                 options = [(abs(p), abs(q))]
             plain = LAYER_KINDS[k].plain
-            th[2 * i : 2 * i + 2] = min(options, key=lambda o: ((o[0] - plain[0]) ** 2 + (o[1] - plain[1]) ** 2, -o[0], -o[1]))
+            th[2 * i : 2 * i + 2] = min(
+                options, key=lambda o: ((o[0] - plain[0]) ** 2 + (o[1] - plain[1]) ** 2, -o[0], -o[1])
+            )
         return th
 
     def distance(self, theta) -> float:
@@ -311,7 +312,9 @@ def _solve(problem: _Problem, n_starts: int, rng: np.random.Generator, tol: floa
         starts.append(np.maximum(x0, lo + 1e-3))
     roots = []
     for x0 in starts:
-        r = least_squares(problem.residuals, x0, bounds=(lo, hi), xtol=1e-14, ftol=1e-14, gtol=1e-14, max_nfev=400 * dim)
+        r = least_squares(
+            problem.residuals, x0, bounds=(lo, hi), xtol=1e-14, ftol=1e-14, gtol=1e-14, max_nfev=400 * dim
+        )
         roots.append(problem.canonical(r.x))
     fits = [(th, problem.residuals(th)) for th in roots]
     best = min(float(np.max(np.abs(f))) for _, f in fits)
@@ -328,7 +331,9 @@ def _solve(problem: _Problem, n_starts: int, rng: np.random.Generator, tol: floa
             bounds=(lo, hi),
             max_nfev=50 * dim,
         ).x
-        refit = least_squares(problem.residuals, pulled, bounds=(lo, hi), xtol=1e-14, ftol=1e-14, gtol=1e-14, max_nfev=100 * dim).x
+        refit = least_squares(
+            problem.residuals, pulled, bounds=(lo, hi), xtol=1e-14, ftol=1e-14, gtol=1e-14, max_nfev=100 * dim
+        ).x
         cand = problem.canonical(refit)
         f_old, f_new = problem.residuals(th), problem.residuals(cand)
         keep = cand if np.max(np.abs(f_new)) <= np.max(np.abs(f_old)) * (1 + 1e-6) + 1e-10 else th

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -428,7 +428,9 @@ def deq_ck_coefficients(activation, sigma_a2: float, tau0: float, *, sigma_b2: f
     return DEQCoefficients(act.name, sa, sb, t0, tau, alpha1, alpha2, alpha3, alpha4, m)
 
 
-def deq_ntk_coefficients(activation, sigma_a2: float, tau0: float, *, sigma_b2: float | None = None) -> DEQNTKCoefficients:
+def deq_ntk_coefficients(
+    activation, sigma_a2: float, tau0: float, *, sigma_b2: float | None = None
+) -> DEQNTKCoefficients:
     """Coefficients ``beta1, beta2, beta3, kappa`` of the Implicit-NTK (SPEC §5).
 
     Parameters are those of :func:`deq_ck_coefficients`.

@@ -8,7 +8,14 @@ import pytest
 
 from sk_deq.activations import ACTIVATIONS, Activation, HardTanh, LeakyReLU, Quadratic, get_activation
 
-FAMILY_CASES = [LeakyReLU(1.15, 0.005), LeakyReLU(-0.3, 0.8), HardTanh(0.76, 1.2), HardTanh(2.0, 0.1), Quadratic(0.3, 0.8), Quadratic(-0.5, 0.0)]
+FAMILY_CASES = [
+    LeakyReLU(1.15, 0.005),
+    LeakyReLU(-0.3, 0.8),
+    HardTanh(0.76, 1.2),
+    HardTanh(2.0, 0.1),
+    Quadratic(0.3, 0.8),
+    Quadratic(-0.5, 0.0),
+]
 MOMENT_FIELDS = ("mean", "var", "d1", "d2", "sq_d2", "d1_sq")
 
 
@@ -75,7 +82,10 @@ def test_relu_moments_closed_form():
     assert m.d == pytest.approx(0.5, rel=1e-13)
 
 
-@pytest.mark.parametrize("name,odd", [("tanh", True), ("erf", True), ("sigmoid", True), ("relu", False), ("gelu", False), ("softplus", False)])
+@pytest.mark.parametrize(
+    "name,odd",
+    [("tanh", True), ("erf", True), ("sigmoid", True), ("relu", False), ("gelu", False), ("softplus", False)],
+)
 def test_oddness(name, odd):
     act = get_activation(name)
     assert act.odd is odd
@@ -116,7 +126,7 @@ def test_names_and_aliases():
 
 
 def test_unknown_name_lists_known_names():
-    with pytest.raises(ValueError, match="Unknown activation 'relux'.*gelu.*tanh"):
+    with pytest.raises(ValueError, match=r"Unknown activation 'relux'.*gelu.*tanh"):
         get_activation("relux")
     with pytest.raises(TypeError, match="name, an Activation or a callable"):
         get_activation(3.0)

@@ -52,15 +52,15 @@ def test_stein_moments_match_weighted_quadrature(name, t):
 @pytest.mark.parametrize("t", [1e-3, 0.5, 1.0, 10.0, 100.0])
 def test_stein_identities_recover_dirac_masses(t):
     """Kinked functions: the derivative moments contain Dirac masses."""
-    relu = lambda x: np.maximum(x, 0.0)  # noqa: E731
+    relu = lambda x: np.maximum(x, 0.0)
     assert G.stein_d1(relu, t, (0.0,)) == pytest.approx(0.5, abs=1e-13)
     assert G.stein_d2(relu, t, (0.0,)) == pytest.approx(1 / (t * SQRT_2PI), rel=1e-10)
     # E[clip''] = density at the lower kink minus density at the upper one
-    clip = lambda x: np.clip(x, -1.0, 2.0)  # noqa: E731
-    pdf = lambda x: math.exp(-0.5 * (x / t) ** 2) / (t * SQRT_2PI)  # noqa: E731
+    clip = lambda x: np.clip(x, -1.0, 2.0)
+    pdf = lambda x: math.exp(-0.5 * (x / t) ** 2) / (t * SQRT_2PI)
     assert G.stein_d2(clip, t, (-1.0, 2.0)) == pytest.approx(pdf(-1.0) - pdf(2.0), rel=1e-9, abs=1e-13)
     # E[step'] = density at the jump
-    step = lambda x: (x > 0.3).astype(float)  # noqa: E731
+    step = lambda x: (x > 0.3).astype(float)
     assert G.stein_d1(step, t, (0.3,)) == pytest.approx(pdf(0.3), rel=1e-9, abs=1e-13)
 
 
@@ -97,7 +97,9 @@ def arccos_kernel(a, b, c):
     return np.sqrt(a * b) / (2 * np.pi) * (np.sin(th) + (np.pi - th) * np.cos(th))
 
 
-@pytest.mark.parametrize("a,b,c", [(1, 1, 0.3), (2.0, 0.5, -0.9), (0.3, 3.0, 0.0), (1, 1, 1.0), (1, 1, -1.0), (1.0, 4.0, 1.999)])
+@pytest.mark.parametrize(
+    "a,b,c", [(1, 1, 0.3), (2.0, 0.5, -0.9), (0.3, 3.0, 0.0), (1, 1, 1.0), (1, 1, -1.0), (1.0, 4.0, 1.999)]
+)
 def test_pair_relu_matches_arccos_kernel(a, b, c):
     relu = FUNCS["relu"][0]
     got = G.expect_pair(relu, relu, a, b, c, (0.0,), (0.0,))

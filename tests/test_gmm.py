@@ -26,7 +26,11 @@ def exact_relu_feature_kernel(X, sa, t0):
     def dual(a, b, c):
         sa_, sb_ = np.sqrt(a), np.sqrt(b)
         th = np.arccos(np.clip(c / (sa_ * sb_), -1, 1))
-        return sa_ * sb_ / (2 * math.pi) * (np.sin(th) + (math.pi - th) * np.cos(th)) - center * (sa_ + sb_) / math.sqrt(2 * math.pi) + center**2
+        return (
+            sa_ * sb_ / (2 * math.pi) * (np.sin(th) + (math.pi - th) * np.cos(th))
+            - center * (sa_ + sb_) / math.sqrt(2 * math.pi)
+            + center**2
+        )
 
     XX = X @ X.T
     d = np.diag(XX).copy()
@@ -62,7 +66,11 @@ def relu_mc(gmm):
 @pytest.mark.parametrize("act", ["relu", "tanh", "gelu"])
 def test_implicit_ck_equivalent_matches_monte_carlo(gmm, relu_mc, act):
     X, y, stats, t0 = gmm
-    G = relu_mc["ck"] if act == "relu" else monte_carlo_implicit_kernel(X, act, SA, n_hidden=M, random_state=1, dtype=np.float32)
+    G = (
+        relu_mc["ck"]
+        if act == "relu"
+        else monte_carlo_implicit_kernel(X, act, SA, n_hidden=M, random_state=1, dtype=np.float32)
+    )
     c = deq_ck_coefficients(act, SA, t0)
     err = relative_spectral_error(G, stats.equivalent_kernel(c.implicit_kernel(), X, y))
     assert err < 0.15
@@ -116,7 +124,12 @@ def test_exact_reference_matches_monte_carlo(gmm, relu_mc):
 
 @pytest.mark.parametrize(
     "act,kernel,family,tol",
-    [("relu", "ck", "auto", 0.05), ("relu", "ck", "quadratic", None), ("tanh", "ck", "auto", 0.05), ("relu", "ntk", "auto", 0.05)],
+    [
+        ("relu", "ck", "auto", 0.05),
+        ("relu", "ck", "quadratic", None),
+        ("tanh", "ck", "auto", 0.05),
+        ("relu", "ntk", "auto", 0.05),
+    ],
 )
 def test_matched_explicit_kernel_beats_unmatched_layer(gmm, relu_mc, act, kernel, family, tol):
     """DEQ kernel vs the matched explicit net and vs a plain one-layer net of the same width."""
@@ -124,7 +137,9 @@ def test_matched_explicit_kernel_beats_unmatched_layer(gmm, relu_mc, act, kernel
     if act == "relu":
         ref = relu_mc["feature" if kernel == "ck" else "ntk"]
     else:
-        ref = monte_carlo_implicit_kernel(X, act, SA, kernel="feature", n_hidden=M, n_draws=3, random_state=1, dtype=np.float32)
+        ref = monte_carlo_implicit_kernel(
+            X, act, SA, kernel="feature", n_hidden=M, n_draws=3, random_state=1, dtype=np.float32
+        )
     match = match_explicit(act, SA, t0, kernel, family, tol=tol)
     kw = dict(kernel=kernel, n_hidden=M, n_draws=6, random_state=5, dtype=np.float32)
     matched = relative_spectral_error(ref, monte_carlo_explicit_kernel(X, match.layers, **kw))
@@ -177,7 +192,9 @@ def test_monte_carlo_implicit_ck_error_shrinks_with_dimension():
     for p in (150, 300, 600):
         X, y, stats = make_gaussian_mixture(int(p / 0.8), p, random_state=0, return_stats=True)
         t0 = data_tau0(X)
-        F = monte_carlo_implicit_kernel(X, "relu", SA, kernel="feature", n_hidden=8 * p, n_draws=4, random_state=0, dtype=np.float32)
+        F = monte_carlo_implicit_kernel(
+            X, "relu", SA, kernel="feature", n_hidden=8 * p, n_draws=4, random_state=0, dtype=np.float32
+        )
         fk = deq_ck_coefficients("relu", SA, t0).feature_kernel()
         errs.append(relative_spectral_error(F, stats.equivalent_kernel(fk, X, y)))
     assert errs[0] > errs[1] > errs[2]

@@ -137,7 +137,9 @@ def test_same_random_state_same_result():
     assert a.params == b.params
 
 
-@pytest.mark.parametrize("kinds", [("leaky_relu", "leaky_relu"), ("quadratic", "leaky_relu"), ("hard_tanh",), ("leaky_relu", "quadratic")])
+@pytest.mark.parametrize(
+    "kinds", [("leaky_relu", "leaky_relu"), ("quadratic", "leaky_relu"), ("hard_tanh",), ("leaky_relu", "quadratic")]
+)
 def test_canonical_symmetries_leave_the_kernel_unchanged(kinds):
     targets, _ = matching_targets("relu", 0.2, 1.0)
     problem = _Problem(kinds, targets, "ck")
@@ -146,7 +148,9 @@ def test_canonical_symmetries_leave_the_kernel_unchanged(kinds):
         th = rng.normal(size=2 * len(kinds)) + problem.plain
         if "hard_tanh" in kinds:
             th[1::2] = np.abs(th[1::2]) + 0.1
-        np.testing.assert_allclose(problem.residuals(problem.canonical(th)), problem.residuals(th), rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(
+            problem.residuals(problem.canonical(th)), problem.residuals(th), rtol=1e-10, atol=1e-12
+        )
 
 
 def test_bad_arguments():

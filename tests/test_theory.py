@@ -33,9 +33,12 @@ def taylor_coefficients(entry, tau0, eps=2e-2):
     s = tau0**2
     lin = (entry(s, s, eps) - entry(s, s, -eps)) / (2 * eps)
     inner = (entry(s, s, eps) + entry(s, s, -eps) - 2 * entry(s, s, 0.0)) / (2 * eps**2)
-    norm = (entry(s + eps, s + eps, 0) - entry(s + eps, s - eps, 0) - entry(s - eps, s + eps, 0) + entry(s - eps, s - eps, 0)) / (
-        4 * eps**2
-    )
+    norm = (
+        entry(s + eps, s + eps, 0)
+        - entry(s + eps, s - eps, 0)
+        - entry(s - eps, s + eps, 0)
+        + entry(s - eps, s - eps, 0)
+    ) / (4 * eps**2)
     diag = entry(s, s, s)
     slope = (entry(s + eps, s + eps, s + eps) - entry(s - eps, s - eps, s - eps)) / (2 * eps)
     return lin, norm, inner, diag, slope
@@ -94,7 +97,7 @@ def test_tau_and_centring_match_a_random_deq(act):
 
 def test_tau_iteration_diverges_for_fast_growing_activation():
     # phi0 = x^2: tau^2 = 2 sa tau^4 + sb tau0^2 has no solution when 8 sa sb tau0^2 > 1
-    with pytest.raises(ValueError, match="diverges.*smaller sigma_a2"):
+    with pytest.raises(ValueError, match=r"diverges.*smaller sigma_a2"):
         tau_fixed_point(lambda x: x**2, 0.5, 2.0)
     # ... and a solution when it is small
     tau = tau_fixed_point(lambda x: x**2, 0.05, 1.0)
@@ -180,7 +183,9 @@ def test_exact_implicit_ck_entry_matches_a_random_deq():
             Z, _ = simulate_deq(X, act, sa, m, rng, c.moments.mean)
             G += (sa * Z.T @ Z + (1 - sa) * X @ X.T) / draws
         XX = X @ X.T
-        exact = np.array([[implicit_kernel_entry(act, sa, t0, XX[i, i], XX[j, j], XX[i, j]) for j in range(3)] for i in range(3)])
+        exact = np.array(
+            [[implicit_kernel_entry(act, sa, t0, XX[i, i], XX[j, j], XX[i, j]) for j in range(3)] for i in range(3)]
+        )
         np.testing.assert_allclose(G, exact, atol=0.01 * np.max(np.abs(exact)))
 
 
@@ -192,7 +197,9 @@ def test_exact_implicit_ck_entry_matches_a_random_deq():
 def test_ntk_coefficients_are_the_taylor_coefficients_of_the_exact_implicit_ntk(act):
     sa, t0 = 0.2, 1.0
     k = deq_ntk_coefficients(act, sa, t0)
-    lin, norm, inner, diag, _ = taylor_coefficients(lambda a, b, x: implicit_kernel_entry(act, sa, t0, a, b, x, kernel="ntk"), t0)
+    lin, norm, inner, diag, _ = taylor_coefficients(
+        lambda a, b, x: implicit_kernel_entry(act, sa, t0, a, b, x, kernel="ntk"), t0
+    )
     assert lin == pytest.approx(k.beta1, rel=1e-4)
     assert diag == pytest.approx(k.kappa**2, rel=1e-10)
     assert norm == pytest.approx(k.beta2, rel=2e-3, abs=1e-6)
@@ -234,7 +241,12 @@ def test_implicit_ntk_is_the_ntk_of_readout_and_recurrent_weights():
         Gm = torch.stack(grads)
         K += Gm @ Gm.T / draws
     XX = (X @ X.T).numpy()
-    exact = np.array([[implicit_kernel_entry(act, sa, t0, XX[i, i], XX[j, j], XX[i, j], kernel="ntk") for j in range(3)] for i in range(3)])
+    exact = np.array(
+        [
+            [implicit_kernel_entry(act, sa, t0, XX[i, i], XX[j, j], XX[i, j], kernel="ntk") for j in range(3)]
+            for i in range(3)
+        ]
+    )
     np.testing.assert_allclose(K.numpy(), exact, atol=0.04 * np.max(np.abs(exact)))
 
 
@@ -287,7 +299,10 @@ def test_explicit_ntk_matches_autograd_empirical_ntk(first):
 
     torch.manual_seed(1)
     layers = [get_activation("tanh"), LeakyReLU(1.1, 0.3)]
-    t0_data = torch.tensor([[1.0, 0.3, -0.2, 0.0], [0.2, -0.8, 0.5, 0.4], [-0.6, 0.1, 0.7, -0.3], [0.3, 0.3, 0.3, 0.9]], dtype=torch.float64)
+    t0_data = torch.tensor(
+        [[1.0, 0.3, -0.2, 0.0], [0.2, -0.8, 0.5, 0.4], [-0.6, 0.1, 0.7, -0.3], [0.3, 0.3, 0.3, 0.9]],
+        dtype=torch.float64,
+    )
     X = t0_data
     t0 = float(torch.sqrt(torch.mean(torch.sum(X**2, 1))))
     centers = explicit_coefficients(layers, t0).centers
@@ -309,12 +324,18 @@ def test_explicit_ntk_matches_autograd_empirical_ntk(first):
     for _ in range(draws):
         net = Net()
         params = {k: v.detach() for k, v in net.named_parameters() if first or k != "W1"}
-        jac = vmap(jacrev(lambda p, x: functional_call(net, p, (x,))), in_dims=(None, 0))(params, X)
+        jac = vmap(jacrev(lambda p, x, net=net: functional_call(net, p, (x,))), in_dims=(None, 0))(params, X)
         flat = torch.cat([j.reshape(4, -1) for j in jac.values()], dim=1)
         K += flat @ flat.T / draws
     XX = (X @ X.T).numpy()
     exact = np.array(
-        [[explicit_kernel_entry(layers, t0, XX[i, i], XX[j, j], XX[i, j], kernel="ntk", ntk_input_layer=first) for j in range(4)] for i in range(4)]
+        [
+            [
+                explicit_kernel_entry(layers, t0, XX[i, i], XX[j, j], XX[i, j], kernel="ntk", ntk_input_layer=first)
+                for j in range(4)
+            ]
+            for i in range(4)
+        ]
     )
     np.testing.assert_allclose(K.detach().numpy(), exact, atol=0.04 * np.max(np.abs(exact)))
 
