@@ -1,0 +1,26 @@
+"""Torch building blocks: fixed-point solvers, the DEQ layer, the explicit net, training.
+
+Nothing here derives a formula: centring constants and matched activations
+come from :mod:`sk_deq.theory` and :mod:`sk_deq.matching`.
+"""
+
+from .deq import DEQDivergenceError, DEQLayer
+from .explicit import ExplicitNet
+from .solvers import SOLVERS, SolverInfo, anderson, fixed_point_iteration, get_solver
+from .training import OPTIMIZERS, ProgressBar, TrainResult, predict_logits, train
+
+__all__ = [
+    "DEQLayer",
+    "DEQDivergenceError",
+    "ExplicitNet",
+    "SOLVERS",
+    "SolverInfo",
+    "anderson",
+    "fixed_point_iteration",
+    "get_solver",
+    "OPTIMIZERS",
+    "ProgressBar",
+    "TrainResult",
+    "predict_logits",
+    "train",
+]

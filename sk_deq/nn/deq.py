@@ -1,0 +1,192 @@
+"""The DEQ layer of SPEC §1 with an implicit backward pass.
+
+    z* = (phi0(sqrt(sigma_a2) A z* + sqrt(sigma_b2) B x) - c) / sqrt(m)
+
+``A`` (m x m) and ``B`` (m x p) have i.i.d. ``N(0, 1)`` entries at
+initialisation and ``c = E_tau[phi0]`` centres the activation at the DEQ's
+pre-activation scale ``tau`` (computed by :func:`sk_deq.theory.deq_ck_coefficients`;
+this module takes it as a number and derives nothing itself).
+
+Forward: the fixed point is found under ``torch.no_grad`` by one of the
+solvers of :mod:`sk_deq.nn.solvers`; no graph is kept through the iterations.
+Backward (when ``A``, ``B`` or the input require gradients): one extra,
+attached application of the map at ``z*`` carries the gradient to the
+parameters, and a hook on its output replaces the incoming gradient ``v`` by
+the solution of the adjoint fixed point ``g = J^T g + v``, ``J = df/dz`` at
+``z*``, solved with the same solver.  This is implicit differentiation:
+``dL/dtheta = g^T df/dtheta = v^T (I - J)^-1 df/dtheta``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from ..activations import get_activation
+from .solvers import SolverInfo, get_solver
+
+__all__ = ["DEQLayer", "DEQDivergenceError"]
+
+
+class DEQDivergenceError(ValueError):
+    """The fixed-point iteration produced non-finite values."""
+
+
+class DEQLayer(nn.Module):
+    """Random-feature DEQ layer ``x -> z*`` (SPEC §1).
+
+    Parameters
+    ----------
+    n_features : int
+        Input dimension ``p``.
+    n_hidden : int
+        Width ``m``.
+    activation : str, Activation or callable
+        ``phi0``; its ``.torch`` form is used.
+    sigma_a2 : float
+        Recurrent weight variance.
+    center : float
+        Centring constant ``c = E_tau[phi0]``.
+    sigma_b2 : float, optional
+        Input weight variance, ``1 - sigma_a2`` by default.
+    solver : str or callable, default='fixed_point'
+        Forward and adjoint solver (see :mod:`sk_deq.nn.solvers`).
+    tol : float, default=1e-4
+        Relative residual at which the forward solve stops.
+    max_iter : int, default=50
+        Iteration budget of the forward solve.
+    backward_tol, backward_max_iter : float, int, optional
+        Settings of the adjoint solve (those of the forward solve by default).
+    solver_options : dict, optional
+        Extra keyword arguments of the solver (e.g. ``memory`` for Anderson).
+    train_a, train_b : bool, default=False
+        Whether ``A`` and ``B`` receive gradients.
+    generator : torch.Generator, optional
+        Source of the ``N(0, 1)`` weights (drawn in float64 on the CPU, so that
+        a seed gives the same weights on every device and in every dtype).
+    dtype, device : optional
+        Where the parameters live.
+
+    Attributes
+    ----------
+    A : torch.nn.Parameter of shape (m, m)
+    B : torch.nn.Parameter of shape (m, p)
+    forward_info : SolverInfo or None
+        Diagnostics of the last forward solve.
+    backward_info : SolverInfo or None
+        Diagnostics of the last adjoint solve.
+    """
+
+    def __init__(
+        self,
+        n_features: int,
+        n_hidden: int,
+        activation,
+        sigma_a2: float,
+        center: float,
+        *,
+        sigma_b2: float | None = None,
+        solver="fixed_point",
+        tol: float = 1e-4,
+        max_iter: int = 50,
+        backward_tol: float | None = None,
+        backward_max_iter: int | None = None,
+        solver_options: dict | None = None,
+        train_a: bool = False,
+        train_b: bool = False,
+        generator: torch.Generator | None = None,
+        dtype=None,
+        device=None,
+    ):
+        super().__init__()
+        self.n_features = int(n_features)
+        self.n_hidden = int(n_hidden)
+        self.activation = get_activation(activation)
+        self.sigma_a2 = float(sigma_a2)
+        self.sigma_b2 = 1.0 - self.sigma_a2 if sigma_b2 is None else float(sigma_b2)
+        self.center = float(center)
+        self.solver = solver
+        self.tol = float(tol)
+        self.max_iter = int(max_iter)
+        self.backward_tol = self.tol if backward_tol is None else float(backward_tol)
+        self.backward_max_iter = self.max_iter if backward_max_iter is None else int(backward_max_iter)
+        self.solver_options = dict(solver_options or {})
+        dtype = dtype or torch.get_default_dtype()
+        A = torch.randn(self.n_hidden, self.n_hidden, generator=generator, dtype=torch.float64)
+        B = torch.randn(self.n_hidden, self.n_features, generator=generator, dtype=torch.float64)
+        self.A = nn.Parameter(A.to(dtype=dtype, device=device), requires_grad=bool(train_a))
+        self.B = nn.Parameter(B.to(dtype=dtype, device=device), requires_grad=bool(train_b))
+        self.forward_info: SolverInfo | None = None
+        self.backward_info: SolverInfo | None = None
+
+    # ------------------------------------------------------------------
+    def extra_repr(self) -> str:
+        return (
+            f"n_features={self.n_features}, n_hidden={self.n_hidden}, activation={self.activation!r}, "
+            f"sigma_a2={self.sigma_a2:g}, center={self.center:.6g}, solver={self.solver!r}, tol={self.tol:g}"
+        )
+
+    def injection(self, x: torch.Tensor) -> torch.Tensor:
+        """The input term ``sqrt(sigma_b2) B x`` for a batch (rows are samples)."""
+        return math.sqrt(self.sigma_b2) * (x @ self.B.T)
+
+    def _map(self, z: torch.Tensor, u: torch.Tensor, A: torch.Tensor) -> torch.Tensor:
+        h = torch.addmm(u, z, A.T, alpha=math.sqrt(self.sigma_a2))
+        return (self.activation.torch(h) - self.center) / math.sqrt(self.n_hidden)
+
+    def pre_activation(self, z: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        """``sqrt(sigma_a2) A z + sqrt(sigma_b2) B x`` (rows are samples)."""
+        return torch.addmm(self.injection(x), z, self.A.T, alpha=math.sqrt(self.sigma_a2))
+
+    def step(self, z: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        """One application of the fixed-point map ``f(z; x)`` (differentiable)."""
+        return self._map(z, self.injection(x), self.A)
+
+    def _solve(self, f, z0, tol, max_iter, what):
+        solver = get_solver(self.solver)
+        z, info = solver(f, z0, tol=tol, max_iter=max_iter, **self.solver_options)
+        if info.diverged:
+            raise DEQDivergenceError(
+                f"The DEQ's {what} fixed-point iteration diverged (non-finite values after "
+                f"{info.n_iter} iterations) at sigma_a2={self.sigma_a2:g}: the fixed-point map is not a "
+                "contraction for these inputs. Use a smaller sigma_a2 (the map contracts when "
+                "2 sqrt(sigma_a2) Lip(phi) < 1, e.g. sigma_a2 < 0.25 for ReLU), or smaller inputs."
+            )
+        return z, info
+
+    def solve(self, x: torch.Tensor, z0: torch.Tensor | None = None):
+        """Solve for ``z*`` without gradients; returns ``(z*, SolverInfo)``."""
+        with torch.no_grad():
+            u = self.injection(x)
+            A = self.A.detach()
+            if z0 is None:
+                z0 = torch.zeros(x.shape[0], self.n_hidden, dtype=u.dtype, device=u.device)
+            z, info = self._solve(lambda z: self._map(z, u, A), z0, self.tol, self.max_iter, "forward")
+        self.forward_info = info
+        return z, info
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``z*`` for a batch ``x`` of shape (n, p); differentiable by implicit differentiation."""
+        z_star, _ = self.solve(x)
+        needs_grad = torch.is_grad_enabled() and (self.A.requires_grad or self.B.requires_grad or x.requires_grad)
+        if not needs_grad:
+            return z_star
+        # One attached step at the fixed point carries d f / d theta.
+        z = self.step(z_star, x)
+        # The Jacobian d f / d z at z*, for the adjoint solve (no parameter gradients).
+        z_in = z_star.detach().requires_grad_()
+        with torch.enable_grad():
+            f_in = self._map(z_in, self.injection(x).detach(), self.A.detach())
+
+        def adjoint(grad):
+            def vjp(y):
+                return torch.autograd.grad(f_in, z_in, y, retain_graph=True)[0] + grad
+
+            g, info = self._solve(vjp, grad, self.backward_tol, self.backward_max_iter, "adjoint (backward)")
+            self.backward_info = info
+            return g
+
+        z.register_hook(adjoint)
+        return z

@@ -1,0 +1,95 @@
+"""The explicit network of SPEC §4.
+
+    y_0 = x,   y_l = (sigma_l(W_l y_{l-1}) - c_l) / sqrt(m),   l = 1..L
+
+with ``W_1`` (m x p) and ``W_l`` (m x m) i.i.d. ``N(0, 1)`` at initialisation
+(no ``1/sqrt(p)`` on the input layer: the inputs are expected with
+``||x||^2`` of order one) and ``c_l`` the centring constant of layer ``l`` at
+its input scale, ``E_{tau_{l-1}}[sigma_l]`` (from
+:func:`sk_deq.theory.explicit_coefficients` or a
+:class:`sk_deq.matching.MatchResult`; this module takes them as numbers).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import torch
+from torch import nn
+
+from ..activations import get_activation
+
+__all__ = ["ExplicitNet"]
+
+
+class ExplicitNet(nn.Module):
+    """Random-feature explicit network ``x -> y_L`` with any number of layers.
+
+    Parameters
+    ----------
+    n_features : int
+        Input dimension ``p``.
+    n_hidden : int
+        Width ``m`` of every layer.
+    layers : sequence of str, Activation or callable
+        Activations, first layer first.
+    centers : sequence of float
+        Centring constant of every layer.
+    trainable : sequence of bool, optional
+        Which weight matrices receive gradients (none by default).
+    generator : torch.Generator, optional
+        Source of the ``N(0, 1)`` weights (drawn in float64 on the CPU).
+    dtype, device : optional
+        Where the parameters live.
+
+    Attributes
+    ----------
+    weights : torch.nn.ParameterList
+        ``W_1, ..., W_L``.
+    """
+
+    def __init__(
+        self,
+        n_features: int,
+        n_hidden: int,
+        layers: Sequence,
+        centers: Sequence[float],
+        *,
+        trainable: Sequence[bool] | None = None,
+        generator: torch.Generator | None = None,
+        dtype=None,
+        device=None,
+    ):
+        super().__init__()
+        self.n_features = int(n_features)
+        self.n_hidden = int(n_hidden)
+        self.layers = tuple(get_activation(a) for a in layers)
+        self.centers = tuple(float(c) for c in centers)
+        if not self.layers:
+            raise ValueError("An explicit network needs at least one layer.")
+        if len(self.centers) != len(self.layers):
+            raise ValueError(f"Got {len(self.centers)} centring constants for {len(self.layers)} layers.")
+        trainable = [False] * len(self.layers) if trainable is None else [bool(t) for t in trainable]
+        if len(trainable) != len(self.layers):
+            raise ValueError(f"trainable has {len(trainable)} entries for {len(self.layers)} layers.")
+        dtype = dtype or torch.get_default_dtype()
+        weights = []
+        fan_in = self.n_features
+        for flag in trainable:
+            W = torch.randn(self.n_hidden, fan_in, generator=generator, dtype=torch.float64)
+            weights.append(nn.Parameter(W.to(dtype=dtype, device=device), requires_grad=flag))
+            fan_in = self.n_hidden
+        self.weights = nn.ParameterList(weights)
+
+    def extra_repr(self) -> str:
+        acts = ", ".join(repr(a) for a in self.layers)
+        return f"n_features={self.n_features}, n_hidden={self.n_hidden}, layers=({acts})"
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``y_L`` for a batch ``x`` of shape (n, p)."""
+        y = x
+        inv = 1.0 / math.sqrt(self.n_hidden)
+        for W, act, c in zip(self.weights, self.layers, self.centers):
+            y = (act.torch(y @ W.T) - c) * inv
+        return y

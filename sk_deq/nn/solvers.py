@@ -1,0 +1,308 @@
+"""Batched fixed-point solvers for ``z = f(z)`` (torch).
+
+Every solver has the same signature::
+
+    z, info = solver(f, z0, *, tol=1e-4, max_iter=50, **options)
+
+``f`` maps a tensor of shape ``(batch, ...)`` to one of the same shape and
+acts on every sample (row) independently, as a DEQ layer does.  Convergence
+is judged **per sample** with the relative residual
+
+    r_i = ||f(z_i) - z_i|| / ||f(z_i)||,
+
+and a sample that has reached ``tol`` is frozen at ``f(z_i)``: it is not
+updated again, so its solution does not depend on which other samples share
+the batch, nor on how long they take to converge.  The solvers run on the
+device and in the dtype of ``z0``.
+
+Solvers
+-------
+``'fixed_point'``
+    Plain (Picard) iteration ``z <- f(z)``.
+``'anderson'``
+    Anderson acceleration (type II, memory ``m``, damping ``beta``) with a
+    per-sample least-squares mixing step, as in the DEQ literature (Bai et
+    al., 2019; Walker & Ni, 2011), solved in float64 with a regularisation
+    *relative* to the residual scale, so that it keeps accelerating once the
+    residuals are small.
+
+:data:`SOLVERS` maps names to the functions; :func:`get_solver` resolves a
+name or returns a callable unchanged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+
+__all__ = ["SolverInfo", "fixed_point_iteration", "anderson", "SOLVERS", "get_solver"]
+
+_TINY = 1e-30
+
+
+@dataclass
+class SolverInfo:
+    """Diagnostics of one batched fixed-point solve.
+
+    Attributes
+    ----------
+    solver : str
+        Name of the solver.
+    n_iter : int
+        Number of evaluations of ``f`` the batch needed (the slowest sample).
+    rel_residual : float
+        Largest per-sample relative residual ``||f(z) - z|| / ||f(z)||`` at the
+        points the samples were frozen at (or stopped at).
+    tol : float
+        The tolerance the residuals were compared with.
+    max_iter : int
+        The iteration budget.
+    converged : bool
+        Whether every sample reached ``tol``.
+    diverged : bool
+        Whether a non-finite value appeared.
+    n_samples : int
+        Batch size.
+    n_not_converged : int
+        Number of samples whose residual is still above ``tol``.
+    residuals : torch.Tensor
+        Per-sample relative residuals (on the solver's device).
+    sample_iter : torch.Tensor
+        Per-sample number of evaluations of ``f`` until each sample was frozen.
+    """
+
+    solver: str
+    n_iter: int
+    rel_residual: float
+    tol: float
+    max_iter: int
+    converged: bool
+    diverged: bool
+    n_samples: int
+    n_not_converged: int
+    residuals: torch.Tensor = field(repr=False)
+    sample_iter: torch.Tensor = field(repr=False)
+
+    @property
+    def mean_iter(self) -> float:
+        """Average number of evaluations of ``f`` per sample."""
+        return float(self.sample_iter.double().mean()) if self.sample_iter.numel() else 0.0
+
+    def to_dict(self) -> dict:
+        """A summary without the per-sample tensors."""
+        return {
+            "solver": self.solver,
+            "n_iter": self.n_iter,
+            "mean_iter": self.mean_iter,
+            "rel_residual": self.rel_residual,
+            "tol": self.tol,
+            "max_iter": self.max_iter,
+            "converged": self.converged,
+            "diverged": self.diverged,
+            "n_samples": self.n_samples,
+            "n_not_converged": self.n_not_converged,
+        }
+
+
+def _check(tol, max_iter):
+    tol = float(tol)
+    if not tol > 0:
+        raise ValueError(f"tol must be positive, got {tol!r}.")
+    max_iter = int(max_iter)
+    if max_iter < 1:
+        raise ValueError(f"max_iter must be at least 1, got {max_iter!r}.")
+    return tol, max_iter
+
+
+def _relative_residual(fz: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
+    num = torch.linalg.vector_norm(fz - z, dim=1)
+    den = torch.linalg.vector_norm(fz, dim=1)
+    # A sample whose image is exactly zero: absolute residual.
+    return num / torch.where(den > _TINY, den, torch.ones_like(den))
+
+
+class _Tracker:
+    """Per-sample freezing and the bookkeeping shared by the solvers."""
+
+    def __init__(self, z0: torch.Tensor, tol: float):
+        bsz = z0.shape[0]
+        self.tol = tol
+        self.out = z0.clone()
+        self.res = torch.full((bsz,), float("inf"), dtype=z0.dtype, device=z0.device)
+        self.iters = torch.zeros(bsz, dtype=torch.long, device=z0.device)
+        self.active = torch.ones(bsz, dtype=torch.bool, device=z0.device)
+        self.diverged = False
+        self.n_eval = 0
+
+    def update(self, z: torch.Tensor, fz: torch.Tensor) -> bool:
+        """Record the evaluation ``fz = f(z)``; return True when all samples are done."""
+        self.n_eval += 1
+        r = _relative_residual(fz, z)
+        finite = torch.isfinite(r)
+        act = self.active
+        self.out = torch.where(act[:, None], fz, self.out)
+        self.res = torch.where(act, r, self.res)
+        self.iters = torch.where(act, torch.full_like(self.iters, self.n_eval), self.iters)
+        if not bool(finite[act].all()):
+            self.diverged = True
+            return True
+        self.active = act & ~(r < self.tol)
+        return not bool(self.active.any())
+
+    def info(self, name: str, max_iter: int) -> SolverInfo:
+        res = self.res
+        n_bad = int((~(res < self.tol)).sum())
+        worst = float(res.max()) if res.numel() else 0.0
+        return SolverInfo(
+            solver=name,
+            n_iter=self.n_eval,
+            rel_residual=worst,
+            tol=self.tol,
+            max_iter=max_iter,
+            converged=(n_bad == 0) and not self.diverged,
+            diverged=self.diverged,
+            n_samples=int(res.numel()),
+            n_not_converged=n_bad,
+            residuals=res,
+            sample_iter=self.iters,
+        )
+
+
+def _flatten(f: Callable, z0: torch.Tensor):
+    shape = z0.shape
+    if z0.dim() < 1:
+        raise ValueError("z0 must have a leading batch dimension.")
+    flat0 = z0.reshape(shape[0], -1)
+
+    def g(z):
+        return f(z.reshape(shape)).reshape(shape[0], -1)
+
+    return g, flat0, shape
+
+
+def fixed_point_iteration(f: Callable, z0: torch.Tensor, *, tol: float = 1e-4, max_iter: int = 50):
+    """Plain fixed-point iteration ``z <- f(z)`` with per-sample stopping.
+
+    Parameters
+    ----------
+    f : callable
+        Row-wise map on tensors of the shape of ``z0``.
+    z0 : torch.Tensor of shape (batch, ...)
+        Starting point.
+    tol : float, default=1e-4
+        Relative residual at which a sample is frozen.
+    max_iter : int, default=50
+        Largest number of evaluations of ``f``.
+
+    Returns
+    -------
+    z : torch.Tensor
+        The images ``f(z_i)`` at the frozen (or last) iterates.
+    info : SolverInfo
+    """
+    tol, max_iter = _check(tol, max_iter)
+    g, z, shape = _flatten(f, z0)
+    track = _Tracker(z, tol)
+    for _ in range(max_iter):
+        fz = g(z)
+        if track.update(z, fz):
+            break
+        z = fz
+    return track.out.reshape(shape), track.info("fixed_point", max_iter)
+
+
+def anderson(
+    f: Callable,
+    z0: torch.Tensor,
+    *,
+    tol: float = 1e-4,
+    max_iter: int = 50,
+    memory: int = 5,
+    beta: float = 1.0,
+    lam: float = 1e-8,
+):
+    """Anderson acceleration with per-sample mixing and stopping.
+
+    At step ``k`` with the last ``n = min(k, memory)`` iterates ``x_j`` and
+    images ``f_j = f(x_j)``, the weights ``alpha`` (summing to one) minimise
+    ``||sum_j alpha_j (f_j - x_j)||`` for each sample separately, and the new
+    iterate is ``beta sum alpha_j f_j + (1 - beta) sum alpha_j x_j``.
+
+    Parameters
+    ----------
+    f, z0, tol, max_iter
+        As in :func:`fixed_point_iteration`.
+    memory : int, default=5
+        Number of past iterates mixed.
+    beta : float, default=1.0
+        Damping (mixing) parameter in ``(0, 1]``.
+    lam : float, default=1e-8
+        Tikhonov regularisation of the mixing problem, relative to the
+        largest squared residual norm in the window.
+
+    Returns
+    -------
+    z : torch.Tensor
+    info : SolverInfo
+    """
+    tol, max_iter = _check(tol, max_iter)
+    memory = int(memory)
+    if memory < 1:
+        raise ValueError(f"memory must be at least 1, got {memory!r}.")
+    beta = float(beta)
+    if not 0.0 < beta <= 1.0:
+        raise ValueError(f"beta must lie in (0, 1], got {beta!r}.")
+    g, x, shape = _flatten(f, z0)
+    bsz, dim = x.shape
+    track = _Tracker(x, tol)
+    # Histories of images f_j and residuals g_j = f_j - x_j; Gram matrix of
+    # the residuals kept up to date one row at a time.
+    F = torch.zeros(bsz, memory, dim, dtype=x.dtype, device=x.device)
+    G = torch.zeros_like(F)
+    H = torch.zeros(bsz, memory, memory, dtype=torch.float64, device=x.device)
+    eye = torch.eye(memory, dtype=torch.float64, device=x.device)
+    for k in range(max_iter):
+        fx = g(x)
+        if track.update(x, fx):
+            break
+        slot = k % memory
+        F[:, slot] = fx
+        torch.sub(fx, x, out=G[:, slot])
+        n = min(k + 1, memory)
+        row = torch.bmm(G[:, :n], G[:, slot, :, None]).squeeze(2).double()  # (bsz, n)
+        H[:, slot, :n] = row
+        H[:, :n, slot] = row
+        if n == 1:
+            x = fx
+            continue
+        Hn = H[:, :n, :n]
+        scale = Hn.diagonal(dim1=1, dim2=2).amax(dim=1).clamp_min(_TINY)
+        Hn = Hn + (lam * scale)[:, None, None] * eye[:n, :n]
+        # min alpha^T H alpha  s.t.  sum(alpha) = 1   ->   alpha = H^-1 1 / (1^T H^-1 1)
+        ones = torch.ones(bsz, n, 1, dtype=torch.float64, device=x.device)
+        sol, status = torch.linalg.solve_ex(Hn, ones)
+        alpha = sol / sol.sum(dim=1, keepdim=True)
+        bad = (status != 0) | ~torch.isfinite(alpha).all(dim=1).squeeze(1)
+        alpha = torch.where(bad[:, None, None], torch.zeros_like(alpha), alpha)
+        alpha = alpha.transpose(1, 2).to(x.dtype)  # (bsz, 1, n)
+        mixed = torch.bmm(alpha, F[:, :n]).squeeze(1)
+        if beta != 1.0:  # beta sum a f + (1 - beta) sum a x  =  sum a f - (1 - beta) sum a g
+            mixed = mixed - (1.0 - beta) * torch.bmm(alpha, G[:, :n]).squeeze(1)
+        # A singular mixing problem (e.g. a sample that stopped moving): plain step.
+        x = torch.where(bad[:, None], fx, mixed)
+    return track.out.reshape(shape), track.info("anderson", max_iter)
+
+
+#: Solvers by name.
+SOLVERS: dict[str, Callable] = {"fixed_point": fixed_point_iteration, "anderson": anderson}
+
+
+def get_solver(solver) -> Callable:
+    """Resolve a solver name (see :data:`SOLVERS`) or return a callable unchanged."""
+    if callable(solver):
+        return solver
+    if isinstance(solver, str) and solver in SOLVERS:
+        return SOLVERS[solver]
+    raise ValueError(f"Unknown solver {solver!r}; use one of {sorted(SOLVERS)} or a callable.")

@@ -1,0 +1,433 @@
+"""One training loop for every classifier of the package.
+
+:func:`train` fits a module that maps a batch of inputs to logits (a DEQ or
+an explicit net with its readout, or the readout alone on cached features)
+with cross-entropy (logistic loss for one logit), an L2 penalty on chosen
+parameters, and
+
+- minibatch Adam or SGD (with Nesterov momentum), shuffled with a seeded
+  ``numpy.random.RandomState``; or
+- full-batch L-BFGS (scipy's L-BFGS-B on the flattened parameters), for
+  which one "epoch" is one L-BFGS iteration.
+
+Stopping follows scikit-learn's ``MLPClassifier``: with a validation set the
+validation accuracy is monitored, the best parameters are restored at the
+end, and training stops after ``n_iter_no_change`` epochs without an
+improvement of at least ``improvement_tol``; without one the training loss is
+monitored the same way.  ``verbose`` prints one line per epoch and, from
+``verbose >= 2``, a progress bar over the minibatches of each epoch.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+__all__ = ["OPTIMIZERS", "TrainResult", "ProgressBar", "train", "predict_logits"]
+
+#: Optimizers accepted by :func:`train`.
+OPTIMIZERS = ("adam", "sgd", "lbfgs")
+
+
+class ProgressBar:
+    """A minimal text progress bar (no dependency), redrawn at most every 0.1 s.
+
+    Parameters
+    ----------
+    total : int
+        Number of steps.
+    desc : str
+        Label printed before the bar.
+    enabled : bool
+        Print nothing when False.
+    stream : file-like, optional
+        Defaults to ``sys.stdout``.
+    width : int, default=30
+        Bar width in characters.
+    """
+
+    def __init__(self, total: int, desc: str = "", enabled: bool = True, stream=None, width: int = 30):
+        self.total = max(int(total), 1)
+        self.desc = desc
+        self.enabled = bool(enabled)
+        self.stream = stream
+        self.width = int(width)
+        self.n = 0
+        self.t0 = time.perf_counter()
+        self._last = -1.0
+
+    def _draw(self, force: bool = False):
+        now = time.perf_counter()
+        if not force and now - self._last < 0.1:
+            return
+        self._last = now
+        filled = int(self.width * self.n / self.total)
+        bar = "#" * filled + "-" * (self.width - filled)
+        stream = self.stream or sys.stdout
+        stream.write(f"\r{self.desc} |{bar}| {self.n}/{self.total} [{now - self.t0:.1f}s]")
+        stream.flush()
+
+    def update(self, n: int = 1):
+        self.n = min(self.n + int(n), self.total)
+        if self.enabled:
+            self._draw(force=self.n == self.total)
+
+    def close(self):
+        if self.enabled:
+            self._draw(force=True)
+            (self.stream or sys.stdout).write("\n")
+            (self.stream or sys.stdout).flush()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+
+@dataclass
+class TrainResult:
+    """Outcome of :func:`train`.
+
+    Attributes
+    ----------
+    history : list of dict
+        One entry per epoch: ``epoch``, ``train_loss``, ``valid_score`` (None
+        without validation set), ``best`` (whether it improved the monitored
+        quantity), ``dur`` (seconds).
+    n_epochs : int
+        Epochs run in this call.
+    converged : bool
+        Whether a stopping criterion was met before ``max_epochs``.
+    stopped_early : bool
+        Whether training stopped on the validation score.
+    best_score : float or None
+        Best validation accuracy.
+    best_loss : float
+        Lowest training loss.
+    message : str
+        How training ended.
+    """
+
+    history: list = field(default_factory=list)
+    n_epochs: int = 0
+    converged: bool = False
+    stopped_early: bool = False
+    best_score: float | None = None
+    best_loss: float = math.inf
+    message: str = ""
+
+
+class _StopTraining(Exception):
+    pass
+
+
+def _loss_sum(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    if logits.shape[1] == 1:
+        return F.binary_cross_entropy_with_logits(logits[:, 0], target.to(logits.dtype), reduction="sum")
+    return F.cross_entropy(logits, target, reduction="sum")
+
+
+def _n_correct(logits: torch.Tensor, target: torch.Tensor) -> int:
+    pred = (logits[:, 0] > 0).long() if logits.shape[1] == 1 else logits.argmax(dim=1)
+    return int((pred == target).sum())
+
+
+def predict_logits(model: nn.Module, X: torch.Tensor, chunk_size: int | None = None) -> torch.Tensor:
+    """Logits of ``model`` on ``X`` in chunks, without gradients."""
+    n = X.shape[0]
+    chunk = n if not chunk_size else int(chunk_size)
+    with torch.no_grad():
+        return torch.cat([model(X[i : i + chunk]) for i in range(0, n, max(chunk, 1))]) if n else model(X)
+
+
+def _penalty(params, alpha: float):
+    if not alpha or not params:
+        return None
+    return 0.5 * alpha * sum((p * p).sum() for p in params)
+
+
+class _Monitor:
+    """MLP-style stopping rule and best-parameter bookkeeping."""
+
+    def __init__(self, params, use_score: bool, n_iter_no_change: int, tol: float):
+        self.params = params
+        self.use_score = use_score
+        self.n_iter_no_change = int(n_iter_no_change)
+        self.tol = float(tol)
+        self.best_score = -math.inf
+        self.best_loss = math.inf
+        self.count = 0
+        self.best_state = None
+
+    def update(self, loss: float, score: float | None) -> bool:
+        """Record one epoch; return whether it improved the monitored quantity."""
+        if self.use_score:
+            improved = score > self.best_score
+            self.count = self.count + 1 if score < self.best_score + self.tol else 0
+            if improved:
+                self.best_score = score
+                self.best_state = [p.detach().clone() for p in self.params]
+            self.best_loss = min(self.best_loss, loss)
+            return improved
+        improved = loss < self.best_loss
+        self.count = self.count + 1 if loss > self.best_loss - self.tol else 0
+        self.best_loss = min(self.best_loss, loss)
+        return improved
+
+    @property
+    def stop(self) -> bool:
+        return self.count > self.n_iter_no_change
+
+    def restore(self):
+        if self.use_score and self.best_state is not None:
+            with torch.no_grad():
+                for p, b in zip(self.params, self.best_state):
+                    p.copy_(b)
+
+
+class _Printer:
+    def __init__(self, enabled: bool, with_score: bool, stream=None):
+        self.enabled = enabled
+        self.with_score = with_score
+        self.stream = stream
+        self.header_done = False
+
+    def _write(self, s):
+        stream = self.stream or sys.stdout
+        stream.write(s + "\n")
+        stream.flush()
+
+    def row(self, rec: dict):
+        if not self.enabled:
+            return
+        if not self.header_done:
+            cols = f"{'epoch':>7}  {'train_loss':>12}" + (f"  {'valid_acc':>10}" if self.with_score else "") + f"  {'dur':>7}"
+            self._write(cols)
+            self._write("-" * len(cols))
+            self.header_done = True
+        mark = "*" if rec["best"] else " "
+        line = f"{rec['epoch']:>7}  {rec['train_loss']:>12.6f}"
+        if self.with_score:
+            line += f"  {rec['valid_score']:>10.4f}"
+        line += f"  {rec['dur']:>6.2f}s {mark}"
+        self._write(line)
+
+
+def train(
+    model: nn.Module,
+    X: torch.Tensor,
+    y: torch.Tensor,
+    *,
+    X_val: torch.Tensor | None = None,
+    y_val: torch.Tensor | None = None,
+    optimizer: str = "adam",
+    learning_rate: float = 1e-3,
+    batch_size: int = 200,
+    max_epochs: int = 200,
+    alpha: float = 0.0,
+    penalized=(),
+    n_iter_no_change: int = 10,
+    improvement_tol: float = 1e-4,
+    rng: np.random.RandomState | None = None,
+    verbose: int = 0,
+    epoch_offset: int = 0,
+    chunk_size: int | None = None,
+    after_step=None,
+    stream=None,
+) -> TrainResult:
+    """Train ``model`` (inputs -> logits) with cross-entropy.
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        Maps a batch of ``X`` to logits of shape (n, 1) (binary, logistic
+        loss on the logit of the second class) or (n, n_classes).
+    X, y : torch.Tensor
+        Training inputs and integer targets (``0 .. n_classes-1``) on the
+        model's device.
+    X_val, y_val : torch.Tensor, optional
+        Validation set; when given, its accuracy drives early stopping and
+        the best parameters are restored at the end.
+    optimizer : {'adam', 'sgd', 'lbfgs'}
+    learning_rate : float
+        Step size of Adam / SGD (ignored by L-BFGS).
+    batch_size : int
+        Minibatch size of Adam / SGD (L-BFGS uses the full batch).
+    max_epochs : int
+        Epochs (L-BFGS: iterations).
+    alpha : float
+        L2 penalty ``alpha/2 * sum ||p||^2`` over ``penalized``, added to the
+        mean loss.
+    penalized : sequence of torch.nn.Parameter
+    n_iter_no_change : int
+        Patience of the stopping rule.
+    improvement_tol : float
+        Minimal improvement of the monitored quantity.
+    rng : numpy.random.RandomState, optional
+        Source of the minibatch order.
+    verbose : int
+        0 silent, 1 one line per epoch, 2 also a progress bar per epoch.
+    epoch_offset : int
+        Number of the first epoch minus one (for warm starts).
+    chunk_size : int, optional
+        Rows per forward pass when evaluating full-batch losses and scores.
+    after_step : callable, optional
+        Called with no argument after every optimizer step (e.g. to collect
+        solver diagnostics).
+    stream : file-like, optional
+        Where verbose output goes (``sys.stdout`` by default).
+
+    Returns
+    -------
+    TrainResult
+    """
+    if optimizer not in OPTIMIZERS:
+        raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {optimizer!r}.")
+    rng = np.random.RandomState(0) if rng is None else rng
+    params = [p for p in model.parameters() if p.requires_grad]
+    if not params:
+        raise ValueError("The model has no trainable parameters.")
+    penalized = list(penalized)
+    use_val = X_val is not None and y_val is not None and len(y_val) > 0
+    monitor = _Monitor(params, use_val, n_iter_no_change, improvement_tol)
+    printer = _Printer(verbose >= 1, use_val, stream)
+    result = TrainResult()
+    n = X.shape[0]
+
+    def val_score():
+        if not use_val:
+            return None
+        logits = predict_logits(model, X_val, chunk_size)
+        return _n_correct(logits, y_val) / len(y_val)
+
+    def end_epoch(loss, t0):
+        score = val_score()
+        best = monitor.update(loss, score)
+        rec = {
+            "epoch": epoch_offset + result.n_epochs + 1,
+            "train_loss": float(loss),
+            "valid_score": score,
+            "best": bool(best),
+            "dur": time.perf_counter() - t0,
+        }
+        result.history.append(rec)
+        result.n_epochs += 1
+        printer.row(rec)
+        if not math.isfinite(loss):
+            raise FloatingPointError(
+                f"The training loss became {loss} at epoch {rec['epoch']}; lower the learning_rate."
+            )
+
+    if optimizer == "lbfgs":
+        _train_lbfgs(model, X, y, params, penalized, alpha, max_epochs, improvement_tol, monitor, result, end_epoch, chunk_size, after_step)
+    else:
+        if optimizer == "adam":
+            opt = torch.optim.Adam(params, lr=learning_rate)
+        else:
+            opt = torch.optim.SGD(params, lr=learning_rate, momentum=0.9, nesterov=True)
+        bs = max(1, min(int(batch_size), n))
+        n_batches = math.ceil(n / bs)
+        for _ in range(int(max_epochs)):
+            t0 = time.perf_counter()
+            order = torch.from_numpy(rng.permutation(n)).to(X.device)
+            total = 0.0
+            with ProgressBar(n_batches, f"epoch {epoch_offset + result.n_epochs + 1}", enabled=verbose >= 2, stream=stream) as bar:
+                for i in range(0, n, bs):
+                    idx = order[i : i + bs]
+                    opt.zero_grad(set_to_none=True)
+                    data = _loss_sum(model(X[idx]), y[idx])
+                    loss = data / len(idx)
+                    pen = _penalty(penalized, alpha)
+                    if pen is not None:
+                        loss = loss + pen
+                    loss.backward()
+                    opt.step()
+                    if after_step is not None:
+                        after_step()
+                    total += float(data) + (float(pen) * len(idx) if pen is not None else 0.0)
+                    bar.update()
+            end_epoch(total / n, t0)
+            if monitor.stop:
+                result.converged = True
+                result.stopped_early = use_val
+                result.message = (
+                    f"validation accuracy did not improve by {improvement_tol:g} for {n_iter_no_change} epochs"
+                    if use_val
+                    else f"training loss did not improve by {improvement_tol:g} for {n_iter_no_change} epochs"
+                )
+                break
+        else:
+            result.message = f"reached max_epochs={max_epochs}"
+    monitor.restore()
+    result.best_score = monitor.best_score if use_val else None
+    result.best_loss = monitor.best_loss
+    return result
+
+
+def _train_lbfgs(model, X, y, params, penalized, alpha, max_epochs, tol, monitor, result, end_epoch, chunk_size, after_step):
+    from scipy.optimize import minimize
+
+    n = X.shape[0]
+    chunk = n if not chunk_size else int(chunk_size)
+    dtype = params[0].dtype
+    last = {"loss": math.nan, "t0": time.perf_counter()}
+
+    def set_params(w):
+        with torch.no_grad():
+            torch.nn.utils.vector_to_parameters(torch.as_tensor(w, dtype=dtype, device=params[0].device), params)
+
+    def fun(w):
+        set_params(w)
+        for p in params:
+            p.grad = None
+        total = 0.0
+        for i in range(0, n, chunk):
+            loss = _loss_sum(model(X[i : i + chunk]), y[i : i + chunk]) / n
+            loss.backward()
+            total += float(loss.detach())
+        pen = _penalty(penalized, alpha)
+        if pen is not None:
+            pen.backward()
+            total += float(pen.detach())
+        if after_step is not None:
+            after_step()
+        grad = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1) for p in params])
+        last["loss"] = total
+        return total, grad.detach().to("cpu", torch.float64).numpy()
+
+    def callback(wk):
+        set_params(wk)
+        end_epoch(last["loss"], last["t0"])
+        last["t0"] = time.perf_counter()
+        if monitor.use_score and monitor.stop:
+            raise _StopTraining
+
+    w0 = torch.nn.utils.parameters_to_vector(params).detach().to("cpu", torch.float64).numpy()
+    try:
+        res = minimize(
+            fun,
+            w0,
+            jac=True,
+            method="L-BFGS-B",
+            callback=callback,
+            options={"maxiter": int(max_epochs), "gtol": float(tol), "maxfun": 20 * int(max_epochs) + 20},
+        )
+    except _StopTraining:
+        result.converged = True
+        result.stopped_early = True
+        result.message = "validation accuracy stopped improving"
+        return
+    set_params(res.x)
+    if result.n_epochs == 0:  # converged at the starting point: record it
+        end_epoch(last["loss"], last["t0"])
+    result.converged = bool(res.success)
+    result.message = str(res.message)
