@@ -353,7 +353,7 @@ def train(
                     opt.step()
                     if after_step is not None:
                         after_step()
-                    total += float(data) + (float(pen) * len(idx) if pen is not None else 0.0)
+                    total += float(data.detach()) + (float(pen.detach()) * len(idx) if pen is not None else 0.0)
                     bar.update()
             end_epoch(total / n, t0)
             if monitor.stop:
@@ -375,6 +375,7 @@ def train(
 
 def _train_lbfgs(model, X, y, params, penalized, alpha, max_epochs, tol, monitor, result, end_epoch, chunk_size, after_step):
     from scipy.optimize import minimize
+    from threadpoolctl import threadpool_limits
 
     n = X.shape[0]
     chunk = n if not chunk_size else int(chunk_size)
@@ -413,14 +414,17 @@ def _train_lbfgs(model, X, y, params, penalized, alpha, max_epochs, tol, monitor
 
     w0 = torch.nn.utils.parameters_to_vector(params).detach().to("cpu", torch.float64).numpy()
     try:
-        res = minimize(
-            fun,
-            w0,
-            jac=True,
-            method="L-BFGS-B",
-            callback=callback,
-            options={"maxiter": int(max_epochs), "gtol": float(tol), "maxfun": 20 * int(max_epochs) + 20},
-        )
+        # L-BFGS-B's own work is vector operations on the parameters: threads do
+        # not pay off at this size, and on a busy machine they stall.
+        with threadpool_limits(limits=1, user_api="blas"):
+            res = minimize(
+                fun,
+                w0,
+                jac=True,
+                method="L-BFGS-B",
+                callback=callback,
+                options={"maxiter": int(max_epochs), "gtol": float(tol), "maxfun": 20 * int(max_epochs) + 20},
+            )
     except _StopTraining:
         result.converged = True
         result.stopped_early = True

@@ -1,0 +1,454 @@
+"""Shared scikit-learn machinery of the torch classifiers.
+
+:class:`TorchClassifierBase` does everything that does not depend on the
+network: input validation, label encoding, the input scaling of SPEC §6,
+seeding, device choice, the validation split, feature caching when only the
+readout is trained, the call to :func:`sk_deq.nn.train`, prediction, and
+pickling.  Subclasses say how to build the feature module (a DEQ or an
+explicit net) through three hooks: :meth:`_prepare`, :meth:`_make_features`
+and :meth:`_feature_chunk`.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import warnings
+from numbers import Integral, Real
+
+import numpy as np
+import torch
+from scipy import special
+from sklearn.base import BaseEstimator, ClassifierMixin, _fit_context
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.model_selection import train_test_split
+from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from ._inputs import INPUT_SCALING, apply_input_scaling, fit_input_scaling
+from .nn.training import ProgressBar, train
+
+__all__ = ["TorchClassifierBase", "resolve_device"]
+
+_DTYPES = {"float32": torch.float32, "float64": torch.float64}
+_TRAINABLE = ("readout", "hidden", "all")
+
+
+def resolve_device(device, *, strict: bool = True) -> torch.device:
+    """Turn the ``device`` parameter into a :class:`torch.device`.
+
+    ``'auto'`` picks CUDA when it is available and the CPU otherwise.  A CUDA
+    device on a machine without CUDA is an error when ``strict`` (at fit) and
+    falls back to the CPU with a warning otherwise (a model fitted on a GPU
+    and loaded on a CPU-only machine).
+    """
+    if isinstance(device, str) and device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError) as exc:
+        raise ValueError(f"device must be 'auto', 'cpu', 'cuda', 'cuda:N' or a torch.device, got {device!r}.") from exc
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        if strict:
+            raise ValueError(f"device={device!r} was requested but CUDA is not available; use device='auto' or 'cpu'.")
+        warnings.warn(
+            f"device={device!r} is not available on this machine; computing on the CPU instead.",
+            UserWarning,
+            stacklevel=3,
+        )
+        return torch.device("cpu")
+    return dev
+
+
+class _Model(torch.nn.Module):
+    """Feature module followed by a linear readout."""
+
+    def __init__(self, features: torch.nn.Module, n_hidden: int, n_outputs: int, dtype, device):
+        super().__init__()
+        self.features = features
+        # skip_init: no draw from torch's global generator (the readout starts at zero)
+        self.readout = torch.nn.utils.skip_init(torch.nn.Linear, n_hidden, n_outputs, dtype=dtype, device=device)
+        with torch.no_grad():  # a convex readout problem: start from zero
+            self.readout.weight.zero_()
+            self.readout.bias.zero_()
+
+    def forward(self, x):
+        return self.readout(self.features(x))
+
+
+class TorchClassifierBase(ClassifierMixin, BaseEstimator):
+    """Base class of the torch classifiers (not meant to be used directly)."""
+
+    _parameter_constraints: dict = {
+        "n_hidden": [Interval(Integral, 1, None, closed="left")],
+        "trainable": [StrOptions(set(_TRAINABLE))],
+        "input_scaling": [StrOptions(set(INPUT_SCALING))],
+        "optimizer": [StrOptions({"auto", "adam", "sgd", "lbfgs"})],
+        "learning_rate": [Interval(Real, 0, None, closed="neither")],
+        "alpha": [Interval(Real, 0, None, closed="left")],
+        "batch_size": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
+        "max_epochs": [Interval(Integral, 1, None, closed="left")],
+        "early_stopping": ["boolean"],
+        "validation_fraction": [Interval(Real, 0, 1, closed="neither")],
+        "n_iter_no_change": [Interval(Integral, 1, None, closed="left")],
+        "improvement_tol": [Interval(Real, 0, None, closed="left")],
+        "warm_start": ["boolean"],
+        "dtype": [StrOptions(set(_DTYPES))],
+        "device": [str, torch.device],
+        "random_state": ["random_state"],
+        "verbose": ["verbose"],
+    }
+
+    # ------------------------------------------------------------------ hooks
+    def _prepare(self, tau0: float) -> None:
+        """Compute the theory-side constants (centring, matching) at fit."""
+        raise NotImplementedError
+
+    def _make_features(self, n_features: int, generator, dtype, device) -> torch.nn.Module:
+        """Build the feature module (weights drawn from ``generator``)."""
+        raise NotImplementedError
+
+    def _feature_chunk(self, features: torch.nn.Module, x: torch.Tensor, diagnostics: list) -> torch.Tensor:
+        """Features of one chunk without gradients (may append solver diagnostics)."""
+        with torch.no_grad():
+            return features(x)
+
+    def _check_diagnostics(self, diagnostics: list, where: str) -> dict | None:
+        """Warn about solver diagnostics collected by :meth:`_feature_chunk`."""
+        return None
+
+    def _after_step_hook(self, diagnostics: list):
+        return None
+
+    # ---------------------------------------------------------------- helpers
+    @property
+    def _torch_dtype(self):
+        return _DTYPES[self.dtype]
+
+    def _chunk_rows(self) -> int:
+        return max(256, (1 << 22) // max(int(self.n_hidden), 1))
+
+    def _to_tensor(self, X, device) -> torch.Tensor:
+        X = apply_input_scaling(X, self.input_mean_, self.input_scale_)
+        X = np.require(X, dtype=np.float64 if self.dtype == "float64" else np.float32, requirements=["C", "W"])
+        return torch.from_numpy(X).to(device)
+
+    def _build_module(self, n_features, n_outputs, generator, dtype, device) -> _Model:
+        feats = self._make_features(n_features, generator, dtype, device)
+        return _Model(feats, int(self.n_hidden), n_outputs, dtype, device)
+
+    def _compute_features(self, Xt: torch.Tensor, where: str, desc: str = "features"):
+        """Features of ``Xt`` in chunks; returns ``(Z, solver summary or None)``."""
+        feats = self.module_.features
+        feats.eval()
+        chunk = self._chunk_rows()
+        n = Xt.shape[0]
+        n_chunks = max(1, math.ceil(n / chunk))
+        diagnostics: list = []
+        out = []
+        with ProgressBar(n_chunks, desc, enabled=bool(self.verbose) and n_chunks > 1) as bar:
+            for i in range(0, n, chunk):
+                out.append(self._feature_chunk(feats, Xt[i : i + chunk], diagnostics))
+                bar.update()
+        Z = torch.cat(out) if out else torch.zeros(0, int(self.n_hidden), dtype=Xt.dtype, device=Xt.device)
+        summary = self._check_diagnostics(diagnostics, where)
+        if not bool(torch.isfinite(Z).all()):
+            raise ValueError(
+                f"{type(self).__name__} produced non-finite features; the inputs are far outside the range "
+                "the network can handle. Check the input scaling."
+            )
+        return Z, summary
+
+    def _n_outputs(self) -> int:
+        return 1 if len(self.classes_) == 2 else len(self.classes_)
+
+    def _features_trainable(self) -> bool:
+        return any(p.requires_grad for p in self.module_.features.parameters())
+
+    def _resolve_optimizer(self) -> str:
+        if self.optimizer != "auto":
+            return self.optimizer
+        return "adam" if self._features_trainable() else "lbfgs"
+
+    # -------------------------------------------------------------------- fit
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y):
+        """Fit the network on ``(X, y)``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Training data (dense; sparse input is rejected).
+        y : array-like of shape (n_samples,)
+            Class labels (any hashable type, at least two classes).
+
+        Returns
+        -------
+        self : object
+            The fitted classifier.
+        """
+        warm = bool(self.warm_start) and hasattr(self, "module_")
+        X, y = validate_data(
+            self,
+            X,
+            y,
+            reset=not warm,
+            accept_sparse=False,
+            dtype=[np.float64, np.float32],
+            ensure_min_samples=2,
+        )
+        X = np.asarray(X, dtype=np.float64)
+        check_classification_targets(y)
+        classes = np.unique(y)
+        name = type(self).__name__
+        if len(classes) < 2:
+            raise ValueError(
+                f"{name} needs samples of at least 2 classes to train; got 1 class ({classes[0]!r})."
+            )
+        if warm:
+            if not np.array_equal(classes, self.classes_):
+                raise ValueError(
+                    "warm_start can only be used where `y` has the same classes as in the previous call "
+                    f"to fit. Previously got {self.classes_}, `y` has {classes}."
+                )
+        y_enc = np.searchsorted(classes, y)
+
+        rng = check_random_state(self.random_state)
+        weight_seed = int(rng.randint(np.iinfo(np.int32).max))
+        split_seed = int(rng.randint(np.iinfo(np.int32).max))
+        shuffle_rng = np.random.RandomState(rng.randint(np.iinfo(np.int32).max))
+        device = resolve_device(self.device, strict=True)
+        dtype = self._torch_dtype
+
+        if not warm:
+            self.classes_ = classes
+            self.input_mean_, self.input_scale_, self.tau0_ = fit_input_scaling(X, self.input_scaling)
+            self._prepare(self.tau0_)
+            generator = torch.Generator().manual_seed(weight_seed)
+            self.module_ = self._build_module(X.shape[1], self._n_outputs(), generator, dtype, device)
+            self.history_ = []
+        else:
+            self.module_.to(device=device, dtype=dtype)
+            self._sync_runtime_settings()
+        self.device_ = str(device)
+
+        # validation split
+        X_val = y_val = None
+        if self.early_stopping:
+            try:
+                X, X_val, y_enc, y_val = train_test_split(
+                    X, y_enc, test_size=self.validation_fraction, random_state=split_seed, stratify=y_enc
+                )
+            except ValueError:
+                X, X_val, y_enc, y_val = train_test_split(
+                    X, y_enc, test_size=self.validation_fraction, random_state=split_seed
+                )
+            if X_val.shape[0] < 2:
+                raise ValueError(
+                    "The validation set is too small (fewer than 2 samples). Increase "
+                    "'validation_fraction' or the size of your dataset, or set early_stopping=False."
+                )
+            if len(np.unique(y_enc)) < 2:
+                raise ValueError(
+                    f"After the validation split the training set holds only 1 class; {name} needs more "
+                    "samples per class, or early_stopping=False."
+                )
+
+        t_start = time.perf_counter()
+        Xt = self._to_tensor(X, device)
+        yt = torch.from_numpy(np.asarray(y_enc, dtype=np.int64)).to(device)
+        Xv = yv = None
+        if X_val is not None:
+            Xv = self._to_tensor(X_val, device)
+            yv = torch.from_numpy(np.asarray(y_val, dtype=np.int64)).to(device)
+
+        optimizer = self._resolve_optimizer()
+        batch_size = min(200, X.shape[0]) if self.batch_size == "auto" else int(self.batch_size)
+        chunk = self._chunk_rows()
+        common = dict(
+            optimizer=optimizer,
+            learning_rate=self.learning_rate,
+            batch_size=batch_size,
+            max_epochs=self.max_epochs,
+            alpha=self.alpha,
+            penalized=[self.module_.readout.weight],
+            n_iter_no_change=self.n_iter_no_change,
+            improvement_tol=self.improvement_tol,
+            rng=shuffle_rng,
+            verbose=int(self.verbose),
+            epoch_offset=len(self.history_),
+            chunk_size=chunk,
+        )
+        if not self._features_trainable():
+            # Frozen features: compute them once (no graph), train the readout on them.
+            Ft, self.solver_info_ = self._compute_features(Xt, "fit", "features (train)")
+            Fv = self._compute_features(Xv, "fit", "features (valid)")[0] if Xv is not None else None
+            t_feat = time.perf_counter() - t_start
+            if self.verbose:
+                print(f"{name}: features of {Xt.shape[0]} samples computed in {t_feat:.2f}s")
+            self.module_.readout.train()
+            result = train(self.module_.readout, Ft, yt, X_val=Fv, y_val=yv, **common)
+        else:
+            diagnostics: list = []
+            self.module_.train()
+            result = train(
+                self.module_, Xt, yt, X_val=Xv, y_val=yv, after_step=self._after_step_hook(diagnostics), **common
+            )
+            self.solver_info_ = self._check_diagnostics(diagnostics, "fit")
+        self.module_.eval()
+
+        t_total = time.perf_counter() - t_start
+        self.history_.extend(result.history)
+        self.n_iter_ = len(self.history_)
+        self.best_loss_ = result.best_loss
+        self.best_validation_score_ = result.best_score
+        self.fit_time_ = t_total
+        if self.verbose:
+            print(f"{name}: {result.n_epochs} epochs ({optimizer}) in {t_total:.2f}s; {result.message}")
+        if not result.converged:
+            warnings.warn(
+                f"{name}: the {optimizer} optimizer reached max_epochs={self.max_epochs} before its stopping "
+                f"criterion ({result.message}); increase max_epochs.",
+                ConvergenceWarning,
+                stacklevel=3,
+            )
+        return self
+
+    def _sync_runtime_settings(self) -> None:
+        """Copy parameters that may change after fit (solver settings) into the module."""
+
+    # ---------------------------------------------------------------- predict
+    def _predict_device(self) -> torch.device:
+        dev = resolve_device(self.device, strict=False)
+        self.module_.to(dev)
+        return dev
+
+    def _logits(self, X) -> np.ndarray:
+        check_is_fitted(self, "module_")
+        X = validate_data(self, X, reset=False, accept_sparse=False, dtype=[np.float64, np.float32])
+        X = np.asarray(X, dtype=np.float64)
+        dev = self._predict_device()
+        self._sync_runtime_settings()
+        self.module_.eval()
+        Xt = self._to_tensor(X, dev)
+        Z, _ = self._compute_features(Xt, "predict")
+        with torch.no_grad():
+            logits = self.module_.readout(Z)
+        out = logits.detach().to("cpu", torch.float64).numpy()
+        if not np.all(np.isfinite(out)):
+            raise ValueError(f"{type(self).__name__} produced non-finite outputs; check the inputs' scale.")
+        return out
+
+    def decision_function(self, X):
+        """Logits of the readout.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        scores : ndarray of shape (n_samples,) or (n_samples, n_classes)
+            For two classes, the logit of ``classes_[1]`` (positive means
+            ``classes_[1]``); otherwise one column per class.
+        """
+        out = self._logits(X)
+        return out[:, 0] if out.shape[1] == 1 else out
+
+    def predict_proba(self, X):
+        """Class probabilities (softmax of the logits; never NaN).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        proba : ndarray of shape (n_samples, n_classes)
+        """
+        out = self._logits(X)
+        if out.shape[1] == 1:
+            p1 = special.expit(out[:, 0])
+            return np.column_stack([1.0 - p1, p1])
+        return special.softmax(out, axis=1)
+
+    def predict_log_proba(self, X):
+        """Logarithm of :meth:`predict_proba` (``-inf`` where a probability underflows to 0).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        log_proba : ndarray of shape (n_samples, n_classes)
+        """
+        with np.errstate(divide="ignore"):
+            return np.log(self.predict_proba(X))
+
+    def predict(self, X):
+        """Predicted class labels.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        y : ndarray of shape (n_samples,)
+        """
+        out = self._logits(X)
+        idx = (out[:, 0] > 0).astype(int) if out.shape[1] == 1 else out.argmax(axis=1)
+        return self.classes_[idx]
+
+    def features(self, X):
+        """Hidden features the readout sees (``z*`` of a DEQ, ``y_L`` of an explicit net).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Raw inputs (the fitted input scaling is applied).
+
+        Returns
+        -------
+        Z : ndarray of shape (n_samples, n_hidden)
+        """
+        check_is_fitted(self, "module_")
+        X = validate_data(self, X, reset=False, accept_sparse=False, dtype=[np.float64, np.float32])
+        dev = self._predict_device()
+        self._sync_runtime_settings()
+        Z, _ = self._compute_features(self._to_tensor(np.asarray(X, dtype=np.float64), dev), "predict")
+        return Z.detach().to("cpu", torch.float64).numpy()
+
+    # ----------------------------------------------------------------- tags
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = False
+        tags.input_tags.sparse = False
+        tags.classifier_tags.multi_class = True
+        return tags
+
+    # -------------------------------------------------------------- pickling
+    def __getstate__(self):
+        state = super().__getstate__()
+        state = dict(state)
+        module = state.pop("module_", None)
+        if module is not None:
+            # Plain numpy arrays: the pickle holds no torch storage, so a model
+            # fitted on a GPU loads on a CPU-only machine.
+            state["_module_state"] = {k: v.detach().to("cpu").numpy().copy() for k, v in module.state_dict().items()}
+        return state
+
+    def __setstate__(self, state):
+        state = dict(state)
+        module_state = state.pop("_module_state", None)
+        super().__setstate__(state)
+        if module_state is not None:
+            dtype = _DTYPES.get(self.dtype, torch.float32)
+            generator = torch.Generator().manual_seed(0)  # placeholder weights, overwritten below
+            module = self._build_module(self.n_features_in_, self._n_outputs(), generator, dtype, torch.device("cpu"))
+            module.load_state_dict({k: torch.from_numpy(np.array(v)) for k, v in module_state.items()})
+            module.eval()
+            self.module_ = module

@@ -1,0 +1,617 @@
+"""Scikit-learn classifiers: a DEQ and its shallow explicit equivalents.
+
+- :class:`DEQClassifier`: the random-feature DEQ of SPEC §1 with a linear
+  readout.
+- :class:`ExplicitClassifier`: an explicit network of SPEC §4 with the
+  activations you name (the unmatched baseline).
+- :class:`MatchedExplicitClassifier`: the explicit network whose CK or NTK
+  matches a DEQ's (SPEC §4, §5), built from :func:`sk_deq.match_explicit` at
+  fit time.
+
+All three share one base (:mod:`sk_deq._torch_base`) and one training loop
+(:func:`sk_deq.nn.train`).  With ``trainable='readout'`` (the default and the
+paper's setting) the random weights are frozen, the features are computed
+once without a graph and only the readout is fitted, by default with
+full-batch L-BFGS on the cached features.
+"""
+
+from __future__ import annotations
+
+import functools
+import warnings
+from numbers import Integral, Real
+
+import numpy as np
+import torch
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils._param_validation import Interval, StrOptions
+
+from ._torch_base import TorchClassifierBase
+from .activations import ACTIVATIONS, get_activation
+from .matching import match_explicit
+from .nn.deq import DEQLayer
+from .nn.explicit import ExplicitNet
+from .nn.solvers import SOLVERS
+from .theory import deq_ck_coefficients, explicit_coefficients
+
+__all__ = ["DEQClassifier", "ExplicitClassifier", "MatchedExplicitClassifier"]
+
+_ACTIVATION_NAMES = set(ACTIVATIONS) | {"swish"}
+
+
+# ---------------------------------------------------------------------------
+# DEQ
+
+
+class DEQClassifier(TorchClassifierBase):
+    """Deep equilibrium classifier: a random-feature DEQ with a linear readout.
+
+    The hidden features solve the fixed point (SPEC §1)::
+
+        z* = (phi0(sqrt(sigma_a2) A z* + sqrt(sigma_b2) B x) - c) / sqrt(m)
+
+    with ``A`` (m x m) and ``B`` (m x p) i.i.d. ``N(0, 1)``, ``sigma_b2 = 1 -
+    sigma_a2`` and ``c = E_tau[phi0]`` the centring constant at the DEQ's
+    pre-activation scale ``tau`` (from :func:`sk_deq.deq_ck_coefficients`).
+    A linear readout on ``z*`` gives the logits; the loss is cross-entropy.
+
+    Parameters
+    ----------
+    n_hidden : int, default=1024
+        Width ``m``.
+    activation : str, Activation or callable, default='relu'
+        ``phi0``: a name from :data:`sk_deq.activations.ACTIVATIONS`, an
+        :class:`~sk_deq.Activation`, or a vectorised callable.
+    sigma_a2 : float, default=0.2
+        Variance of the recurrent weights, in ``(0, 1)``; the input weights
+        have variance ``1 - sigma_a2``.  The paper uses 0.2.
+    trainable : {'readout', 'hidden', 'all'}, default='readout'
+        What is trained besides the readout: ``'readout'`` freezes ``A`` and
+        ``B`` (the paper's setting; features are computed once); ``'hidden'``
+        also trains ``A``; ``'all'`` trains ``A`` and ``B``.  Gradients through
+        the fixed point come from implicit differentiation.
+    solver : {'fixed_point', 'anderson'} or callable, default='fixed_point'
+        Fixed-point solver for the forward and the adjoint (backward) solve,
+        see :mod:`sk_deq.nn.solvers`.  The Jacobian of a random DEQ has its
+        spectrum in a disk around zero (circular law), where plain iteration
+        is as fast as Anderson acceleration and cheaper per step; Anderson
+        helps when training makes a few eigenvalues stand out.
+    max_iter : int, default=50
+        Iteration budget of every fixed-point solve.
+    tol : float, default=1e-4
+        Per-sample relative residual ``||f(z) - z|| / ||f(z)||`` at which a
+        solve stops.
+    input_scaling : {'global', 'none'}, default='global'
+        ``'global'`` centres every feature with its training mean and divides
+        by one factor so that the mean squared norm of the training samples is
+        1 (``tau0_ = 1``, the paper's protocol, SPEC §6); ``'none'`` uses the
+        inputs as given and measures ``tau0_``.
+    optimizer : {'auto', 'lbfgs', 'adam', 'sgd'}, default='auto'
+        ``'auto'`` is full-batch L-BFGS when only the readout is trained (a
+        convex problem on cached features) and Adam otherwise.
+    learning_rate : float, default=1e-3
+        Step size of Adam and SGD.
+    alpha : float, default=1e-4
+        L2 penalty ``alpha/2 ||W||^2`` on the readout weights, added to the
+        mean cross-entropy.  ``A`` and ``B`` are not penalised: their scale is
+        what the theory fixes.
+    batch_size : int or 'auto', default='auto'
+        Minibatch size of Adam and SGD, ``min(200, n_samples)`` for ``'auto'``.
+    max_epochs : int, default=200
+        Epochs of Adam / SGD, iterations of L-BFGS.
+    early_stopping : bool, default=False
+        Hold out ``validation_fraction`` of the training data (stratified),
+        stop when its accuracy stops improving and keep the best parameters.
+    validation_fraction : float, default=0.1
+        Size of the validation split.
+    n_iter_no_change : int, default=10
+        Patience (epochs) of the stopping rule.
+    improvement_tol : float, default=1e-4
+        Smallest change of the monitored quantity (validation accuracy, or
+        training loss without early stopping) counted as an improvement.
+    warm_start : bool, default=False
+        Continue from the fitted network (same weights, input scaling and
+        classes) instead of starting afresh.
+    dtype : {'float32', 'float64'}, default='float32'
+        Precision of the network.  With float32 a sample's outputs depend on
+        the batch it is computed in at the level of float32 rounding (about
+        1e-6); float64 makes them reproducible to about 1e-13.
+    device : str or torch.device, default='auto'
+        ``'auto'`` uses CUDA when available, else the CPU.
+    random_state : int, RandomState instance or None, default=None
+        Seeds the weights, the validation split and the minibatch order.
+    verbose : int, default=0
+        ``1`` prints one line per epoch and progress bars for long feature
+        computations; ``2`` also a progress bar per epoch.
+
+    Attributes
+    ----------
+    classes_ : ndarray of shape (n_classes,)
+        Class labels.
+    n_features_in_ : int
+        Number of input features.
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Input feature names, when ``X`` has string column names.
+    input_mean_ : ndarray of shape (n_features_in_,) or None
+        Mean subtracted from the inputs (``input_scaling='global'``).
+    input_scale_ : float
+        Factor the centred inputs are divided by.
+    tau0_ : float
+        Data scale of the scaled training inputs, ``sqrt(mean ||x||^2)``.
+    deq_coefficients_ : DEQCoefficients
+        The DEQ's ``tau`` and CK coefficients at ``tau0_``.
+    center_ : float
+        Centring constant ``E_tau[phi0]``.
+    module_ : torch.nn.Module
+        The network: ``module_.features`` (a :class:`sk_deq.nn.DEQLayer`) and
+        ``module_.readout`` (a linear layer).
+    solver_info_ : dict
+        Fixed-point diagnostics of the fit: largest and mean number of
+        iterations, largest relative residual, samples not converged.
+    history_ : list of dict
+        One entry per epoch: ``epoch``, ``train_loss``, ``valid_score``,
+        ``best``, ``dur`` (seconds).
+    n_iter_ : int
+        Number of epochs run (over all warm-started fits).
+    best_loss_ : float
+        Lowest training loss.
+    best_validation_score_ : float or None
+        Best validation accuracy (with ``early_stopping``).
+    fit_time_ : float
+        Seconds spent in the last fit after validation.
+    device_ : str
+        Device of the last fit.
+
+    See Also
+    --------
+    MatchedExplicitClassifier : The shallow explicit network with the same kernel.
+    ExplicitClassifier : An explicit random-feature network with chosen activations.
+    sklearn.neural_network.MLPClassifier : A trained multi-layer perceptron.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import load_digits
+    >>> from sk_deq import DEQClassifier
+    >>> X, y = load_digits(return_X_y=True)
+    >>> clf = DEQClassifier(n_hidden=256, random_state=0).fit(X[:1200], y[:1200])
+    >>> clf.solver_info_["converged"]
+    True
+    >>> clf.score(X[1200:], y[1200:]) > 0.85
+    True
+    """
+
+    _parameter_constraints: dict = {
+        **TorchClassifierBase._parameter_constraints,
+        "activation": [StrOptions(_ACTIVATION_NAMES), callable],
+        "sigma_a2": [Interval(Real, 0, 1, closed="neither")],
+        "solver": [StrOptions(set(SOLVERS)), callable],
+        "max_iter": [Interval(Integral, 1, None, closed="left")],
+        "tol": [Interval(Real, 0, None, closed="neither")],
+    }
+
+    def __init__(
+        self,
+        n_hidden=1024,
+        activation="relu",
+        sigma_a2=0.2,
+        *,
+        trainable="readout",
+        solver="fixed_point",
+        max_iter=50,
+        tol=1e-4,
+        input_scaling="global",
+        optimizer="auto",
+        learning_rate=1e-3,
+        alpha=1e-4,
+        batch_size="auto",
+        max_epochs=200,
+        early_stopping=False,
+        validation_fraction=0.1,
+        n_iter_no_change=10,
+        improvement_tol=1e-4,
+        warm_start=False,
+        dtype="float32",
+        device="auto",
+        random_state=None,
+        verbose=0,
+    ):
+        self.n_hidden = n_hidden
+        self.activation = activation
+        self.sigma_a2 = sigma_a2
+        self.trainable = trainable
+        self.solver = solver
+        self.max_iter = max_iter
+        self.tol = tol
+        self.input_scaling = input_scaling
+        self.optimizer = optimizer
+        self.learning_rate = learning_rate
+        self.alpha = alpha
+        self.batch_size = batch_size
+        self.max_epochs = max_epochs
+        self.early_stopping = early_stopping
+        self.validation_fraction = validation_fraction
+        self.n_iter_no_change = n_iter_no_change
+        self.improvement_tol = improvement_tol
+        self.warm_start = warm_start
+        self.dtype = dtype
+        self.device = device
+        self.random_state = random_state
+        self.verbose = verbose
+
+    def _prepare(self, tau0):
+        act = get_activation(self.activation)
+        self.deq_coefficients_ = deq_ck_coefficients(act, self.sigma_a2, tau0)
+        self.center_ = float(self.deq_coefficients_.moments.mean)
+
+    def _make_features(self, n_features, generator, dtype, device):
+        return DEQLayer(
+            n_features,
+            int(self.n_hidden),
+            get_activation(self.activation),
+            float(self.sigma_a2),
+            self.center_,
+            solver=self.solver,
+            tol=self.tol,
+            max_iter=self.max_iter,
+            train_a=self.trainable in ("hidden", "all"),
+            train_b=self.trainable == "all",
+            generator=generator,
+            dtype=dtype,
+            device=device,
+        )
+
+    def _sync_runtime_settings(self):
+        layer = self.module_.features
+        layer.solver = self.solver
+        layer.tol = layer.backward_tol = float(self.tol)
+        layer.max_iter = layer.backward_max_iter = int(self.max_iter)
+
+    def _feature_chunk(self, features, x, diagnostics):
+        z, info = features.solve(x)
+        diagnostics.append(("forward", info.to_dict()))
+        return z
+
+    def _after_step_hook(self, diagnostics):
+        layer = self.module_.features
+
+        def collect():
+            if layer.forward_info is not None:
+                diagnostics.append(("forward", layer.forward_info.to_dict()))
+            if layer.backward_info is not None:
+                diagnostics.append(("adjoint", layer.backward_info.to_dict()))
+            layer.backward_info = None
+
+        return collect
+
+    def _check_diagnostics(self, diagnostics, where):
+        if not diagnostics:
+            return None
+        summary = {}
+        for kind in ("forward", "adjoint"):
+            infos = [d for k, d in diagnostics if k == kind]
+            if not infos:
+                continue
+            n = sum(d["n_samples"] for d in infos)
+            summary_k = {
+                "solver": infos[0]["solver"],
+                "n_solves": len(infos),
+                "n_iter": max(d["n_iter"] for d in infos),
+                "mean_iter": sum(d["mean_iter"] * d["n_samples"] for d in infos) / max(n, 1),
+                "rel_residual": max(d["rel_residual"] for d in infos),
+                "n_samples": n,
+                "n_not_converged": sum(d["n_not_converged"] for d in infos),
+                "tol": infos[0]["tol"],
+                "max_iter": infos[0]["max_iter"],
+            }
+            summary_k["converged"] = summary_k["n_not_converged"] == 0
+            if not summary_k["converged"]:
+                what = "fixed-point" if kind == "forward" else "adjoint (backward) fixed-point"
+                warnings.warn(
+                    f"{type(self).__name__}: the DEQ {what} solver {summary_k['solver']!r} did not reach "
+                    f"tol={summary_k['tol']:g} within max_iter={summary_k['max_iter']} iterations on "
+                    f"{summary_k['n_not_converged']} of {n} samples during {where} (largest relative residual "
+                    f"{summary_k['rel_residual']:.3g}). Increase max_iter, loosen tol, or use a smaller sigma_a2.",
+                    ConvergenceWarning,
+                    stacklevel=4,
+                )
+            if kind == "forward":
+                summary.update(summary_k)
+            else:
+                summary["adjoint"] = summary_k
+        return summary
+
+
+# ---------------------------------------------------------------------------
+# explicit networks
+
+
+class _ExplicitBase(TorchClassifierBase):
+    """Explicit random-feature network; subclasses choose the layers."""
+
+    def _layers(self, tau0):
+        """Return ``(layers, centers)`` for the scaled data scale ``tau0``."""
+        raise NotImplementedError
+
+    def _prepare(self, tau0):
+        self.layers_, self.centers_ = self._layers(tau0)
+
+    def _make_features(self, n_features, generator, dtype, device):
+        L = len(self.layers_)
+        if self.trainable == "readout":
+            flags = [False] * L
+        elif self.trainable == "hidden":
+            flags = [False] + [True] * (L - 1)
+        else:
+            flags = [True] * L
+        return ExplicitNet(
+            n_features,
+            int(self.n_hidden),
+            self.layers_,
+            self.centers_,
+            trainable=flags,
+            generator=generator,
+            dtype=dtype,
+            device=device,
+        )
+
+
+_EXPLICIT_PARAMS_DOC = """
+    n_hidden : int, default=1024
+        Width ``m`` of every layer.
+    trainable : {'readout', 'hidden', 'all'}, default='readout'
+        ``'readout'`` freezes every weight matrix (features are computed once);
+        ``'hidden'`` trains ``W_2 .. W_L`` (the input layer stays frozen, the
+        counterpart of a DEQ with frozen ``B``); ``'all'`` trains every layer.
+    input_scaling : {'global', 'none'}, default='global'
+        As in :class:`DEQClassifier`.
+    optimizer, learning_rate, alpha, batch_size, max_epochs, early_stopping,
+    validation_fraction, n_iter_no_change, improvement_tol, warm_start, dtype,
+    device, random_state, verbose
+        Training parameters, as in :class:`DEQClassifier`.
+"""
+
+_EXPLICIT_ATTRS_DOC = """
+    classes_ : ndarray of shape (n_classes,)
+        Class labels.
+    n_features_in_ : int
+        Number of input features.
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Input feature names, when ``X`` has string column names.
+    input_mean_, input_scale_, tau0_
+        Input scaling and the data scale of the scaled training inputs.
+    layers_ : tuple of Activation
+        The activations, first layer first.
+    centers_ : tuple of float
+        Centring constant of every layer at its input scale.
+    module_ : torch.nn.Module
+        ``module_.features`` (a :class:`sk_deq.nn.ExplicitNet`) and
+        ``module_.readout``.
+    solver_info_ : None
+        Present for symmetry with :class:`DEQClassifier`.
+    history_, n_iter_, best_loss_, best_validation_score_, fit_time_, device_
+        As in :class:`DEQClassifier`.
+"""
+
+
+class ExplicitClassifier(_ExplicitBase):
+    __doc__ = (
+        """Explicit random-feature network with chosen activations and a linear readout.
+
+    ``y_0 = x``, ``y_l = (sigma_l(W_l y_{l-1}) - c_l) / sqrt(m)`` with
+    ``N(0, 1)`` weights and every activation centred at its input scale
+    (SPEC §4); a linear readout on ``y_L``.  With plain activations this is
+    the unmatched baseline of :class:`MatchedExplicitClassifier`.
+
+    Parameters
+    ----------
+    layers : tuple of (str, Activation or callable), default=('relu',)
+        One activation per layer, first layer first.
+"""
+        + _EXPLICIT_PARAMS_DOC
+        + """
+    Attributes
+    ----------"""
+        + _EXPLICIT_ATTRS_DOC
+        + """
+    See Also
+    --------
+    MatchedExplicitClassifier : Layers chosen so that the kernel matches a DEQ's.
+    DEQClassifier : The deep equilibrium classifier.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import load_digits
+    >>> from sk_deq import ExplicitClassifier
+    >>> X, y = load_digits(return_X_y=True)
+    >>> clf = ExplicitClassifier(("relu", "relu"), n_hidden=256, random_state=0)
+    >>> clf.fit(X[:1200], y[:1200]).score(X[1200:], y[1200:]) > 0.85
+    True
+    """
+    )
+
+    _parameter_constraints: dict = {
+        **TorchClassifierBase._parameter_constraints,
+        "layers": [list, tuple],
+    }
+
+    def __init__(
+        self,
+        layers=("relu",),
+        n_hidden=1024,
+        *,
+        trainable="readout",
+        input_scaling="global",
+        optimizer="auto",
+        learning_rate=1e-3,
+        alpha=1e-4,
+        batch_size="auto",
+        max_epochs=200,
+        early_stopping=False,
+        validation_fraction=0.1,
+        n_iter_no_change=10,
+        improvement_tol=1e-4,
+        warm_start=False,
+        dtype="float32",
+        device="auto",
+        random_state=None,
+        verbose=0,
+    ):
+        self.layers = layers
+        self.n_hidden = n_hidden
+        self.trainable = trainable
+        self.input_scaling = input_scaling
+        self.optimizer = optimizer
+        self.learning_rate = learning_rate
+        self.alpha = alpha
+        self.batch_size = batch_size
+        self.max_epochs = max_epochs
+        self.early_stopping = early_stopping
+        self.validation_fraction = validation_fraction
+        self.n_iter_no_change = n_iter_no_change
+        self.improvement_tol = improvement_tol
+        self.warm_start = warm_start
+        self.dtype = dtype
+        self.device = device
+        self.random_state = random_state
+        self.verbose = verbose
+
+    def _layers(self, tau0):
+        if len(self.layers) == 0:
+            raise ValueError("layers must name at least one activation.")
+        acts = tuple(get_activation(a) for a in self.layers)
+        coefs = explicit_coefficients(acts, tau0)
+        self.explicit_coefficients_ = coefs
+        return coefs.layers, tuple(float(c) for c in coefs.centers)
+
+
+@functools.lru_cache(maxsize=64)
+def _cached_match(activation, sigma_a2, tau0, kernel, family, tol):
+    return match_explicit(activation, sigma_a2, tau0, kernel, family, tol=tol)
+
+
+def _match(activation, sigma_a2, tau0, kernel, family, tol):
+    family = family if isinstance(family, str) else tuple(family)
+    try:
+        return _cached_match(activation, float(sigma_a2), float(tau0), kernel, family, tol)
+    except TypeError:  # unhashable activation
+        return match_explicit(activation, sigma_a2, tau0, kernel, family, tol=tol)
+
+
+class MatchedExplicitClassifier(_ExplicitBase):
+    __doc__ = (
+        """Shallow explicit network whose kernel matches a DEQ's, with a linear readout.
+
+    At fit the data scale ``tau0_`` of the (scaled) training inputs is
+    measured, :func:`sk_deq.match_explicit` finds the explicit activations
+    whose conjugate kernel (``kernel='ck'``) or neural tangent kernel
+    (``'ntk'``) equals that of the DEQ with ``activation`` and ``sigma_a2``
+    (SPEC §4, §5), and the network of SPEC §4 is built from them.  With a
+    ReLU DEQ this is two leaky-ReLU layers; with tanh one hard-tanh layer.
+
+    Parameters
+    ----------
+    activation : str, Activation or callable, default='relu'
+        The DEQ's activation.
+    sigma_a2 : float, default=0.2
+        The DEQ's recurrent weight variance, in ``(0, 1)``.
+    kernel : {'ck', 'ntk'}, default='ck'
+        Which kernel to match.  The NTK match is with respect to the readout
+        and ``W_2 .. W_L``; it is the relevant one with ``trainable='hidden'``.
+    family : str or tuple of str, default='auto'
+        Explicit family (see :data:`sk_deq.matching.FAMILIES`); ``'auto'``
+        picks the paper's choice.
+    match_tol : float or None, default=0.05
+        Largest relative residual of the matching equations accepted; a worse
+        fit is an error (:class:`sk_deq.MatchingError`).  ``None`` accepts the
+        best fit.
+"""
+        + _EXPLICIT_PARAMS_DOC
+        + """
+    Attributes
+    ----------
+    match_ : MatchResult
+        The matching result (family, parameters, residuals of M1-M4).
+"""
+        + _EXPLICIT_ATTRS_DOC
+        + """
+    See Also
+    --------
+    DEQClassifier : The deep equilibrium classifier this network imitates.
+    ExplicitClassifier : An explicit network with chosen (e.g. plain) activations.
+    sk_deq.match_explicit : The matching solver.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import load_digits
+    >>> from sk_deq import MatchedExplicitClassifier
+    >>> X, y = load_digits(return_X_y=True)
+    >>> clf = MatchedExplicitClassifier("relu", 0.2, n_hidden=256, random_state=0)
+    >>> clf.fit(X[:1200], y[:1200]).match_.family
+    'leaky_relu'
+    >>> clf.score(X[1200:], y[1200:]) > 0.85
+    True
+    """
+    )
+
+    _parameter_constraints: dict = {
+        **TorchClassifierBase._parameter_constraints,
+        "activation": [StrOptions(_ACTIVATION_NAMES), callable],
+        "sigma_a2": [Interval(Real, 0, 1, closed="neither")],
+        "kernel": [StrOptions({"ck", "ntk"})],
+        "family": [str, list, tuple],
+        "match_tol": [Interval(Real, 0, None, closed="neither"), None],
+    }
+
+    def __init__(
+        self,
+        activation="relu",
+        sigma_a2=0.2,
+        *,
+        kernel="ck",
+        family="auto",
+        match_tol=0.05,
+        n_hidden=1024,
+        trainable="readout",
+        input_scaling="global",
+        optimizer="auto",
+        learning_rate=1e-3,
+        alpha=1e-4,
+        batch_size="auto",
+        max_epochs=200,
+        early_stopping=False,
+        validation_fraction=0.1,
+        n_iter_no_change=10,
+        improvement_tol=1e-4,
+        warm_start=False,
+        dtype="float32",
+        device="auto",
+        random_state=None,
+        verbose=0,
+    ):
+        self.activation = activation
+        self.sigma_a2 = sigma_a2
+        self.kernel = kernel
+        self.family = family
+        self.match_tol = match_tol
+        self.n_hidden = n_hidden
+        self.trainable = trainable
+        self.input_scaling = input_scaling
+        self.optimizer = optimizer
+        self.learning_rate = learning_rate
+        self.alpha = alpha
+        self.batch_size = batch_size
+        self.max_epochs = max_epochs
+        self.early_stopping = early_stopping
+        self.validation_fraction = validation_fraction
+        self.n_iter_no_change = n_iter_no_change
+        self.improvement_tol = improvement_tol
+        self.warm_start = warm_start
+        self.dtype = dtype
+        self.device = device
+        self.random_state = random_state
+        self.verbose = verbose
+
+    def _layers(self, tau0):
+        act = get_activation(self.activation)
+        self.match_ = _match(act, self.sigma_a2, tau0, self.kernel, self.family, self.match_tol)
+        return tuple(self.match_.layers), tuple(float(c) for c in self.match_.centers)

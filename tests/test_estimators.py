@@ -1,0 +1,544 @@
+"""DEQClassifier, ExplicitClassifier and MatchedExplicitClassifier as scikit-learn estimators."""
+
+import io
+import math
+import pickle
+import subprocess
+import sys
+import warnings
+
+import joblib
+import numpy as np
+import pytest
+import torch
+from scipy import sparse
+from sklearn.datasets import load_digits, make_blobs
+from sklearn.exceptions import ConvergenceWarning, NotFittedError
+from sklearn.linear_model import LogisticRegression
+from sklearn.model_selection import train_test_split
+from sklearn.utils._param_validation import InvalidParameterError
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from sk_deq import DEQClassifier, ExplicitClassifier, MatchedExplicitClassifier, make_gaussian_mixture
+from sk_deq._torch_base import resolve_device
+from sk_deq.activations import Activation
+from sk_deq.kernels import relative_spectral_error
+
+ESTIMATORS = (DEQClassifier, ExplicitClassifier, MatchedExplicitClassifier)
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    # The test machine is small and shared: torch's intra-op threads only add
+    # synchronisation stalls for networks this size.
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+def _small(cls, **kw):
+    params = dict(n_hidden=32, max_epochs=30, random_state=0)
+    params.update(kw)
+    return cls(**params)
+
+
+@pytest.fixture(scope="module")
+def blobs():
+    X, y = make_blobs(n_samples=150, centers=3, n_features=5, random_state=0)
+    return X, y
+
+
+@pytest.fixture(scope="module")
+def digits():
+    X, y = load_digits(return_X_y=True)
+    return train_test_split(X, y, test_size=0.3, random_state=0, stratify=y)
+
+
+# ---------------------------------------------------------------------------
+# scikit-learn's estimator checks
+
+_FLOAT32_SUBSET = (
+    "float32 arithmetic: a sample computed alone goes through a matrix-vector product whose rounding "
+    "differs from the matrix-matrix product used for a batch by about 1e-7 relative (one or two float32 "
+    "ulps); the check demands atol=1e-7. The same configuration with dtype='float64' passes it."
+)
+
+
+def _check_configs():
+    configs = []
+    for cls in ESTIMATORS:
+        configs.append(_small(cls, dtype="float64"))
+        configs.append(_small(cls, dtype="float32"))
+    # trained hidden weights (implicit backward for the DEQ), minibatch Adam
+    fast = dict(n_hidden=16, optimizer="adam", learning_rate=0.1, max_epochs=5, dtype="float64")
+    configs.append(_small(DEQClassifier, trainable="all", **fast))
+    configs.append(_small(MatchedExplicitClassifier, trainable="hidden", **fast))
+    return configs
+
+
+def _expected_failures(estimator):
+    if estimator.dtype == "float32":
+        return {"check_methods_subset_invariance": _FLOAT32_SUBSET}
+    return {}
+
+
+@parametrize_with_checks(_check_configs(), expected_failed_checks=_expected_failures)
+def test_sklearn_estimator_checks(estimator, check):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        check(estimator)
+
+
+# ---------------------------------------------------------------------------
+# the networks are what the docstrings say
+
+
+def test_decision_function_is_readout_of_features(blobs):
+    X, y = blobs
+    for cls in ESTIMATORS:
+        est = _small(cls, dtype="float64").fit(X, y)
+        Z = est.features(X)
+        W = est.module_.readout.weight.detach().numpy()
+        b = est.module_.readout.bias.detach().numpy()
+        np.testing.assert_allclose(est.decision_function(X), Z @ W.T + b, rtol=1e-10, atol=1e-12)
+        assert Z.shape == (len(X), 32)
+
+
+def test_deq_features_are_the_fixed_point_of_spec_map(blobs):
+    X, y = blobs
+    est = _small(DEQClassifier, dtype="float64", tol=1e-10, max_iter=200).fit(X, y)
+    Z = est.features(X)
+    Xs = (X - est.input_mean_) / est.input_scale_
+    A = est.module_.features.A.detach().numpy()
+    B = est.module_.features.B.detach().numpy()
+    c = est.deq_coefficients_.moments.mean
+    H = math.sqrt(0.2) * Z @ A.T + math.sqrt(0.8) * Xs @ B.T
+    np.testing.assert_allclose(Z, (np.maximum(H, 0) - c) / math.sqrt(32), rtol=1e-8, atol=1e-10)
+    assert est.center_ == c and est.solver_info_["converged"]
+
+
+def test_input_scaling(blobs):
+    X, y = blobs
+    est = _small(DEQClassifier).fit(X, y)
+    assert est.tau0_ == 1.0
+    np.testing.assert_allclose(est.input_mean_, X.mean(axis=0))
+    Xs = (X - est.input_mean_) / est.input_scale_
+    assert np.mean(np.sum(Xs**2, axis=1)) == pytest.approx(1.0)
+
+    raw = _small(MatchedExplicitClassifier, input_scaling="none").fit(X / 10, y)
+    assert raw.input_mean_ is None and raw.input_scale_ == 1.0
+    assert raw.tau0_ == pytest.approx(math.sqrt(np.mean(np.sum((X / 10) ** 2, axis=1))))
+    assert raw.match_.tau0 == pytest.approx(raw.tau0_)
+
+
+def test_matched_classifier_builds_its_layers_from_the_match(blobs):
+    X, y = blobs
+    est = _small(MatchedExplicitClassifier).fit(X, y)
+    assert est.match_.family == "leaky_relu" and est.match_.kernel == "ck"
+    assert est.layers_ == tuple(est.match_.layers) and est.centers_ == tuple(est.match_.centers)
+    net = est.module_.features
+    assert [a.params for a in net.layers] == [a.params for a in est.match_.layers]
+    tanh = _small(MatchedExplicitClassifier, activation="tanh").fit(X, y)
+    assert tanh.match_.family == "hard_tanh" and len(tanh.module_.features.weights) == 1
+    ntk = _small(MatchedExplicitClassifier, kernel="ntk").fit(X, y)
+    assert len(ntk.module_.features.weights) == ntk.match_.n_layers >= 2
+
+
+def test_trainable_modes_change_the_right_weights(blobs):
+    X, y = blobs
+    kw = dict(optimizer="adam", learning_rate=0.05, max_epochs=3)
+    ref = _small(DEQClassifier, **kw).fit(X, y)
+    A0, B0 = ref.module_.features.A.detach().clone(), ref.module_.features.B.detach().clone()
+    for trainable, a_moves, b_moves in [("readout", False, False), ("hidden", True, False), ("all", True, True)]:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            est = _small(DEQClassifier, trainable=trainable, **kw).fit(X, y)
+        layer = est.module_.features
+        assert (not torch.equal(layer.A, A0)) == a_moves, trainable
+        assert (not torch.equal(layer.B, B0)) == b_moves, trainable
+        if trainable != "readout":
+            assert est.solver_info_["adjoint"]["n_solves"] > 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        exp = _small(ExplicitClassifier, layers=("relu", "relu"), trainable="hidden", **kw).fit(X, y)
+        exp0 = _small(ExplicitClassifier, layers=("relu", "relu"), **kw).fit(X, y)
+    w_new, w_old = exp.module_.features.weights, exp0.module_.features.weights
+    assert torch.equal(w_new[0], w_old[0]) and not torch.equal(w_new[1], w_old[1])
+
+
+def test_readout_training_reaches_the_logistic_regression_optimum(blobs):
+    # Independent check of the training loop: same features, same penalised
+    # objective, scikit-learn's own solver.
+    X, y = blobs
+    alpha = 1e-2
+    est = _small(ExplicitClassifier, dtype="float64", alpha=alpha, max_epochs=500, improvement_tol=1e-9).fit(X, y)
+    Z = est.features(X)
+    lr = LogisticRegression(C=1.0 / (alpha * len(X)), tol=1e-10, max_iter=10_000).fit(Z, y)
+    np.testing.assert_allclose(est.predict_proba(X), lr.predict_proba(Z), atol=2e-4)
+    Xb, yb = X[y < 2], y[y < 2]
+    estb = _small(ExplicitClassifier, dtype="float64", alpha=alpha, max_epochs=500, improvement_tol=1e-9).fit(Xb, yb)
+    Zb = estb.features(Xb)
+    lrb = LogisticRegression(C=1.0 / (alpha * len(Xb)), tol=1e-10, max_iter=10_000).fit(Zb, yb)
+    np.testing.assert_allclose(estb.decision_function(Xb), lrb.decision_function(Zb), atol=2e-3)
+
+
+@pytest.mark.parametrize("optimizer", ["adam", "sgd"])
+def test_minibatch_optimizers_learn(optimizer, blobs):
+    X, y = blobs
+    est = _small(MatchedExplicitClassifier, optimizer=optimizer, learning_rate=0.05, max_epochs=40, batch_size=32)
+    est.fit(X, y)
+    losses = [h["train_loss"] for h in est.history_]
+    assert losses[-1] < 0.5 * losses[0]
+    assert est.score(X, y) > 0.9
+
+
+# ---------------------------------------------------------------------------
+# equivalence: the matched explicit net behaves like the DEQ
+
+
+def test_matched_gram_matrix_is_close_to_the_deq_gram_matrix():
+    # SPEC §6 on the paper's GMM: the feature Gram matrix of the matched net is as
+    # close to the DEQ's as that of a second DEQ drawn with another seed (the
+    # finite-width noise), while a plain ReLU net of the same depth is far off.
+    X, y = make_gaussian_mixture(320, 400, random_state=0)
+    kw = dict(n_hidden=2000, input_scaling="none", max_epochs=5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        deqs = [DEQClassifier(random_state=s, **kw).fit(X, y) for s in (0, 1)]
+        matched = MatchedExplicitClassifier(random_state=2, **kw).fit(X, y)
+        plain = ExplicitClassifier(("relu", "relu"), random_state=2, **kw).fit(X, y)
+    G_deq, G_deq2, G_matched, G_plain = [(lambda Z: Z @ Z.T)(e.features(X)) for e in (*deqs, matched, plain)]
+    noise = relative_spectral_error(G_deq, G_deq2)
+    assert noise < 0.25
+    assert relative_spectral_error(G_deq, G_matched) < 1.4 * noise
+    assert relative_spectral_error(G_deq, G_plain) > 2.5 * noise
+
+
+def test_matched_accuracy_is_close_to_the_deq_accuracy(digits):
+    X_tr, X_te, y_tr, y_te = digits
+    kw = dict(n_hidden=512, random_state=0)
+    acc_deq = DEQClassifier(**kw).fit(X_tr, y_tr).score(X_te, y_te)
+    acc_matched = MatchedExplicitClassifier(**kw).fit(X_tr, y_tr).score(X_te, y_te)
+    assert acc_deq > 0.93
+    assert abs(acc_deq - acc_matched) <= 0.02
+
+
+# ---------------------------------------------------------------------------
+# reproducibility, pickling, devices
+
+
+@pytest.mark.parametrize("cls", ESTIMATORS)
+def test_same_random_state_same_predictions(cls, blobs):
+    X, y = blobs
+    kw = dict(optimizer="adam", learning_rate=0.02, early_stopping=True, max_epochs=8)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        a = _small(cls, random_state=3, **kw).fit(X, y)
+        b = _small(cls, random_state=3, **kw).fit(X, y)
+        c = _small(cls, random_state=4, **kw).fit(X, y)
+    np.testing.assert_array_equal(a.decision_function(X), b.decision_function(X))
+    assert a.history_[-1]["train_loss"] == b.history_[-1]["train_loss"]
+    assert not np.array_equal(a.decision_function(X), c.decision_function(X))
+
+
+def test_no_global_torch_seed_side_effect(blobs):
+    X, y = blobs
+    torch.manual_seed(123)
+    expected = torch.rand(3)
+    torch.manual_seed(123)
+    _small(DEQClassifier).fit(X, y)
+    assert torch.equal(torch.rand(3), expected)
+
+
+def _walk(obj, seen=None):
+    seen = set() if seen is None else seen
+    if id(obj) in seen:
+        return
+    seen.add(id(obj))
+    yield obj
+    if isinstance(obj, dict):
+        for v in obj.values():
+            yield from _walk(v, seen)
+    elif isinstance(obj, (list, tuple)):
+        for v in obj:
+            yield from _walk(v, seen)
+
+
+@pytest.mark.parametrize("cls", ESTIMATORS)
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_pickle_and_joblib_round_trip_predict_identically(cls, dtype, blobs, tmp_path):
+    X, y = blobs
+    est = _small(cls, dtype=dtype).fit(X, y)
+    state = est.__getstate__()
+    assert not any(isinstance(o, torch.Tensor) or isinstance(o, torch.nn.Module) for o in _walk(state))
+    for loaded in (pickle.loads(pickle.dumps(est)), _joblib_round_trip(est, tmp_path)):
+        np.testing.assert_array_equal(loaded.decision_function(X), est.decision_function(X))
+        np.testing.assert_array_equal(loaded.predict(X), est.predict(X))
+        assert loaded.history_ == est.history_
+
+
+def _joblib_round_trip(est, tmp_path):
+    path = tmp_path / "model.joblib"
+    joblib.dump(est, path)
+    return joblib.load(path)
+
+
+def test_model_saved_for_cuda_predicts_on_cpu_only_machine(blobs, monkeypatch):
+    # Simulated on the CPU: the estimator is pickled with device='cuda' and
+    # loaded where CUDA is unavailable.
+    X, y = blobs
+    est = _small(DEQClassifier).fit(X, y)
+    expected = est.predict_proba(X)
+    est.set_params(device="cuda")
+    blob = pickle.dumps(est)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    loaded = pickle.loads(blob)
+    with pytest.warns(UserWarning, match="not available"):
+        proba = loaded.predict_proba(X)
+    np.testing.assert_array_equal(proba, expected)
+    assert next(loaded.module_.parameters()).device.type == "cpu"
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_gpu_fitted_model_loads_in_a_cpu_only_process(blobs, tmp_path):
+    X, y = blobs
+    est = _small(DEQClassifier, device="cuda").fit(X, y)
+    assert est.device_.startswith("cuda")
+    path = tmp_path / "gpu.pkl"
+    path.write_bytes(pickle.dumps(est))
+    np.save(tmp_path / "X.npy", X)
+    np.save(tmp_path / "expected.npy", est.predict(X))
+    code = (
+        "import pickle, warnings, numpy as np, torch; assert not torch.cuda.is_available();"
+        f"est = pickle.loads(open({str(path)!r}, 'rb').read());"
+        "warnings.simplefilter('ignore');"
+        f"p = est.predict(np.load({str(tmp_path / 'X.npy')!r}));"
+        f"assert (p == np.load({str(tmp_path / 'expected.npy')!r})).mean() > 0.99"
+    )
+    env = {**__import__("os").environ, "CUDA_VISIBLE_DEVICES": ""}
+    subprocess.run([sys.executable, "-c", code], check=True, env=env)
+
+
+def test_device_resolution(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert resolve_device("auto").type == "cuda"
+    assert resolve_device(torch.device("cpu")).type == "cpu"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert resolve_device("auto").type == "cpu"
+    with pytest.raises(ValueError, match="CUDA is not available"):
+        resolve_device("cuda")
+    with pytest.raises(ValueError, match="device must be"):
+        resolve_device("gpu-please")
+
+
+def test_fit_on_unavailable_cuda_is_a_clear_error(blobs, monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(ValueError, match="CUDA is not available"):
+        _small(DEQClassifier, device="cuda").fit(*blobs)
+
+
+def test_float32_and_float64_share_weights(blobs):
+    X, y = blobs
+    a = _small(DEQClassifier, dtype="float32").fit(X, y)
+    b = _small(DEQClassifier, dtype="float64").fit(X, y)
+    torch.testing.assert_close(a.module_.features.A, b.module_.features.A.float())
+    assert (a.predict(X) == b.predict(X)).mean() > 0.98
+
+
+# ---------------------------------------------------------------------------
+# labels, history, warm start, verbose
+
+
+def test_string_labels_binary_and_multiclass(blobs):
+    X, y = blobs
+    names = np.array(["cat", "dog", "emu"])[y]
+    est = _small(DEQClassifier).fit(X, names)
+    assert list(est.classes_) == ["cat", "dog", "emu"]
+    assert set(est.predict(X)) <= set(names)
+    proba = est.predict_proba(X)
+    assert proba.shape == (len(X), 3)
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0)
+    np.testing.assert_allclose(np.exp(est.predict_log_proba(X)), proba, rtol=1e-10)
+
+    mask = y < 2
+    binary = _small(MatchedExplicitClassifier).fit(X[mask], names[mask])
+    dec = binary.decision_function(X[mask])
+    assert dec.shape == (mask.sum(),)
+    np.testing.assert_array_equal(binary.predict(X[mask]), np.where(dec > 0, "dog", "cat"))
+    proba = binary.predict_proba(X[mask])
+    np.testing.assert_allclose(proba[:, 1], 1 / (1 + np.exp(-dec)))
+    np.testing.assert_allclose(np.exp(binary.predict_log_proba(X[mask])), proba, rtol=1e-10)
+
+
+def test_history_and_early_stopping(blobs):
+    X, y = blobs
+    est = _small(ExplicitClassifier, optimizer="adam", learning_rate=0.05, early_stopping=True,
+                 n_iter_no_change=3, max_epochs=200, validation_fraction=0.2).fit(X, y)
+    assert est.n_iter_ == len(est.history_) < 200
+    assert set(est.history_[0]) == {"epoch", "train_loss", "valid_score", "best", "dur"}
+    scores = [h["valid_score"] for h in est.history_]
+    assert est.best_validation_score_ == max(scores)
+    # the best parameters are restored: validation accuracy after fit equals the best one
+    lbfgs = _small(DEQClassifier, early_stopping=True, n_iter_no_change=2, max_epochs=300).fit(X, y)
+    assert lbfgs.best_validation_score_ is not None
+    assert [h["epoch"] for h in lbfgs.history_] == list(range(1, lbfgs.n_iter_ + 1))
+
+
+def test_warm_start_continues_training(blobs):
+    X, y = blobs
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        est = _small(DEQClassifier, warm_start=True, optimizer="adam", learning_rate=0.01, max_epochs=4).fit(X, y)
+        A = est.module_.features.A.detach().clone()
+        loss_first = est.history_[-1]["train_loss"]
+        est.fit(X, y)
+    assert est.n_iter_ == 8 and [h["epoch"] for h in est.history_] == list(range(1, 9))
+    assert torch.equal(est.module_.features.A, A)
+    assert est.history_[-1]["train_loss"] < loss_first
+    with pytest.raises(ValueError, match="same classes"):
+        est.fit(X[y < 2], y[y < 2])
+    with pytest.raises(ValueError, match="features"):
+        est.fit(X[:, :3], y)
+    cold = _small(DEQClassifier, optimizer="adam", learning_rate=0.01, max_epochs=4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        cold.fit(X, y)
+        cold.fit(X, y)
+    assert cold.n_iter_ == 4
+
+
+def test_verbose_prints_epochs_and_progress(blobs, capsys):
+    X, y = blobs
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        _small(DEQClassifier, verbose=2, optimizer="adam", max_epochs=2, early_stopping=True).fit(X, y)
+    out = capsys.readouterr().out
+    assert "epoch" in out and "train_loss" in out and "valid_acc" in out
+    assert "|" in out and "epoch 2" in out  # per-epoch progress bar
+    assert "features of" in out
+    _small(DEQClassifier, verbose=0).fit(X, y)
+    assert capsys.readouterr().out == ""
+
+
+def test_feature_progress_bar_on_long_computations(capsys):
+    from sk_deq.nn.training import ProgressBar
+
+    stream = io.StringIO()
+    with ProgressBar(4, "features", stream=stream) as bar:
+        for _ in range(4):
+            bar.update()
+    assert "4/4" in stream.getvalue() and stream.getvalue().endswith("\n")
+
+
+def test_solver_settings_can_change_after_fit(blobs):
+    X, y = blobs
+    est = _small(DEQClassifier, dtype="float64").fit(X, y)
+    est.decision_function(X)
+    loose = est.module_.features.forward_info.n_iter
+    est.set_params(tol=1e-10, max_iter=300)
+    est.decision_function(X)
+    assert est.module_.features.forward_info.n_iter > loose
+    assert est.module_.features.forward_info.rel_residual < 1e-10
+
+
+# ---------------------------------------------------------------------------
+# bad input
+
+
+@pytest.mark.parametrize("cls", ESTIMATORS)
+def test_bad_input_errors(cls, blobs):
+    X, y = blobs
+    est = _small(cls)
+    with pytest.raises(NotFittedError):
+        est.predict(X)
+    for bad, match in [(np.nan, "NaN"), (np.inf, "infinity")]:
+        Xb = X.copy()
+        Xb[3, 1] = bad
+        with pytest.raises(ValueError, match=match):
+            est.fit(Xb, y)
+    with pytest.raises(ValueError, match="2D array"):
+        est.fit(X[:, 0], y)
+    with pytest.raises(ValueError, match="dim 3"):
+        est.fit(X[:, :, None], y)
+    with pytest.raises(ValueError, match="minimum of 2 is required"):
+        est.fit(X[:1], y[:1])
+    with pytest.raises(ValueError, match="at least 2 classes"):
+        est.fit(X, np.zeros(len(X)))
+    with pytest.raises(TypeError, match="[Ss]parse"):
+        est.fit(sparse.csr_matrix(X), y)
+    with pytest.raises(ValueError, match="Unknown label type"):
+        est.fit(X, np.linspace(0, 1, len(X)))
+    with pytest.raises(ValueError, match="inconsistent numbers of samples"):
+        est.fit(X, y[:-1])
+
+    est.fit(X, y)
+    Xb = X.copy()
+    Xb[0, 0] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        est.predict_proba(Xb)
+    with pytest.raises(ValueError, match="expecting 5 features"):
+        est.predict(X[:, :4])
+    with pytest.raises(TypeError, match="[Ss]parse"):
+        est.predict(sparse.csr_matrix(X))
+
+
+def test_invalid_parameters(blobs):
+    X, y = blobs
+    for est in [
+        DEQClassifier(sigma_a2=1.5),
+        DEQClassifier(sigma_a2=0.0),
+        DEQClassifier(activation="nonexistent"),
+        DEQClassifier(solver="newton"),
+        DEQClassifier(trainable="everything"),
+        DEQClassifier(dtype="float16"),
+        ExplicitClassifier(n_hidden=0),
+        MatchedExplicitClassifier(kernel="rbf"),
+    ]:
+        with pytest.raises(InvalidParameterError):
+            est.fit(X, y)
+    with pytest.raises(ValueError, match="at least one"):
+        ExplicitClassifier(layers=()).fit(X, y)
+    with pytest.raises(ValueError, match="Unknown activation"):
+        ExplicitClassifier(layers=("relu", "nope")).fit(X, y)
+    with pytest.raises(ValueError, match="validation set is too small"):
+        _small(DEQClassifier, early_stopping=True, validation_fraction=0.01).fit(X[:30], y[:30])
+
+
+def test_unconverged_deq_warns_with_the_residual(blobs):
+    X, y = blobs
+    with pytest.warns(ConvergenceWarning, match=r"did not reach tol=1e-12 .* relative residual") as rec:
+        est = _small(DEQClassifier, max_iter=2, tol=1e-12).fit(X, y)
+    assert any("150 of 150 samples" in str(w.message) for w in rec)
+    assert not est.solver_info_["converged"]
+    with pytest.warns(ConvergenceWarning, match="during predict"):
+        assert np.all(np.isfinite(est.predict_proba(X)))
+
+
+def test_diverging_deq_is_an_error_suggesting_smaller_sigma_a2(blobs):
+    X, y = blobs
+    boom = Activation(np.tanh, "boom", torch_func=lambda t: 1e30 * t * t, odd=True)
+    with pytest.raises(ValueError, match="smaller sigma_a2"):
+        _small(DEQClassifier, activation=boom, sigma_a2=0.5).fit(X, y)
+
+
+def test_unstable_sigma_a2_is_rejected_by_the_theory(blobs):
+    X, y = blobs
+    growth = Activation(lambda t: np.sinh(3 * t), "sinh3", torch_func=lambda t: torch.sinh(3 * t), odd=True)
+    with pytest.raises(ValueError, match="smaller sigma_a2"):
+        _small(DEQClassifier, activation=growth, sigma_a2=0.9).fit(X, y)
+
+
+@pytest.mark.parametrize("cls", ESTIMATORS)
+def test_probabilities_are_never_nan(cls, blobs):
+    X, y = blobs
+    for labels in (y, (y > 0).astype(int)):
+        est = _small(cls).fit(X, labels)
+        for scale in (1.0, 1e3, 1e6):
+            try:
+                proba = est.predict_proba(X * scale)
+            except ValueError as exc:  # allowed: a clear error, never NaN
+                assert "non-finite" in str(exc) or "sigma_a2" in str(exc)
+                continue
+            assert np.all(np.isfinite(proba))
+            np.testing.assert_allclose(proba.sum(axis=1), 1.0)
