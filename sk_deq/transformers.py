@@ -1,0 +1,479 @@
+"""Implicit kernels of DEQs as scikit-learn transformers and Gaussian-process kernels.
+
+:class:`ImplicitCKTransformer` turns samples into their kernel against the
+training samples, so that any estimator taking a precomputed kernel
+(``KernelRidge(kernel="precomputed")``, ``SVC(kernel="precomputed")``,
+``KernelPCA``, ...) can use the infinite-width kernel of a DEQ inside a
+:class:`~sklearn.pipeline.Pipeline` and a grid search.
+:class:`ImplicitCKKernel` is the same kernel as a
+:class:`sklearn.gaussian_process.kernels.Kernel`, for
+:class:`~sklearn.gaussian_process.GaussianProcessRegressor` and
+:class:`~sklearn.gaussian_process.GaussianProcessClassifier`.
+
+Both only need numpy and scipy (no torch).
+"""
+
+from __future__ import annotations
+
+import math
+from numbers import Integral, Real
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin, _fit_context
+from sklearn.gaussian_process.kernels import Hyperparameter, Kernel
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from ._inputs import INPUT_SCALING, apply_input_scaling, fit_input_scaling
+from .activations import ACTIVATIONS, Activation
+from .kernels import (
+    ImplicitKernelEngine,
+    MonteCarloDEQSampler,
+    _auto_block_size,
+    _linearized_block,
+    check_kernel_fits_in_memory,
+    linearized_kernel_coefficients,
+)
+
+__all__ = ["ImplicitCKTransformer", "ImplicitCKKernel"]
+
+_METHODS = ("exact", "linearized", "monte_carlo")
+_KERNEL_NAMES = ("ck", "feature", "ntk")
+
+
+class ImplicitCKTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
+    """Kernel of an infinite-width (or random finite-width) DEQ against the training data.
+
+    ``fit(X)`` stores the (scaled) training samples and the data scale
+    ``tau0``; ``transform(X)`` returns the kernel between ``X`` and the
+    training samples, of shape (n_samples, n_training_samples); and
+    ``fit_transform(X)`` the square training kernel.  So a pipeline ending in
+    ``KernelRidge(kernel="precomputed")`` or ``SVC(kernel="precomputed")``
+    fits and predicts with the DEQ kernel, and a grid search can tune
+    ``sigma_a2`` and ``activation`` next to the ridge penalty.
+
+    The kernels (SPEC §3, §5), all fixed points of entrywise recursions, are
+
+    * ``kernel='ck'``: the Implicit-CK ``G*`` of the paper,
+      ``G_ij = sigma_a2 E[phi(u) phi(v)] + sigma_b2 x_i^T x_j``, which keeps
+      the input injection ``sigma_b2 X X^T``;
+    * ``kernel='feature'``: ``Sigma* = (G* - sigma_b2 X X^T) / sigma_a2``,
+      the Gram matrix of the DEQ's equilibrium features ``z*`` -- the kernel
+      its linear readout actually sees;
+    * ``kernel='ntk'``: the Implicit-NTK
+      ``Sigma* / (1 - sigma_a2 E[phi'(u) phi'(v)])`` (readout and recurrent
+      weights trained).
+
+    ``phi = phi0 - c`` is the activation centred at the DEQ's pre-activation
+    scale ``tau`` for the *training* scale ``tau0``; ``c`` stays fixed when
+    new data are transformed.
+
+    Parameters
+    ----------
+    activation : str, Activation or callable, default='relu'
+        DEQ activation ``phi0``: a name from :data:`sk_deq.activations.ACTIVATIONS`,
+        an :class:`~sk_deq.activations.Activation` or a vectorised callable.
+    sigma_a2 : float, default=0.2
+        Variance of the recurrent weights, in (0, 1).
+    kernel : {'ck', 'feature', 'ntk'}, default='ck'
+        Which kernel (see above).
+    method : {'exact', 'linearized', 'monte_carlo'}, default='exact'
+        ``'exact'``: the infinite-width fixed point of every entry (closed
+        forms for ReLU / leaky ReLU, erf, GELU and quadratic activations; a
+        Hermite expansion of the dual activation with quadrature fallback for
+        any other).  ``'linearized'``: the label-free high-dimensional
+        equivalent of SPEC §3 (see
+        :func:`sk_deq.kernels.linearized_implicit_kernel` for when it is
+        accurate).  ``'monte_carlo'``: the average over ``n_draws`` random
+        DEQs of width ``n_hidden``, as in the paper's experiments.
+    sigma_b2 : float, default=None
+        Variance of the input weights; ``1 - sigma_a2`` when None.
+    input_scaling : {'global', 'none'}, default='global'
+        ``'global'`` centres every feature with its training mean and divides
+        by one global factor so that the training samples have mean squared
+        norm 1 (``tau0_ = 1``), the protocol of the paper's experiments;
+        ``'none'`` uses the inputs as given (``tau0_`` measured).
+    n_hidden : int, default=2000
+        Width of the random DEQs (``method='monte_carlo'`` only).
+    n_draws : int, default=1
+        Number of random DEQs averaged (``method='monte_carlo'`` only).
+    block_size : int, default=None
+        Rows and columns of the kernel computed per block; bounds the memory
+        of the computation to a few arrays of ``block_size ** 2`` entries
+        besides the output.  Chosen from scikit-learn's ``working_memory``
+        (``sklearn.set_config``) when None.
+    n_jobs : int, default=None
+        Number of blocks computed in parallel through joblib (threads by
+        default; inside ``joblib.parallel_config(backend='dask')`` the blocks
+        run on a Dask cluster).  ``None`` means 1 unless in a
+        ``joblib.parallel_config`` context; ``-1`` uses all processors.
+    tol : float, default=1e-12
+        Tolerance of every entry's fixed point (``method='exact'``).
+    random_state : int, RandomState instance or None, default=None
+        Seed of the random DEQs (``method='monte_carlo'`` only).
+
+    Attributes
+    ----------
+    X_fit_ : ndarray of shape (n_training_samples, n_features)
+        Training samples after input scaling: the columns of ``transform``.
+    input_mean_ : ndarray of shape (n_features,) or None
+        Training mean subtracted by ``input_scaling='global'``.
+    input_scale_ : float
+        Global factor the centred inputs are divided by.
+    tau0_ : float
+        Data scale of the scaled training samples, ``sqrt(mean ||x||^2)``.
+    coefficients_ : sk_deq.theory.DEQCoefficients
+        ``tau``, ``alpha1..alpha4`` and the centring constant
+        (``coefficients_.moments.mean``) at ``tau0_``.
+    dual_method_ : str
+        How ``method='exact'`` evaluates the dual activation (closed form or
+        Hermite expansion); None for the other methods.
+    n_features_in_ : int
+        Number of features seen during fit.
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Names of features seen during fit, when ``X`` has string column names.
+
+    See Also
+    --------
+    ImplicitCKKernel : The same kernel as a Gaussian-process kernel.
+    sk_deq.kernels.implicit_kernel : The exact kernel as a plain function.
+    sk_deq.kernels.monte_carlo_implicit_kernel : Monte-Carlo kernel of random DEQs.
+    sklearn.kernel_approximation.Nystroem : Low-rank approximation of a kernel map.
+
+    Notes
+    -----
+    Memory: the output has ``n_samples x n_training_samples`` entries; a
+    kernel that would not fit in the available memory raises a
+    ``MemoryError`` naming its size before anything is allocated.  With
+    ``method='monte_carlo'`` the fitted transformer also keeps the DEQ
+    features of the training samples (``n_draws x n_training_samples x
+    n_hidden`` floats).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn.kernel_ridge import KernelRidge
+    >>> from sklearn.pipeline import make_pipeline
+    >>> from sk_deq import ImplicitCKTransformer
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.standard_normal((60, 5))
+    >>> y = np.sin(X[:, 0]) + 0.1 * rng.standard_normal(60)
+    >>> model = make_pipeline(ImplicitCKTransformer(sigma_a2=0.2), KernelRidge(kernel="precomputed", alpha=0.1))
+    >>> model.fit(X[:40], y[:40]).predict(X[40:]).shape
+    (20,)
+    >>> ImplicitCKTransformer().fit(X[:40]).transform(X[40:]).shape
+    (20, 40)
+    """
+
+    _parameter_constraints: dict = {
+        "activation": [StrOptions(set(ACTIVATIONS) | {"swish"}), Activation, callable],
+        "sigma_a2": [Interval(Real, 0, 1, closed="neither")],
+        "kernel": [StrOptions(set(_KERNEL_NAMES))],
+        "method": [StrOptions(set(_METHODS))],
+        "sigma_b2": [Interval(Real, 0, None, closed="neither"), None],
+        "input_scaling": [StrOptions(set(INPUT_SCALING))],
+        "n_hidden": [Interval(Integral, 1, None, closed="left")],
+        "n_draws": [Interval(Integral, 1, None, closed="left")],
+        "block_size": [Interval(Integral, 1, None, closed="left"), None],
+        "n_jobs": [Integral, None],
+        "tol": [Interval(Real, 0, None, closed="neither")],
+        "random_state": ["random_state"],
+    }
+
+    def __init__(
+        self,
+        activation="relu",
+        sigma_a2=0.2,
+        *,
+        kernel="ck",
+        method="exact",
+        sigma_b2=None,
+        input_scaling="global",
+        n_hidden=2000,
+        n_draws=1,
+        block_size=None,
+        n_jobs=None,
+        tol=1e-12,
+        random_state=None,
+    ):
+        self.activation = activation
+        self.sigma_a2 = sigma_a2
+        self.kernel = kernel
+        self.method = method
+        self.sigma_b2 = sigma_b2
+        self.input_scaling = input_scaling
+        self.n_hidden = n_hidden
+        self.n_draws = n_draws
+        self.block_size = block_size
+        self.n_jobs = n_jobs
+        self.tol = tol
+        self.random_state = random_state
+
+    # -- fitting ------------------------------------------------------------
+    def _fit(self, X):
+        min_samples = 2 if self.input_scaling == "global" else 1
+        X = validate_data(self, X, dtype=np.float64, ensure_min_samples=min_samples)
+        mean, scale, tau0 = fit_input_scaling(X, self.input_scaling)
+        Xs = apply_input_scaling(X, mean, scale)
+        self.input_mean_, self.input_scale_, self.tau0_ = mean, scale, tau0
+        self.X_fit_ = Xs
+        self._build_state(Xs)
+        return Xs
+
+    def _build_state(self, Xs):
+        if self.method == "monte_carlo":
+            self._sampler = MonteCarloDEQSampler(
+                self.activation,
+                self.sigma_a2,
+                self.tau0_,
+                Xs.shape[1],
+                kernel=self.kernel,
+                sigma_b2=self.sigma_b2,
+                n_hidden=self.n_hidden,
+                n_draws=self.n_draws,
+                random_state=self.random_state,
+            )
+            self.coefficients_ = self._coefficients()
+            self.dual_method_ = None
+            self._fit_features = self._sampler.features(Xs, block_size=self._block(1))
+            return
+        if self.method == "linearized":
+            self.coefficients_ = self._coefficients()
+            self._lin = linearized_kernel_coefficients(
+                self.activation, self.sigma_a2, self.tau0_, kernel=self.kernel, sigma_b2=self.sigma_b2
+            )
+            self.dual_method_ = None
+            self._fit_norms = np.einsum("ij,ij->i", Xs, Xs)
+            return
+        self._engine = ImplicitKernelEngine(
+            self.activation, self.sigma_a2, self.tau0_, kernel=self.kernel, sigma_b2=self.sigma_b2, tol=self.tol
+        )
+        self.coefficients_ = self._engine.coefficients
+        self.dual_method_ = self._engine.method
+        self._fit_samples = self._engine.prepare(Xs)
+
+    def _coefficients(self):
+        from .theory import deq_ck_coefficients
+
+        return deq_ck_coefficients(self.activation, self.sigma_a2, self.tau0_, sigma_b2=self.sigma_b2)
+
+    def _block(self, workers):
+        return self.block_size if self.block_size is not None else _auto_block_size(workers)
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y=None):
+        """Store the scaled training samples and their scale ``tau0``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Training samples.
+        y : None
+            Ignored.
+
+        Returns
+        -------
+        self : ImplicitCKTransformer
+            The fitted transformer.
+        """
+        self._fit(X)
+        return self
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit_transform(self, X, y=None):
+        """Fit, then return the square kernel of the training samples.
+
+        The kernel is symmetric; every pair of blocks is computed once.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Training samples.
+        y : None
+            Ignored.
+
+        Returns
+        -------
+        K : ndarray of shape (n_samples, n_samples)
+            Kernel between the training samples.
+        """
+        Xs = self._fit(X)
+        return self._kernel(Xs, square=True)
+
+    def transform(self, X):
+        """Kernel between ``X`` and the training samples.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Samples to transform.
+
+        Returns
+        -------
+        K : ndarray of shape (n_samples, n_training_samples)
+            ``K[i, j]`` is the kernel between ``X[i]`` and training sample ``j``.
+        """
+        check_is_fitted(self, "X_fit_")
+        X = validate_data(self, X, dtype=np.float64, reset=False)
+        Xs = apply_input_scaling(X, self.input_mean_, self.input_scale_)
+        return self._kernel(Xs, square=False)
+
+    def _kernel(self, Xs, *, square):
+        n, m = len(Xs), len(self.X_fit_)
+        check_kernel_fits_in_memory(n, m)
+        if self.method == "exact":
+            S = self._fit_samples if square else self._engine.prepare(Xs)
+            return self._engine.kernel(
+                S, None if square else self._fit_samples, block_size=self.block_size, n_jobs=self.n_jobs
+            )
+        if self.method == "linearized":
+            out = np.empty((n, m))
+            b = self._block(1)
+            nx = self._fit_norms if square else np.einsum("ij,ij->i", Xs, Xs)
+            for i0 in range(0, n, b):
+                sl = slice(i0, i0 + b)
+                out[sl] = _linearized_block(self._lin, self.tau0_, Xs[sl], self.X_fit_, nx[sl], self._fit_norms)
+            return out
+        # Monte Carlo: features of the new samples under the fitted networks,
+        # in row blocks so that memory stays bounded
+        if square:
+            return self._sampler.kernel_from_features(self._fit_features, self._fit_features, Xs, Xs)
+        out = np.empty((n, m))
+        b = self._block(1)
+        for i0 in range(0, n, b):
+            sl = slice(i0, i0 + b)
+            F = self._sampler.features(Xs[sl])
+            out[sl] = self._sampler.kernel_from_features(F, self._fit_features, Xs[sl], self.X_fit_)
+        return out
+
+    # -- scikit-learn plumbing ------------------------------------------------
+    @property
+    def _n_features_out(self):
+        """Number of output columns: the number of training samples."""
+        return len(self.X_fit_)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.transformer_tags.preserves_dtype = ["float64"]
+        tags.input_tags.sparse = False
+        return tags
+
+
+class ImplicitCKKernel(Kernel):
+    """Implicit-CK, feature kernel or Implicit-NTK of a DEQ as a Gaussian-process kernel.
+
+    ``k(x, y)`` is the exact infinite-width kernel of
+    :func:`sk_deq.kernels.implicit_kernel` with a *fixed* data scale
+    ``tau0`` (a kernel must be a fixed function of its two arguments, so the
+    centring constant cannot be re-estimated from the data as
+    :class:`ImplicitCKTransformer` does).  Scale the inputs so that their
+    mean squared norm is about ``tau0 ** 2``, e.g. with
+    ``make_pipeline(FunctionTransformer(...), GaussianProcessRegressor(...))``.
+    Combine it with :class:`~sklearn.gaussian_process.kernels.ConstantKernel`
+    and :class:`~sklearn.gaussian_process.kernels.WhiteKernel` as usual.
+
+    ``sigma_a2`` is a hyperparameter (optimised on a log scale by the GP
+    unless ``sigma_a2_bounds='fixed'``); the gradient is a central finite
+    difference in ``log(sigma_a2)`` (two extra kernel evaluations), since
+    every entry is a fixed point whose centring and scale also move with
+    ``sigma_a2``.
+
+    Parameters
+    ----------
+    activation : str or Activation, default='relu'
+        DEQ activation.
+    sigma_a2 : float, default=0.2
+        Recurrent weight variance, in (0, 1).
+    sigma_a2_bounds : pair of floats or 'fixed', default=(1e-3, 0.9)
+        Bounds of ``sigma_a2`` for hyperparameter optimisation.
+    kernel : {'ck', 'feature', 'ntk'}, default='ck'
+        Which kernel (see :class:`ImplicitCKTransformer`).
+    tau0 : float, default=1.0
+        Data scale fixing the centring of the activation.
+    n_jobs : int, default=None
+        Parallel blocks (see :func:`sk_deq.kernels.implicit_kernel`).
+
+    See Also
+    --------
+    ImplicitCKTransformer : The same kernel against stored training data, with input scaling.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn.gaussian_process import GaussianProcessRegressor
+    >>> from sklearn.gaussian_process.kernels import WhiteKernel
+    >>> from sk_deq.transformers import ImplicitCKKernel
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.standard_normal((30, 4)) / 2.0
+    >>> y = X[:, 0] ** 2
+    >>> gp = GaussianProcessRegressor(ImplicitCKKernel(sigma_a2_bounds="fixed") + WhiteKernel(1e-2))
+    >>> gp.fit(X, y).predict(X[:3]).shape
+    (3,)
+    """
+
+    def __init__(self, activation="relu", sigma_a2=0.2, sigma_a2_bounds=(1e-3, 0.9), kernel="ck", tau0=1.0, n_jobs=None):
+        self.activation = activation
+        self.sigma_a2 = sigma_a2
+        self.sigma_a2_bounds = sigma_a2_bounds
+        self.kernel = kernel
+        self.tau0 = tau0
+        self.n_jobs = n_jobs
+
+    @property
+    def hyperparameter_sigma_a2(self):
+        return Hyperparameter("sigma_a2", "numeric", self.sigma_a2_bounds)
+
+    def _engine(self, sigma_a2):
+        return ImplicitKernelEngine(self.activation, sigma_a2, self.tau0, kernel=self.kernel)
+
+    def _matrix(self, sigma_a2, X, Y):
+        eng = self._engine(sigma_a2)
+        SX = eng.prepare(X)
+        SY = None if Y is None else eng.prepare(Y)
+        return eng.kernel(SX, SY, n_jobs=self.n_jobs)
+
+    def __call__(self, X, Y=None, eval_gradient=False):
+        """Kernel ``k(X, Y)`` and, if asked, its gradient in ``log(sigma_a2)``.
+
+        Parameters
+        ----------
+        X : ndarray of shape (n_samples_X, n_features)
+        Y : ndarray of shape (n_samples_Y, n_features), default=None
+            ``k(X, X)`` when None.
+        eval_gradient : bool, default=False
+            Also return the gradient (only when ``Y`` is None).
+
+        Returns
+        -------
+        K : ndarray of shape (n_samples_X, n_samples_Y)
+        K_gradient : ndarray of shape (n_samples_X, n_samples_X, n_dims), optional
+            ``n_dims`` is 1, or 0 when ``sigma_a2`` is fixed.
+        """
+        X = np.atleast_2d(np.asarray(X, dtype=np.float64))
+        if Y is not None:
+            if eval_gradient:
+                raise ValueError("Gradient can only be evaluated when Y is None.")
+            Y = np.atleast_2d(np.asarray(Y, dtype=np.float64))
+        K = self._matrix(self.sigma_a2, X, Y)
+        if not eval_gradient:
+            return K
+        if self.hyperparameter_sigma_a2.fixed:
+            return K, np.empty((X.shape[0], X.shape[0], 0))
+        h = 1e-4
+        lo, hi = self.sigma_a2 * math.exp(-h), self.sigma_a2 * math.exp(h)
+        grad = (self._matrix(hi, X, None) - self._matrix(lo, X, None)) / (2.0 * h)
+        return K, grad[:, :, None]
+
+    def diag(self, X):
+        """``k(x, x)`` for every row of ``X`` in O(n) time."""
+        X = np.atleast_2d(np.asarray(X, dtype=np.float64))
+        eng = self._engine(self.sigma_a2)
+        return eng.diagonal(eng.prepare(X))
+
+    def is_stationary(self):
+        """The implicit kernels depend on the norms, not only on ``x - y``."""
+        return False
+
+    def __repr__(self):
+        act = self.activation if isinstance(self.activation, str) else repr(self.activation)
+        return f"ImplicitCKKernel(activation={act!r}, sigma_a2={self.sigma_a2:.3g}, kernel={self.kernel!r})"
