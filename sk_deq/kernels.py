@@ -1396,6 +1396,10 @@ class ImplicitKernelEngine:
                 delayed(_block_task)(dual, kern, I, J, SX.take(I), SY.take(J)) for I, J in pairs
             )
         for I, J, blk in results:
+            if symmetric and J.start == I.start:
+                # mirror the upper triangle so that the result is exactly symmetric
+                il = np.tril_indices(blk.shape[0], -1)
+                blk[il] = blk.T[il]
             out[I, J] = blk
             if symmetric and J.start != I.start:
                 out[J, I] = blk.T
