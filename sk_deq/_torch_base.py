@@ -15,6 +15,7 @@ import math
 import time
 import warnings
 from numbers import Integral, Real
+from typing import ClassVar
 
 import numpy as np
 import torch
@@ -81,7 +82,7 @@ class _Model(torch.nn.Module):
 class TorchClassifierBase(ClassifierMixin, BaseEstimator):
     """Base class of the torch classifiers (not meant to be used directly)."""
 
-    _parameter_constraints: dict = {
+    _parameter_constraints: ClassVar[dict] = {
         "n_hidden": [Interval(Integral, 1, None, closed="left")],
         "trainable": [StrOptions(set(_TRAINABLE))],
         "input_scaling": [StrOptions(set(INPUT_SCALING))],
@@ -204,9 +205,7 @@ class TorchClassifierBase(ClassifierMixin, BaseEstimator):
         classes = np.unique(y)
         name = type(self).__name__
         if len(classes) < 2:
-            raise ValueError(
-                f"{name} needs samples of at least 2 classes to train; got 1 class ({classes[0]!r})."
-            )
+            raise ValueError(f"{name} needs samples of at least 2 classes to train; got 1 class ({classes[0]!r}).")
         if warm:
             if not np.array_equal(classes, self.classes_):
                 raise ValueError(

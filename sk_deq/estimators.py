@@ -20,9 +20,8 @@ from __future__ import annotations
 import functools
 import warnings
 from numbers import Integral, Real
+from typing import ClassVar
 
-import numpy as np
-import torch
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import Interval, StrOptions
 
@@ -187,7 +186,7 @@ class DEQClassifier(TorchClassifierBase):
     True
     """
 
-    _parameter_constraints: dict = {
+    _parameter_constraints: ClassVar[dict] = {
         **TorchClassifierBase._parameter_constraints,
         "activation": [StrOptions(_ACTIVATION_NAMES), callable],
         "sigma_a2": [Interval(Real, 0, 1, closed="neither")],
@@ -436,7 +435,7 @@ class ExplicitClassifier(_ExplicitBase):
     """
     )
 
-    _parameter_constraints: dict = {
+    _parameter_constraints: ClassVar[dict] = {
         **TorchClassifierBase._parameter_constraints,
         "layers": [list, tuple],
     }
@@ -560,7 +559,7 @@ class MatchedExplicitClassifier(_ExplicitBase):
     """
     )
 
-    _parameter_constraints: dict = {
+    _parameter_constraints: ClassVar[dict] = {
         **TorchClassifierBase._parameter_constraints,
         "activation": [StrOptions(_ACTIVATION_NAMES), callable],
         "sigma_a2": [Interval(Real, 0, 1, closed="neither")],

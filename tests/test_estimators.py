@@ -373,8 +373,15 @@ def test_string_labels_binary_and_multiclass(blobs):
 
 def test_history_and_early_stopping(blobs):
     X, y = blobs
-    est = _small(ExplicitClassifier, optimizer="adam", learning_rate=0.05, early_stopping=True,
-                 n_iter_no_change=3, max_epochs=200, validation_fraction=0.2).fit(X, y)
+    est = _small(
+        ExplicitClassifier,
+        optimizer="adam",
+        learning_rate=0.05,
+        early_stopping=True,
+        n_iter_no_change=3,
+        max_epochs=200,
+        validation_fraction=0.2,
+    ).fit(X, y)
     assert est.n_iter_ == len(est.history_) < 200
     assert set(est.history_[0]) == {"epoch", "train_loss", "valid_score", "best", "dur"}
     scores = [h["valid_score"] for h in est.history_]
@@ -465,7 +472,7 @@ def test_bad_input_errors(cls, blobs):
         est.fit(X[:1], y[:1])
     with pytest.raises(ValueError, match="at least 2 classes"):
         est.fit(X, np.zeros(len(X)))
-    with pytest.raises(TypeError, match="[Ss]parse"):
+    with pytest.raises(TypeError, match=r"[Ss]parse"):
         est.fit(sparse.csr_matrix(X), y)
     with pytest.raises(ValueError, match="Unknown label type"):
         est.fit(X, np.linspace(0, 1, len(X)))
@@ -479,7 +486,7 @@ def test_bad_input_errors(cls, blobs):
         est.predict_proba(Xb)
     with pytest.raises(ValueError, match="expecting 5 features"):
         est.predict(X[:, :4])
-    with pytest.raises(TypeError, match="[Ss]parse"):
+    with pytest.raises(TypeError, match=r"[Ss]parse"):
         est.predict(sparse.csr_matrix(X))
 
 

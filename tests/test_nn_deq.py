@@ -25,8 +25,17 @@ def _layer(m=8, p=3, activation="tanh", sigma_a2=0.3, solver="fixed_point", trai
     act = get_activation(activation)
     c = deq_ck_coefficients(act, sigma_a2, 1.0).moments.mean
     return DEQLayer(
-        p, m, act, sigma_a2, c, solver=solver, train_a=train, train_b=train,
-        generator=torch.Generator().manual_seed(seed), dtype=torch.float64, **kw,
+        p,
+        m,
+        act,
+        sigma_a2,
+        c,
+        solver=solver,
+        train_a=train,
+        train_b=train,
+        generator=torch.Generator().manual_seed(seed),
+        dtype=torch.float64,
+        **kw,
     )
 
 
@@ -126,8 +135,9 @@ def test_feature_scale_and_centring_follow_the_theory():
     m, p, n = 1500, 200, 60
     sa2 = 0.2
     coefs = deq_ck_coefficients("relu", sa2, 1.0)
-    layer = DEQLayer(p, m, "relu", sa2, coefs.moments.mean, generator=torch.Generator().manual_seed(0),
-                     dtype=torch.float64, tol=1e-8)
+    layer = DEQLayer(
+        p, m, "relu", sa2, coefs.moments.mean, generator=torch.Generator().manual_seed(0), dtype=torch.float64, tol=1e-8
+    )
     X = torch.randn(n, p, dtype=torch.float64, generator=torch.Generator().manual_seed(1)) / math.sqrt(p)
     X = X / X.norm(dim=1, keepdim=True)  # tau0 = 1 exactly
     z, _ = layer.solve(X)
@@ -171,8 +181,9 @@ def test_same_generator_same_weights_in_every_dtype():
 def test_explicit_net_matches_numpy_reference():
     layers = (LeakyReLU(1.2, 0.1), HardTanh(0.8, 1.1), "relu")
     coefs = explicit_coefficients(layers, 1.0)
-    net = ExplicitNet(6, 40, coefs.layers, coefs.centers, generator=torch.Generator().manual_seed(0),
-                      dtype=torch.float64)
+    net = ExplicitNet(
+        6, 40, coefs.layers, coefs.centers, generator=torch.Generator().manual_seed(0), dtype=torch.float64
+    )
     X = np.random.default_rng(0).standard_normal((5, 6)) / math.sqrt(6)
     out = net(torch.from_numpy(X)).detach().numpy()
     Y = X.T
@@ -186,8 +197,9 @@ def test_explicit_feature_scale_follows_the_recursion():
     # SPEC §4: ||y_L||^2 -> tau_L^2 for the matched ReLU-DEQ equivalent
     match = match_explicit("relu", 0.2, 1.0)
     m, p, n = 2000, 300, 60
-    net = ExplicitNet(p, m, match.layers, match.centers, generator=torch.Generator().manual_seed(0),
-                      dtype=torch.float64)
+    net = ExplicitNet(
+        p, m, match.layers, match.centers, generator=torch.Generator().manual_seed(0), dtype=torch.float64
+    )
     X = torch.randn(n, p, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
     X = X / X.norm(dim=1, keepdim=True)
     with torch.no_grad():

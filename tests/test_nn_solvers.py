@@ -130,7 +130,7 @@ def test_anderson_without_fixed_point_never_reports_convergence():
     def f(z):
         return z * z + 1.0
 
-    z, info = anderson(f, torch.zeros(3, 4), tol=1e-6, max_iter=60)
+    _, info = anderson(f, torch.zeros(3, 4), tol=1e-6, max_iter=60)
     assert not info.converged
     assert info.diverged or (info.n_not_converged == 3 and info.rel_residual > 1e-3)
 

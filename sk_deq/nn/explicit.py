@@ -13,7 +13,7 @@ its input scale, ``E_{tau_{l-1}}[sigma_l]`` (from
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 from torch import nn

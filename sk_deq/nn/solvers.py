@@ -33,7 +33,7 @@ name or returns a callable unchanged.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 

@@ -210,7 +210,11 @@ class _Printer:
         if not self.enabled:
             return
         if not self.header_done:
-            cols = f"{'epoch':>7}  {'train_loss':>12}" + (f"  {'valid_acc':>10}" if self.with_score else "") + f"  {'dur':>7}"
+            cols = (
+                f"{'epoch':>7}  {'train_loss':>12}"
+                + (f"  {'valid_acc':>10}" if self.with_score else "")
+                + f"  {'dur':>7}"
+            )
             self._write(cols)
             self._write("-" * len(cols))
             self.header_done = True
@@ -328,7 +332,21 @@ def train(
             )
 
     if optimizer == "lbfgs":
-        _train_lbfgs(model, X, y, params, penalized, alpha, max_epochs, improvement_tol, monitor, result, end_epoch, chunk_size, after_step)
+        _train_lbfgs(
+            model,
+            X,
+            y,
+            params,
+            penalized,
+            alpha,
+            max_epochs,
+            improvement_tol,
+            monitor,
+            result,
+            end_epoch,
+            chunk_size,
+            after_step,
+        )
     else:
         if optimizer == "adam":
             opt = torch.optim.Adam(params, lr=learning_rate)
@@ -340,7 +358,9 @@ def train(
             t0 = time.perf_counter()
             order = torch.from_numpy(rng.permutation(n)).to(X.device)
             total = 0.0
-            with ProgressBar(n_batches, f"epoch {epoch_offset + result.n_epochs + 1}", enabled=verbose >= 2, stream=stream) as bar:
+            with ProgressBar(
+                n_batches, f"epoch {epoch_offset + result.n_epochs + 1}", enabled=verbose >= 2, stream=stream
+            ) as bar:
                 for i in range(0, n, bs):
                     idx = order[i : i + bs]
                     opt.zero_grad(set_to_none=True)
@@ -373,7 +393,9 @@ def train(
     return result
 
 
-def _train_lbfgs(model, X, y, params, penalized, alpha, max_epochs, tol, monitor, result, end_epoch, chunk_size, after_step):
+def _train_lbfgs(
+    model, X, y, params, penalized, alpha, max_epochs, tol, monitor, result, end_epoch, chunk_size, after_step
+):
     from scipy.optimize import minimize
     from threadpoolctl import threadpool_limits
 
