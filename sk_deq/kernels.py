@@ -956,6 +956,9 @@ class _ReluDual(_Dual):
         feat -= (self.c * self.mu) * (R.s[:, None] + C.s[None, :])
         if kernel == "feature":
             return feat
+        # E[phi'(u) phi'(v)] has a square-root singularity at rho = 1:
+        # identical samples (r at rounding distance from h(1)) get rho = 1
+        np.copyto(rho, 1.0, where=(self.h_hi - r) < 1e-13)
         D = np.arccos(rho)
         D *= -(self.alpha - self.beta) ** 2 / (2.0 * math.pi)
         D += self.alpha * self.beta + (self.alpha - self.beta) ** 2 / 2.0

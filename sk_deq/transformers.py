@@ -210,8 +210,10 @@ class ImplicitCKTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, B
         self.random_state = random_state
 
     # -- fitting ------------------------------------------------------------
-    def _fit(self, X):
+    def _fit(self, X, square=False):
         min_samples = 2 if self.input_scaling == "global" else 1
+        if square and hasattr(X, "shape") and len(getattr(X, "shape", ())) == 2:
+            check_kernel_fits_in_memory(X.shape[0], X.shape[0])  # before any work
         X = validate_data(self, X, dtype=np.float64, ensure_min_samples=min_samples)
         mean, scale, tau0 = fit_input_scaling(X, self.input_scaling)
         Xs = apply_input_scaling(X, mean, scale)
@@ -297,7 +299,7 @@ class ImplicitCKTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, B
         K : ndarray of shape (n_samples, n_samples)
             Kernel between the training samples.
         """
-        Xs = self._fit(X)
+        Xs = self._fit(X, square=True)
         return self._kernel(Xs, square=True)
 
     def transform(self, X):
@@ -314,6 +316,8 @@ class ImplicitCKTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, B
             ``K[i, j]`` is the kernel between ``X[i]`` and training sample ``j``.
         """
         check_is_fitted(self, "X_fit_")
+        if hasattr(X, "shape") and len(getattr(X, "shape", ())) == 2:
+            check_kernel_fits_in_memory(X.shape[0], len(self.X_fit_))  # before any copy of X
         X = validate_data(self, X, dtype=np.float64, reset=False)
         Xs = apply_input_scaling(X, self.input_mean_, self.input_scale_)
         return self._kernel(Xs, square=False)
