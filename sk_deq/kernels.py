@@ -376,6 +376,7 @@ __all__ += [
     "linearized_kernel_coefficients",
     "check_kernel_fits_in_memory",
     "ImplicitKernelEngine",
+    "explicit_kernel",
 ]
 
 
@@ -1601,3 +1602,112 @@ def _linearized_block(co, t0, X, Y, nx, ny):
         di, dj = np.nonzero(dup)
         K[di, dj] = co.linear * nx[di] + co.norm * dx[di] ** 2 + co.identity
     return K
+
+
+# ---------------------------------------------------------------------------
+# exact kernels of explicit networks (closed-form layers)
+
+
+def _layer_dual(act: Activation, c: float):
+    """``(mean(a), pair(G, ai, aj) -> (F_c, D))`` of one centred layer, closed forms only."""
+    func = getattr(act, "_func", None)
+    if isinstance(act, LeakyReLU) or func is _acts._relu:
+        al, be = (act.a, act.b) if isinstance(act, LeakyReLU) else (1.0, 0.0)
+        mu = (al - be) * _INV_SQRT_2PI
+
+        def mean(a):
+            return mu * np.sqrt(a)
+
+        def pair(G, ai, aj):
+            s = np.sqrt(ai * aj)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                rho = np.clip(np.where(s > 0, G / s, 0.0), -1.0, 1.0)
+            # identical inputs: rho = 1 up to rounding, where the derivative
+            # dual has a square-root singularity
+            rho = np.where(rho > 1.0 - 1e-13, 1.0, rho)
+            t = np.arccos(rho)
+            kap = (np.sqrt(np.maximum(1.0 - rho * rho, 0.0)) + (math.pi - t) * rho) / (2.0 * math.pi)
+            F = s * (al * be * rho + (al - be) ** 2 * kap) - c * mu * (np.sqrt(ai) + np.sqrt(aj)) + c * c
+            D = al * be + (al - be) ** 2 * (math.pi - t) / (2.0 * math.pi)
+            return F, D
+
+        return mean, pair
+    dual = {special.erf: _ErfDual, _acts._gelu: _GeluDual}.get(func)
+    if dual is None and isinstance(act, Quadratic):
+        dual = _QuadraticDual
+    if dual is None:
+        raise NotImplementedError(
+            f"explicit_kernel has closed forms for ReLU, leaky ReLU, erf, GELU and quadratic layers, not {act.name!r}."
+        )
+    d = dual(act, 0.5, 0.5, c, 1e-12)
+
+    def pair(G, ai, aj):
+        F, D = d.pair(G, d.pre(ai, aj))
+        return F - c * (d.mean(ai) + d.mean(aj)) + c * c, D
+
+    return d.mean, pair
+
+
+def explicit_kernel(X, Y=None, *, layers, kernel: str = "ck", tau0: float | None = None, block_size: int | None = None) -> np.ndarray:
+    """Exact infinite-width CK (NNGP) or NTK of an explicit network (SPEC §4, §5).
+
+    ``y_0 = x``, ``y_l = (sigma_l(W_l y_{l-1}) - c_l) / sqrt(m)`` with ``c_l``
+    centring layer ``l`` at its input scale ``tau_{l-1}`` for the data scale
+    ``tau0`` (the conventions of :func:`sk_deq.theory.explicit_kernel_entry`,
+    NTK with respect to the readout and ``W_2 .. W_L``).  Each layer is one
+    closed-form dual evaluation per entry, so the cost is one matrix product
+    plus ``L`` elementwise passes.
+
+    Parameters
+    ----------
+    X : array of shape (n_samples_X, n_features)
+    Y : array of shape (n_samples_Y, n_features), optional
+    layers : sequence of str or Activation
+        ReLU, leaky-ReLU, erf, GELU or quadratic layers, first layer first
+        (e.g. ``sk_deq.match_explicit(...).layers``).
+    kernel : {'ck', 'ntk'}, default='ck'
+    tau0 : float, optional
+        Data scale fixing the centring; measured from ``X`` by default.
+    block_size : int, optional
+        Rows per block (memory bound), from ``working_memory`` by default.
+
+    Returns
+    -------
+    ndarray of shape (n_samples_X, n_samples_Y)
+    """
+    if kernel not in ("ck", "ntk"):
+        raise ValueError(f"kernel must be 'ck' or 'ntk', got {kernel!r}.")
+    X = _as_2d(X)
+    t0 = data_tau0(X) if tau0 is None else _check_tau0(tau0)
+    coefs = explicit_coefficients(layers, t0)
+    duals = [_layer_dual(act, c) for act, c in zip(coefs.layers, coefs.centers)]
+    Yv = X if Y is None else _as_2d(Y, "Y")
+    if Yv.shape[1] != X.shape[1]:
+        raise ValueError(f"X has {X.shape[1]} features but Y has {Yv.shape[1]}.")
+    check_kernel_fits_in_memory(len(X), len(Yv))
+
+    def diagonals(Z):
+        a = np.einsum("ij,ij->i", Z, Z)
+        out = [a]
+        for mean, pair in duals:
+            F, _ = pair(a, a, a)
+            a = np.maximum(F, 0.0)
+            out.append(a)
+        return out
+
+    dx = diagonals(X)
+    dy = dx if Y is None else diagonals(Yv)
+    out = np.empty((len(X), len(Yv)))
+    b = int(block_size) if block_size is not None else max(1, _CHUNK_ENTRIES * 8 // max(1, len(Yv)))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        for i0 in range(0, len(X), b):
+            sl = slice(i0, i0 + b)
+            S = X[sl] @ Yv.T
+            theta = np.zeros_like(S)
+            for layer, (mean, pair) in enumerate(duals):
+                F, D = pair(S, dx[layer][sl, None], dy[layer][None, :])
+                if kernel == "ntk":
+                    theta = F + theta * D
+                S = F
+            out[sl] = S if kernel == "ck" else theta
+    return out

@@ -19,13 +19,14 @@ from sk_deq.kernels import (
     ImplicitKernelEngine,
     _polar_expectation,
     check_kernel_fits_in_memory,
+    explicit_kernel,
     implicit_kernel,
     implicit_kernel_diagonal,
     linearized_implicit_kernel,
     monte_carlo_implicit_kernel,
     relative_spectral_error,
 )
-from sk_deq.theory import deq_ck_coefficients, implicit_kernel_entry
+from sk_deq.theory import deq_ck_coefficients, explicit_kernel_entry, implicit_kernel_entry
 
 SA = 0.2
 
@@ -249,6 +250,26 @@ def test_linearized_on_real_digits_statement():
     E = implicit_kernel(X, activation="relu", kernel="feature", tau0=1.0)
     L = linearized_implicit_kernel(X, activation="relu", kernel="feature", tau0=1.0)
     assert relative_spectral_error(E, L) < 0.08  # documented: 0.053
+
+
+# -- explicit networks ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "layers",
+    [[LeakyReLU(1.21, 0.005), LeakyReLU(0.94, 0.56)], ["relu", "relu", "relu"], ["erf", "gelu"], [Quadratic(0.3, 1.0)]],
+    ids=["matched-leaky", "relu3", "erf-gelu", "quadratic"],
+)
+@pytest.mark.parametrize("kernel", ["ck", "ntk"])
+def test_explicit_kernel_matches_scalar_reference(layers, kernel):
+    X = _data(8, 5, seed=0)
+    K = explicit_kernel(X, layers=layers, kernel=kernel, tau0=1.0)
+    for i, j in [(0, 2), (3, 4), (6, 6), (1, 7)]:
+        ref = explicit_kernel_entry(layers, 1.0, X[i] @ X[i], X[j] @ X[j], X[i] @ X[j], kernel=kernel)
+        assert K[i, j] == pytest.approx(ref, rel=1e-10, abs=1e-12)
+    np.testing.assert_allclose(explicit_kernel(X[:3], X, layers=layers, kernel=kernel, tau0=1.0), K[:3], atol=1e-14)
+    with pytest.raises(NotImplementedError, match="closed forms"):
+        explicit_kernel(X, layers=["tanh"])
 
 
 # -- errors ------------------------------------------------------------------------
