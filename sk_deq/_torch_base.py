@@ -207,6 +207,11 @@ class TorchClassifierBase(ClassifierMixin, BaseEstimator):
         if len(classes) < 2:
             raise ValueError(f"{name} needs samples of at least 2 classes to train; got 1 class ({classes[0]!r}).")
         if warm:
+            if self.module_.readout.in_features != int(self.n_hidden):
+                raise ValueError(
+                    f"warm_start keeps the network of the previous fit (n_hidden={self.module_.readout.in_features}); "
+                    f"got n_hidden={self.n_hidden}. Set warm_start=False to build a new network."
+                )
             if not np.array_equal(classes, self.classes_):
                 raise ValueError(
                     "warm_start can only be used where `y` has the same classes as in the previous call "

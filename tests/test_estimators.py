@@ -143,6 +143,8 @@ def test_matched_classifier_builds_its_layers_from_the_match(blobs):
     assert tanh.match_.family == "hard_tanh" and len(tanh.module_.features.weights) == 1
     ntk = _small(MatchedExplicitClassifier, kernel="ntk").fit(X, y)
     assert len(ntk.module_.features.weights) == ntk.match_.n_layers >= 2
+    quad = _small(MatchedExplicitClassifier, family=["quadratic"], match_tol=None).fit(X, y)
+    assert quad.match_.kinds == ("quadratic",) and len(quad.module_.features.weights) == 1
 
 
 def test_trainable_modes_change_the_right_weights(blobs):
@@ -407,6 +409,8 @@ def test_warm_start_continues_training(blobs):
         est.fit(X[y < 2], y[y < 2])
     with pytest.raises(ValueError, match="features"):
         est.fit(X[:, :3], y)
+    with pytest.raises(ValueError, match="warm_start keeps the network"):
+        est.set_params(n_hidden=64).fit(X, y)
     cold = _small(DEQClassifier, optimizer="adam", learning_rate=0.01, max_epochs=4)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
