@@ -83,6 +83,19 @@ class MatchingError(ValueError):
     """No explicit network of the requested family matches within tolerance."""
 
 
+class _Params(dict):
+    """A read-only dict of layer parameters (match results are cached and shared)."""
+
+    def _readonly(self, *args, **kwargs):
+        raise TypeError("Parameters of a MatchResult are read-only; copy them with dict(...).")
+
+    __setitem__ = __delitem__ = clear = pop = popitem = setdefault = update = _readonly
+    __ior__ = _readonly
+
+    def __reduce__(self):
+        return (_Params, (dict(self),))
+
+
 def _family_name(kinds: tuple) -> str:
     for name, k in FAMILIES.items():
         if k == kinds:
@@ -412,6 +425,33 @@ def match_explicit(
         raise ValueError(f"tol must be a positive number or None, got {tol!r}.")
     if int(n_starts) < 1:
         raise ValueError(f"n_starts must be at least 1, got {n_starts!r}.")
+    fam_key = family if isinstance(family, str) else tuple(family)
+    key = (act, float(sigma_a2), float(tau0), kernel, fam_key, n_layers, sigma_b2, tol, int(n_starts), random_state)
+    if random_state is not None and _hashable(key):
+        # Deterministic for a given seed: repeated fits (cross-validation folds,
+        # grid searches) reuse the result, which is immutable.
+        hit = _CACHE.get(key)
+        if hit is None:
+            hit = _match(act, sigma_a2, tau0, kernel, family, n_layers, sigma_b2, tol, int(n_starts), random_state)
+            if len(_CACHE) >= 256:
+                _CACHE.pop(next(iter(_CACHE)))
+            _CACHE[key] = hit
+        return hit
+    return _match(act, sigma_a2, tau0, kernel, family, n_layers, sigma_b2, tol, int(n_starts), random_state)
+
+
+_CACHE: dict = {}
+
+
+def _hashable(key) -> bool:
+    try:
+        hash(key)
+    except TypeError:
+        return False
+    return True
+
+
+def _match(act, sigma_a2, tau0, kernel, family, n_layers, sigma_b2, tol, n_starts, random_state) -> MatchResult:
     candidates = _resolve_family(family, n_layers, act)
     targets, deq = matching_targets(act, sigma_a2, tau0, kernel, sigma_b2=sigma_b2)
     rng = np.random.default_rng(random_state)
@@ -420,7 +460,7 @@ def match_explicit(
     best_i = 0
     for kinds in candidates:
         problem = _Problem(kinds, targets, kernel)
-        theta, res = _solve(problem, int(n_starts), rng, eff_tol)
+        theta, res = _solve(problem, n_starts, rng, eff_tol)
         results.append((kinds, problem, theta, res, float(np.max(np.abs(res)))))
         # A later (deeper or less standard) candidate wins only if it fits
         # clearly better: its largest residual at least 10 % smaller.
@@ -442,7 +482,9 @@ def match_explicit(
         )
     explicit = problem.coefficients(theta)
     layers = tuple(problem.layers(theta))
-    params = tuple(dict(layer.params) for layer in layers)
+    params = tuple(_Params(layer.params) for layer in layers)  # read-only: results are cached
+    res = np.array(res, dtype=float)
+    res.setflags(write=False)
     return MatchResult(
         activation=act.name,
         sigma_a2=_deq_sigma(deq),

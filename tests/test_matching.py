@@ -131,10 +131,23 @@ def test_result_carries_what_a_network_needs():
     assert "leaky_relu" in text and "M4" in text and "layer 2" in text
 
 
-def test_same_random_state_same_result():
+def test_same_random_state_same_result_and_cache(monkeypatch):
+    import sk_deq.matching as matching
+
     a = match_explicit("gelu", 0.25, 0.9, random_state=3)
-    b = match_explicit("gelu", 0.25, 0.9, random_state=3)
-    assert a.params == b.params
+    assert match_explicit("gelu", 0.25, 0.9, random_state=3) is a  # cached
+    monkeypatch.setattr(matching, "_CACHE", {})
+    b = match_explicit("gelu", 0.25, 0.9, random_state=3)  # solved again
+    assert b is not a and [dict(p) for p in b.params] == [dict(p) for p in a.params]
+    # cached results are immutable
+    with pytest.raises(ValueError):
+        a.residuals[0] = 1.0
+    with pytest.raises(TypeError):
+        a.params[0]["c1"] = 0.0
+    # no cache without a seed
+    assert match_explicit("tanh", 0.2, 1.0, random_state=None) is not match_explicit(
+        "tanh", 0.2, 1.0, random_state=None
+    )
 
 
 @pytest.mark.parametrize(
