@@ -136,9 +136,9 @@ class DEQClassifier(TorchClassifierBase):
         Class labels.
     n_features_in_ : int
         Number of input features.
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
         Input feature names, when ``X`` has string column names.
-    input_mean_ : ndarray of shape (n_features_in_,) or None
+    input_mean_ : ndarray of shape (`n_features_in_`,) or None
         Mean subtracted from the inputs (``input_scaling='global'``).
     input_scale_ : float
         Factor the centred inputs are divided by.
@@ -381,7 +381,7 @@ _EXPLICIT_ATTRS_DOC = """
         Class labels.
     n_features_in_ : int
         Number of input features.
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
         Input feature names, when ``X`` has string column names.
     input_mean_, input_scale_, tau0_
         Input scaling and the data scale of the scaled training inputs.
