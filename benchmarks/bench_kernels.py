@@ -1,0 +1,381 @@
+"""Speed, memory and accuracy of the exact implicit kernels; kernel ridge with them.
+
+Sections (each can be run alone with ``--only``):
+
+``speed``
+    Exact implicit CK of real MNIST digits (784 features, global input
+    scaling; above 5,000 samples the set is completed by the same digits
+    shifted by one pixel) for ReLU, GELU and tanh, as a ratio to the
+    float64 ``X @ X.T`` of the same samples, measured right before each
+    kernel in the same process.  Every ratio is repeated and reported as
+    median and range (the machine is shared and noisy).
+``mc``
+    Monte Carlo (random DEQs, as in the paper) against the exact kernel:
+    relative spectral error and time per width, the width each accuracy
+    needs (error ~ C / sqrt(m), fitted), and the time ratio MC / exact at
+    equal accuracy.
+``memory``
+    Peak memory (tracemalloc) of ``transform`` on a large X beyond its
+    output, against the block size.
+``accuracy``
+    Exact vs the scalar per-entry reference, vs Monte Carlo, and the
+    linearized equivalent vs exact (Gaussian mixture and real digits).
+``krr``
+    Kernel ridge regression / classification on real data (MNIST digits,
+    10 classes; scikit-learn's diabetes regression set) with the implicit CK
+    and NTK, RBF, the linear kernel and the exact NNGP of explicit networks:
+    the shallow network matched to the DEQ (SPEC §4) and a plain
+    one-hidden-layer ReLU network.  Hyperparameters by 3-fold CV on the
+    training set; the kernel time is reported next to the score.
+
+Usage::
+
+    python benchmarks/bench_kernels.py                       # everything
+    python benchmarks/bench_kernels.py --only speed --sizes 4000 10000 --repeats 3 --n-jobs 1 2
+    python benchmarks/bench_kernels.py --quick               # smoke run
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import math
+import platform
+import statistics
+import time
+import tracemalloc
+
+import numpy as np
+
+from sk_deq.datasets import load_mnist_digits, make_gaussian_mixture
+from sk_deq.kernels import (
+    ImplicitKernelEngine,
+    explicit_kernel,
+    implicit_kernel,
+    linearized_implicit_kernel,
+    monte_carlo_implicit_kernel,
+    relative_spectral_error,
+)
+from sk_deq.theory import implicit_kernel_entry
+from sk_deq.transformers import ImplicitCKTransformer
+
+_MNIST = None
+
+
+def mnist():
+    global _MNIST
+    if _MNIST is None:
+        _MNIST = load_mnist_digits()
+    return _MNIST
+
+
+def global_scale(X, ref):
+    mean = ref.mean(0)
+    return (X - mean) / math.sqrt(np.mean(((ref - mean) ** 2).sum(1)))
+
+
+def digits_784(n, seed=0):
+    """``n`` real digits; past 5,000 the same digits shifted by one pixel."""
+    X, y = mnist()
+    if n > len(X):
+        shifted = np.roll(X.reshape(-1, 28, 28), 1, axis=2).reshape(-1, 784)
+        X, y = np.vstack([X, shifted]), np.concatenate([y, y])
+    idx = np.random.default_rng(seed).permutation(len(X))[:n]
+    Xs = X[idx]
+    return global_scale(Xs, Xs), y[idx]
+
+
+def timed(f):
+    t = time.perf_counter()
+    out = f()
+    return out, time.perf_counter() - t
+
+
+def fmt_range(vals, spec=".2f"):
+    return f"{statistics.median(vals):{spec}} [{min(vals):{spec}}-{max(vals):{spec}}]"
+
+
+# ---------------------------------------------------------------------------
+
+
+def bench_speed(sizes, repeats, acts, n_jobs_list):
+    print("\n== speed: exact implicit CK vs float64 X @ X.T (784 features) ==")
+    print("ratio = kernel time / X @ X.T time measured just before it; median [min-max] over repeats\n")
+    print(f"{'n':>6} {'n_jobs':>6} {'activation':>10} {'X@X.T s':>16} {'kernel s':>18} {'ratio':>20}  dual")
+    for n in sizes:
+        X, _ = digits_784(n)
+        for n_jobs in n_jobs_list:
+            res = {a: ([], [], []) for a in acts}
+            for r in range(repeats):
+                order = acts[r % len(acts):] + acts[: r % len(acts)]  # rotate so load bursts spread out
+                for act in order:
+                    gc.collect()
+                    K, tx = timed(lambda: X @ X.T)
+                    del K
+                    gc.collect()
+                    eng = ImplicitKernelEngine(act, 0.2, 1.0)
+
+                    def run():
+                        return eng.kernel(eng.prepare(X), n_jobs=None if n_jobs == 1 else n_jobs)
+
+                    K, tk = timed(run)
+                    del K
+                    res[act][0].append(tx)
+                    res[act][1].append(tk)
+                    res[act][2].append(tk / tx)
+            for act in acts:
+                txs, tks, rs = res[act]
+                print(
+                    f"{n:>6} {n_jobs:>6} {act:>10} {fmt_range(txs):>16} {fmt_range(tks):>18} {fmt_range(rs):>20}"
+                    f"  {ImplicitKernelEngine(act, 0.2, 1.0).method}",
+                    flush=True,
+                )
+
+
+def bench_mc(n, widths, act="relu"):
+    print(f"\n== Monte Carlo vs exact ({act}, implicit CK, {n} real digits) ==")
+    X, _ = digits_784(n, seed=1)
+    E, te = timed(lambda: implicit_kernel(X, activation=act, tau0=1.0))
+    _, tx = timed(lambda: X @ X.T)
+    print(f"exact: {te:.3f} s ({te / tx:.2f} x X @ X.T); accuracy ~1e-13 (see the accuracy section)")
+    errs, times = [], []
+    print(f"{'width m':>8} {'error':>10} {'time s':>9} {'MC / exact':>11}")
+    for m in widths:
+        M, tm = timed(lambda: monte_carlo_implicit_kernel(X, act, 0.2, n_hidden=m, tau0=1.0, random_state=m))
+        err = relative_spectral_error(E, M)
+        errs.append(err)
+        times.append(tm)
+        print(f"{m:>8} {err:>10.4f} {tm:>9.2f} {tm / te:>11.1f}", flush=True)
+    # error ~ C m^-1/2 and time ~ m^q: fitted on the measured widths
+    lw, le, lt = np.log(widths), np.log(errs), np.log(times)
+    ce = np.polyfit(lw, le, 1)
+    ct = np.polyfit(lw, lt, 1)
+    print(f"fit: error ~ m^{ce[0]:.2f}, time ~ m^{ct[0]:.2f}")
+    for target in (0.05, 0.01, 0.001):
+        m_need = math.exp((math.log(target) - ce[1]) / ce[0])
+        t_need = math.exp(ct[1] + ct[0] * math.log(m_need))
+        print(f"  error {target:g}: width ~{m_need:,.0f}, time ~{t_need:,.1f} s = {t_need / te:,.0f} x exact")
+
+
+def bench_memory(n_fit, n_news, block_sizes):
+    print(f"\n== memory of transform against {n_fit} fitted samples (tracemalloc peak) ==")
+    print("beyond output = peak - output; per-sample state (scaled copy of X, augmented rows, Hermite")
+    print("coefficients) is O(n_new x n_features), block temporaries O(block_size x n_fit)")
+    X, _ = digits_784(n_fit + max(n_news), seed=2)
+    for act in ("relu", "tanh"):
+        for b in block_sizes:
+            tr = ImplicitCKTransformer(act, block_size=b, input_scaling="none").fit(X[:n_fit])
+            for n_new in n_news:
+                Xn = np.ascontiguousarray(X[n_fit : n_fit + n_new])
+                gc.collect()
+                tracemalloc.start()
+                K = tr.transform(Xn)
+                _, peak = tracemalloc.get_traced_memory()
+                tracemalloc.stop()
+                out = K.nbytes
+                del K
+                extra = peak - out
+                print(
+                    f"{act:>5} block {b:>5} n_new {n_new:>6}: output {out / 2**20:7.1f} MiB, beyond output "
+                    f"{extra / 2**20:6.1f} MiB (input X {Xn.nbytes / 2**20:5.1f} MiB, one block "
+                    f"{8 * b * b / 2**20:5.1f} MiB)",
+                    flush=True,
+                )
+
+
+def bench_accuracy():
+    print("\n== accuracy ==")
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((40, 30))
+    X /= np.sqrt((X * X).sum(1).mean())
+    pairs = [(int(i), int(j)) for i, j in rng.integers(0, 40, size=(6, 2))]
+    for act in ("relu", "gelu", "tanh", "erf"):
+        for kern in ("ck", "ntk"):
+            K = implicit_kernel(X, activation=act, kernel=kern, tau0=1.0)
+            err = max(
+                abs(K[i, j] - implicit_kernel_entry(act, 0.2, 1.0, X[i] @ X[i], X[j] @ X[j], X[i] @ X[j], kernel=kern))
+                for i, j in pairs
+            )
+            print(f"exact vs scalar reference  {act:>5} {kern:>3}: max abs error {err:.1e} (6 entries)")
+    Xg, _ = make_gaussian_mixture(200, 160, random_state=0)
+    t0 = math.sqrt(np.mean((Xg * Xg).sum(1)))
+    for act in ("relu", "tanh"):
+        E = implicit_kernel(Xg, activation=act, tau0=t0)
+        for m in (1000, 4000):
+            M = monte_carlo_implicit_kernel(Xg, act, 0.2, n_hidden=m, tau0=t0, random_state=0)
+            print(f"exact vs Monte Carlo       {act:>5} ck, GMM n=200 p=160, m={m}: {relative_spectral_error(E, M):.4f}")
+    for p in (100, 400, 1600):
+        Xg, _ = make_gaussian_mixture(int(1.25 * p), p, random_state=0)
+        t0 = math.sqrt(np.mean((Xg * Xg).sum(1)))
+        row = []
+        for act in ("relu", "tanh"):
+            for kern in ("ck", "feature"):
+                E = implicit_kernel(Xg, activation=act, kernel=kern, tau0=t0)
+                L = linearized_implicit_kernel(Xg, activation=act, kernel=kern, tau0=t0)
+                row.append(f"{act} {kern} {relative_spectral_error(E, L):.4f}")
+        print(f"linearized vs exact, GMM p={p:>4}: " + ", ".join(row))
+    Xd, _ = digits_784(1000, seed=3)
+    row = []
+    for act in ("relu", "tanh"):
+        for kern in ("ck", "feature"):
+            E = implicit_kernel(Xd, activation=act, kernel=kern, tau0=1.0)
+            L = linearized_implicit_kernel(Xd, activation=act, kernel=kern, tau0=1.0)
+            row.append(f"{act} {kern} {relative_spectral_error(E, L):.4f}")
+    print("linearized vs exact, 1000 digits: " + ", ".join(row))
+
+
+# ---------------------------------------------------------------------------
+
+
+def _cv_krr(K_train, Y, alphas, classify, folds=3, seed=0):
+    """Mean CV score of kernel ridge (precomputed kernel) for every alpha."""
+    n = len(Y)
+    idx = np.random.default_rng(seed).permutation(n)
+    parts = np.array_split(idx, folds)
+    scores = np.zeros(len(alphas))
+    for f in range(folds):
+        te = parts[f]
+        tr = np.concatenate([parts[g] for g in range(folds) if g != f])
+        Ktt = K_train[np.ix_(tr, tr)]
+        w, V = np.linalg.eigh(Ktt)
+        Vy = V.T @ Y[tr]
+        Kte = K_train[np.ix_(te, tr)]
+        for a, alpha in enumerate(alphas):
+            pred = Kte @ (V @ (Vy / (w + alpha)[:, None] if Vy.ndim == 2 else Vy / (w + alpha)))
+            scores[a] += _score(pred, Y[te], classify) / folds
+    return scores
+
+
+def _score(pred, Y, classify):
+    if classify:
+        return float(np.mean(pred.argmax(1) == Y.argmax(1)))
+    return float(1.0 - np.sum((pred - Y) ** 2) / np.sum((Y - Y.mean()) ** 2))
+
+
+def _krr_eval(name, kernel_fn, params, Xtr, Ytr, Xte, Yte, alphas, classify):
+    """Choose (param, alpha) by CV on the training kernel; refit; test score."""
+    best = None
+    ktime = []
+    for prm in params:
+        (Ktr, Kte), t = timed(lambda: kernel_fn(prm, Xtr, Xte))
+        ktime.append(t)
+        cv = _cv_krr(Ktr, Ytr, alphas, classify)
+        a = int(np.argmax(cv))
+        if best is None or cv[a] > best[0]:
+            best = (cv[a], prm, alphas[a], Ktr, Kte)
+    cv, prm, alpha, Ktr, Kte = best
+    dual = np.linalg.solve(Ktr + alpha * np.eye(len(Ktr)), Ytr)
+    test = _score(Kte @ dual, Yte, classify)
+    print(f"  {name:<38} param={prm!s:<10} alpha={alpha:<8g} CV {cv:.4f}  test {test:.4f}  kernel {statistics.median(ktime):6.2f} s")
+    return test
+
+
+def bench_krr(n_train, n_test):
+    from sk_deq.matching import match_explicit
+
+    alphas = [1e-3, 1e-2, 1e-1, 1.0, 10.0]
+    sigmas = [0.1, 0.2, 0.4, 0.6]
+
+    def implicit(act, kern):
+        def fn(sa, A, B):
+            eng = ImplicitKernelEngine(act, sa, 1.0, kernel=kern)
+            SA_, SB = eng.prepare(A), eng.prepare(B)
+            return eng.kernel(SA_), eng.kernel(SB, SA_)
+
+        return fn
+
+    matches = {sa: match_explicit("relu", sa, 1.0).layers for sa in sigmas}  # solved once, outside the timings
+
+    def linearized(act, kern):
+        def fn(sa, A, B):
+            return (
+                linearized_implicit_kernel(A, activation=act, sigma_a2=sa, kernel=kern, tau0=1.0),
+                linearized_implicit_kernel(B, A, activation=act, sigma_a2=sa, kernel=kern, tau0=1.0),
+            )
+
+        return fn
+
+    def matched(sa, A, B):
+        layers = matches[sa]
+        return explicit_kernel(A, layers=layers, tau0=1.0), explicit_kernel(B, A, layers=layers, tau0=1.0)
+
+    def relu1(_, A, B):
+        return explicit_kernel(A, layers=["relu"], tau0=1.0), explicit_kernel(B, A, layers=["relu"], tau0=1.0)
+
+    def rbf(gamma, A, B):
+        from sklearn.metrics.pairwise import rbf_kernel
+
+        return rbf_kernel(A, gamma=gamma), rbf_kernel(B, A, gamma=gamma)
+
+    def linear(_, A, B):
+        return A @ A.T, B @ A.T
+
+    for data in ("mnist", "diabetes"):
+        if data == "mnist":
+            X, y = mnist()
+            idx = np.random.default_rng(0).permutation(len(X))[: n_train + n_test]
+            X, y = X[idx], y[idx]
+            Y = np.eye(10)[y]
+            Y = Y - 0.1
+            classify = True
+            print(f"\n== kernel ridge classification: MNIST digits, {n_train} train / {n_test} test, 784 features ==")
+        else:
+            from sklearn.datasets import load_diabetes
+
+            X, y = load_diabetes(return_X_y=True)
+            idx = np.random.default_rng(0).permutation(len(X))
+            X, y = X[idx], y[idx]
+            n_tr = 330
+            Y = (y - y[:n_tr].mean()) / y[:n_tr].std()
+            classify = False
+            print(f"\n== kernel ridge regression: diabetes, {n_tr} train / {len(X) - n_tr} test, 10 features (R^2) ==")
+        ntr = n_train if data == "mnist" else 330
+        Xtr, Xte = global_scale(X[:ntr], X[:ntr]), global_scale(X[ntr:], X[:ntr])
+        Ytr, Yte = Y[:ntr], Y[ntr:]
+        gammas = [0.25, 0.5, 1.0, 2.0]  # inputs have mean squared norm 1
+        rows = [
+            ("implicit CK G*, relu (exact)", implicit("relu", "ck"), sigmas),
+            ("implicit feature Sigma*, relu (exact)", implicit("relu", "feature"), sigmas),
+            ("implicit NTK, relu (exact)", implicit("relu", "ntk"), sigmas),
+            ("implicit CK G*, relu (linearized)", linearized("relu", "ck"), sigmas),
+            ("implicit CK, tanh (exact)", implicit("tanh", "ck"), sigmas[:3]),
+            ("matched 2-layer explicit NNGP", matched, sigmas),
+            ("1-layer ReLU NNGP (unmatched)", relu1, [None]),
+            ("RBF", rbf, gammas),
+            ("linear", linear, [None]),
+        ]
+        for name, fn, params in rows:
+            _krr_eval(name, fn, params, Xtr, Ytr, Xte, Yte, alphas, classify)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--only", nargs="*", default=["accuracy", "speed", "mc", "memory", "krr"])
+    ap.add_argument("--sizes", type=int, nargs="*", default=[4000, 6000, 8000, 10000])
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--n-jobs", type=int, nargs="*", default=[1, 2])
+    ap.add_argument("--activations", nargs="*", default=["relu", "gelu", "tanh"])
+    ap.add_argument("--mc-n", type=int, default=2000)
+    ap.add_argument("--mc-widths", type=int, nargs="*", default=[250, 500, 1000, 2000, 4000])
+    ap.add_argument("--quick", action="store_true", help="small sizes, one repeat")
+    args = ap.parse_args(argv)
+    if args.quick:
+        args.sizes, args.repeats, args.n_jobs = [1000], 1, [1]
+        args.mc_n, args.mc_widths = 300, [250, 500, 1000]
+    import os
+
+    print(f"python {platform.python_version()}, numpy {np.__version__}, {os.cpu_count()} CPUs, {platform.machine()}")
+    if "accuracy" in args.only:
+        bench_accuracy()
+    if "speed" in args.only:
+        bench_speed(args.sizes, args.repeats, args.activations, args.n_jobs)
+    if "mc" in args.only:
+        bench_mc(args.mc_n, args.mc_widths)
+    if "memory" in args.only:
+        bench_memory(1000 if args.quick else 2000, [1000, 2000] if args.quick else [2000, 8000], [256, 1024])
+    if "krr" in args.only:
+        bench_krr(600 if args.quick else 4000, 200 if args.quick else 1000)
+
+
+if __name__ == "__main__":
+    main()
