@@ -2,6 +2,7 @@
 
 ``sk-deq demo``   DEQ vs its matched explicit net vs a plain net on real digits.
 ``sk-deq match``  solve the four equations for a DEQ and match an explicit net.
+``sk-deq compare`` accuracy and time versus width: DEQ vs matched vs plain nets.
 """
 
 from __future__ import annotations
@@ -78,6 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--random-state", type=int, default=0, help="seed (default: 0)")
     d.add_argument("--json", action="store_true", help="print the results as JSON")
     d.set_defaults(func=_cmd_demo)
+    _add_compare_parser(sub)
     return parser
 
 
@@ -145,6 +147,156 @@ def _cmd_demo(args) -> int:
     print(f"{'model':<18} {'test accuracy':>13} {'fit+predict':>12} {'speed-up':>9}")
     for r in rows:
         print(f"{r['model']:<18} {r['accuracy']:>13.4f} {r['seconds']:>11.2f}s {deq_time / r['seconds']:>8.1f}x")
+    return 0
+
+
+# ---------------------------------------------------------------------------
+# compare
+
+_QUICK = {"widths": (32, 128, 512), "n_samples": 1000, "repeats": 1}
+
+
+def _csv(value: str) -> tuple:
+    items = tuple(v.strip() for v in value.split(",") if v.strip())
+    if not items:
+        raise argparse.ArgumentTypeError(f"expected a comma-separated list, got {value!r}")
+    return items
+
+
+def _csv_widths(value: str) -> tuple:
+    widths = []
+    for item in _csv(value):
+        try:
+            w = int(item)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"widths must be positive integers, got {item!r}") from None
+        if w < 1:
+            raise argparse.ArgumentTypeError(f"widths must be positive integers, got {w}")
+        widths.append(w)
+    return tuple(widths)
+
+
+def _positive_int(value: str) -> int:
+    try:
+        n = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {n}")
+    return n
+
+
+def _add_compare_parser(sub) -> None:
+    c = sub.add_parser(
+        "compare",
+        help="accuracy and time versus width of a DEQ, its matched explicit net and a plain net",
+        description="For every data set, activation and width fit a readout-trained DEQ, the explicit network "
+        "whose conjugate kernel matches it (two leaky-ReLU layers for ReLU, one hard-tanh layer for tanh) and a "
+        "plain explicit network of the same width; print test accuracy, fit+predict time and the DEQ/matched "
+        "time ratio. With --out, also write the figure (accuracy and time versus width) and a JSON of all numbers.",
+    )
+    c.add_argument(
+        "--datasets", type=_csv, default=("mnist", "digits"), help="comma-separated: mnist, digits (default: both)"
+    )
+    c.add_argument(
+        "--activations",
+        type=_csv,
+        default=("relu", "tanh"),
+        help="comma-separated DEQ activations (default: relu,tanh)",
+    )
+    c.add_argument(
+        "--widths",
+        type=_csv_widths,
+        default=None,
+        help="comma-separated widths, e.g. 32,128,256,1024,4096 (default: 32,128,256,1024; --quick: 32,128,512)",
+    )
+    c.add_argument("--repeats", type=_positive_int, default=None, help="repeats per width (default: 3; --quick: 1)")
+    c.add_argument(
+        "--n-samples",
+        type=_positive_int,
+        default=None,
+        help="stratified subsample of every data set (default: all; --quick: 1000)",
+    )
+    c.add_argument(
+        "--quick", action="store_true", help="a smoke run: widths 32,128,512, 1000 samples per data set, one repeat"
+    )
+    c.add_argument("--sigma-a2", type=float, default=0.2, help="DEQ recurrent weight variance (default: 0.2)")
+    c.add_argument("--test-size", type=float, default=0.2, help="test fraction of every split (default: 0.2)")
+    c.add_argument(
+        "--plain-depth", type=_positive_int, default=1, help="layers of the plain explicit network (default: 1)"
+    )
+    c.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch threads; 1 keeps timings steady on a shared machine, 0 keeps torch's default (default: 1)",
+    )
+    c.add_argument("--device", default="auto", help="torch device, e.g. cpu or cuda (default: auto)")
+    c.add_argument("--random-state", type=int, default=0, help="base seed (default: 0)")
+    c.add_argument("--out", default=None, metavar="DIR", help="write compare_widths.png and compare_widths.json here")
+    c.add_argument("--json", action="store_true", help="print the results as JSON instead of the table")
+    c.add_argument("-v", "--verbose", action="count", default=0, help="also print one line per width")
+    c.add_argument("--no-progress", action="store_true", help="no progress display on stderr")
+    c.set_defaults(func=_cmd_compare)
+
+
+def _cmd_compare(args) -> int:
+    import os
+
+    from .experiments import compare_widths
+
+    if args.out is not None:
+        try:
+            from .plotting import require_matplotlib
+
+            require_matplotlib()
+        except ImportError as exc:
+            print(f"sk-deq compare: error: --out writes a figure: {exc}", file=sys.stderr)
+            return 2
+        if os.path.exists(args.out) and not os.path.isdir(args.out):
+            raise ValueError(f"--out must be a directory, got the file {args.out!r}.")
+    widths = args.widths or (_QUICK["widths"] if args.quick else (32, 128, 256, 1024))
+    repeats = args.repeats or (_QUICK["repeats"] if args.quick else 3)
+    n_samples = args.n_samples or (_QUICK["n_samples"] if args.quick else None)
+    if args.threads < 0:
+        raise ValueError(f"--threads must be 0 (torch's default) or positive, got {args.threads}.")
+    start = time.perf_counter()
+    result = compare_widths(
+        args.datasets,
+        args.activations,
+        widths,
+        repeats=repeats,
+        sigma_a2=args.sigma_a2,
+        test_size=args.test_size,
+        n_samples=n_samples,
+        plain_depth=args.plain_depth,
+        n_threads=args.threads or None,
+        device=args.device,
+        random_state=args.random_state,
+        progress=not args.no_progress,
+        verbose=args.verbose,
+    )
+    elapsed = time.perf_counter() - start
+    written = []
+    if args.out is not None:
+        from .plotting import plot_compare_widths, require_matplotlib
+
+        os.makedirs(args.out, exist_ok=True)
+        json_path = os.path.join(args.out, "compare_widths.json")
+        result.to_json(json_path)
+        plt = require_matplotlib()
+        fig = plot_compare_widths(result)
+        png_path = os.path.join(args.out, "compare_widths.png")
+        fig.savefig(png_path, dpi=120)
+        plt.close(fig)
+        written = [png_path, json_path]
+    if args.json:
+        print(result.to_json())
+    else:
+        print(result.format_table())
+        print(f"\nTotal run time {elapsed:.1f}s.")
+        for path in written:
+            print(f"wrote {path}")
     return 0
 
 
