@@ -66,7 +66,9 @@ def data_tau0(X) -> float:
     return _check_tau0(math.sqrt(float(np.mean(np.einsum("ij,ij->i", X, X)))))
 
 
-def anderson_fixed_point(f, z0: np.ndarray, *, tol: float = 1e-8, max_iter: int = 500, memory: int = 5, beta: float = 1.0):
+def anderson_fixed_point(
+    f, z0: np.ndarray, *, tol: float = 1e-8, max_iter: int = 500, memory: int = 5, beta: float = 1.0
+):
     """Solve ``z = f(z)`` by Anderson acceleration (numpy, whole array as one vector).
 
     Returns ``(z, n_iter, rel_residual)`` where ``rel_residual`` is
@@ -241,8 +243,22 @@ class MonteCarloDEQSampler:
     random_state : int, RandomState instance or None
     """
 
-    def __init__(self, activation, sigma_a2, tau0, n_features, *, kernel="ck", sigma_b2=None, n_hidden=2000,
-                 n_draws=1, tol=1e-7, max_iter=500, dtype=np.float64, random_state=None):
+    def __init__(
+        self,
+        activation,
+        sigma_a2,
+        tau0,
+        n_features,
+        *,
+        kernel="ck",
+        sigma_b2=None,
+        n_hidden=2000,
+        n_draws=1,
+        tol=1e-7,
+        max_iter=500,
+        dtype=np.float64,
+        random_state=None,
+    ):
         if kernel not in _KERNELS:
             raise ValueError(f"kernel must be one of {_KERNELS}, got {kernel!r}.")
         self.act = get_activation(activation)
@@ -265,8 +281,18 @@ class MonteCarloDEQSampler:
             A, B = self._weights(d)
             Zs, Ds = [], []
             for i0 in range(0, len(X), b):
-                Z, D = _mc_features(self.act, A, B, X[i0 : i0 + b], self.sb, self.center, dtype=self.dtype,
-                                    tol=self.tol, max_iter=self.max_iter, derivative=self.kernel == "ntk")
+                Z, D = _mc_features(
+                    self.act,
+                    A,
+                    B,
+                    X[i0 : i0 + b],
+                    self.sb,
+                    self.center,
+                    dtype=self.dtype,
+                    tol=self.tol,
+                    max_iter=self.max_iter,
+                    derivative=self.kernel == "ntk",
+                )
                 Zs.append(Z.T)
                 Ds.append(None if D is None else D.T)
             out.append((np.vstack(Zs), None if Ds[0] is None else np.vstack(Ds)))
@@ -277,8 +303,16 @@ class MonteCarloDEQSampler:
         XY = np.asarray(X) @ np.asarray(Y).T
         total = np.zeros(XY.shape)
         for (ZX, DX), (ZY, DY) in zip(FX, FY):
-            total += _mc_combine(self.kernel, self.sa, self.sb, ZX.T, ZY.T,
-                                 None if DX is None else DX.T, None if DY is None else DY.T, XY)
+            total += _mc_combine(
+                self.kernel,
+                self.sa,
+                self.sb,
+                ZX.T,
+                ZY.T,
+                None if DX is None else DX.T,
+                None if DY is None else DY.T,
+                XY,
+            )
         return total / self.n_draws
 
 
@@ -487,7 +521,9 @@ def _sample_nodes(scale: np.ndarray, breakpoints: tuple) -> tuple[np.ndarray, np
         mapped = bps[None, :] / scale[:, None]
     mapped = np.nan_to_num(mapped, nan=_XI_MAX, posinf=_XI_MAX, neginf=-_XI_MAX)
     mapped = np.clip(mapped, -_XI_MAX, _XI_MAX)
-    edges = np.sort(np.concatenate([np.broadcast_to(_BASE_EDGES, (len(scale), len(_BASE_EDGES))), mapped], axis=1), axis=1)
+    edges = np.sort(
+        np.concatenate([np.broadcast_to(_BASE_EDGES, (len(scale), len(_BASE_EDGES))), mapped], axis=1), axis=1
+    )
     return _gl_on_edges(edges)
 
 
@@ -507,7 +543,14 @@ def _hermite_table(xi: np.ndarray, degree: int) -> np.ndarray:
 
 
 def _safeguarded_newton(
-    fun, rho: np.ndarray, *, tol: float, max_iter: int = 100, what: str = "kernel", strict: bool = True, full: bool = False
+    fun,
+    rho: np.ndarray,
+    *,
+    tol: float,
+    max_iter: int = 100,
+    what: str = "kernel",
+    strict: bool = True,
+    full: bool = False,
 ):
     """Root in [-1, 1] of increasing functions, entrywise.
 
@@ -607,7 +650,7 @@ class _Samples:
         except KeyError:
             raise AttributeError(name) from None
 
-    def take(self, rows: slice) -> "_Samples":
+    def take(self, rows: slice) -> _Samples:
         return _Samples(**{k: v[rows] for k, v in self.arrays.items()})
 
     def __len__(self):
@@ -794,7 +837,13 @@ class _GeluDual(_ClosedFormDual):
     def pre(self, ai, aj):
         Q = (1.0 + ai) * (1.0 + aj)
         ab = ai * aj
-        return {"Q": Q, "inv_sqQ": 1.0 / np.sqrt(Q), "abQ": ab * Q, "one_m_ab": 1.0 - ab, "inv_2piQ": 1.0 / (2.0 * math.pi * Q)}
+        return {
+            "Q": Q,
+            "inv_sqQ": 1.0 / np.sqrt(Q),
+            "abQ": ab * Q,
+            "one_m_ab": 1.0 - ab,
+            "inv_2piQ": 1.0 / (2.0 * math.pi * Q),
+        }
 
     def pair(self, G, pre):
         G2 = G * G
@@ -851,7 +900,8 @@ class _ReluDual(_Dual):
         r_ij = (sb x_ij + sa c^2) / (s_i s_j) - sa c mu (1/s_i + 1/s_j),
 
     with ``mu = (alpha - beta) / sqrt(2 pi)`` (so ``E_a[phi0] = mu sqrt(a)``).
-    ``r_ij`` comes out of one matrix product of augmented inputs, and
+    ``r_ij`` comes out of one matrix product of scaled inputs plus a rank-3
+    term, and
     ``h^{-1}`` is a precomputed piecewise-cubic table in ``v = sqrt(h(1) - r)``
     (which removes the square-root behaviour at ``rho = 1``), accurate to
     about 1e-13, with Newton steps for the entries near ``rho = -1``.
@@ -945,17 +995,20 @@ class _ReluDual(_Dual):
         with np.errstate(divide="ignore"):
             q = np.where(s > 0, 1.0 / s, 0.0)
         k = sa * c * self.mu
-        sx = math.sqrt(sb) * X * q[:, None]
-        left = np.column_stack([sx, q, -k * q, np.ones_like(q)])
-        right = np.column_stack([sx, sa * c * c * q, np.ones_like(q), -k * q])
-        return {"left": left, "right": right}
+        # r_ij = sx_i . sx_j + aux_left_i . aux_right_j (one product plus a rank-3 term)
+        sx = (math.sqrt(sb) * q)[:, None] * X
+        aux_left = np.column_stack([q, -k * q, np.ones_like(q)])
+        aux_right = np.column_stack([sa * c * c * q, np.ones_like(q), -k * q])
+        return {"sx": sx, "aux_left": aux_left, "aux_right": aux_right}
 
     def dot_at_diagonal(self, S):
         al, be = self.alpha, self.beta
         return np.full_like(S.a, (al * al + be * be) / 2.0)
 
     def gram(self, R, C):
-        return R.left @ C.right.T
+        r = R.sx @ C.sx.T
+        r += R.aux_left @ C.aux_right.T
+        return r
 
     def chunk(self, r, R, C, kernel):
         rho = self._invert(r)
@@ -974,7 +1027,7 @@ class _ReluDual(_Dual):
         # identical samples (r at rounding distance from h(1)) get rho = 1
         np.copyto(rho, 1.0, where=(self.h_hi - r) < 1e-13)
         D = np.arccos(rho)
-        D *= -(self.alpha - self.beta) ** 2 / (2.0 * math.pi)
+        D *= -((self.alpha - self.beta) ** 2) / (2.0 * math.pi)
         D += self.alpha * self.beta + (self.alpha - self.beta) ** 2 / 2.0
         D *= -self.sa
         D += 1.0
@@ -1075,9 +1128,10 @@ class _MehlerDual(_Dual):
     def dot_at_diagonal(self, S):
         return S.d2
 
-    def _degrees(self, rho_abs, tail_r, tail_c, dtail_r, dtail_c, scale, ntk):
-        """Smallest degree meeting the tolerance for each correlation bound
-        in ``rho_abs`` (``K + 1`` where even ``MEHLER_MAX_DEGREE`` does not)."""
+    def _degrees(self, rho_abs, tail_r, tail_c, dtail_r, dtail_c, scale, ntk, tol=None):
+        """Smallest degree meeting the tolerance (``self.tol`` by default) for
+        each correlation bound in ``rho_abs`` (``K + 1`` where even
+        ``MEHLER_MAX_DEGREE`` does not)."""
         K = np.arange(self.K + 1)
         rho_abs = np.minimum(np.atleast_1d(rho_abs), 1.0)
         with np.errstate(under="ignore", divide="ignore"):
@@ -1085,7 +1139,7 @@ class _MehlerDual(_Dual):
             bound = self.sa * np.exp(lr * (K + 1)) * np.sqrt(tail_r * tail_c)
             if ntk:
                 bound = np.maximum(bound, self.sa * np.exp(lr * K) * np.sqrt(dtail_r * dtail_c) * scale)
-        ok = bound <= self.tol * scale
+        ok = bound <= (self.tol if tol is None else tol) * scale
         return np.where(ok.any(axis=1), ok.argmax(axis=1), self.K + 1)
 
     def _coeffs(self, Hr, Hc, K, outer):
@@ -1124,9 +1178,13 @@ class _MehlerDual(_Dual):
             p += c
         return p, dp
 
-    _K_PRE = 7  # degree of the cheap pre-solve that starts the full-degree Newton steps
+    _PRE_TOL = 1e-8  # truncation tolerance of the low-degree pre-solve
 
-    def _solve(self, rho0, s, rhs, Hr, Hc, K, outer, exact_derivative=False):
+    def _solve(self, rho0, s, rhs, Hr, Hc, K, outer, exact_derivative=False, K_pre=None):
+        """Newton on the degree-``K`` equation, started from the solution of the
+        degree-``K_pre`` one (truncated to ``_PRE_TOL``): one full-degree
+        Newton step then meets the tolerance, its error being about the square
+        of the pre-solve's."""
         sa = self.sa
         ks, coef = self._coeffs(Hr, Hc, K, outer)
 
@@ -1144,9 +1202,9 @@ class _MehlerDual(_Dual):
 
             return fun
 
-        if K > self._K_PRE + 4:
-            n_pre = int(np.count_nonzero(ks <= self._K_PRE))
-            rho0 = _newton(make(n_pre), rho0, tol=1e-6, max_iter=4, strict=False)
+        if K_pre is not None and K_pre < K - 2:
+            n_pre = max(1, int(np.count_nonzero(ks <= K_pre)))
+            rho0 = _newton(make(n_pre), rho0, tol=self._PRE_TOL, max_iter=8, strict=False)
         rho, (_, _, p, dp), step = _newton(make(len(ks)), rho0, tol=self.tol, full=True)
         if exact_derivative:  # the NTK needs E[phi' phi'] at the returned iterate
             p, dp = self._horner(rho, coef, ks)
@@ -1198,7 +1256,8 @@ class _MehlerDual(_Dual):
             split, K_bulk = 0.0, 1
         else:
             _, split, K_bulk = best
-        rho, p, dp = self._solve(rho0, s_safe, rhs, Hr, Hc, max(K_bulk, 1), True, ntk)
+        K_pre = int(self._degrees(min(1.0, split + self._MARGIN), *bounds, tol=self._PRE_TOL)[0])
+        rho, p, dp = self._solve(rho0, s_safe, rhs, Hr, Hc, max(K_bulk, 1), True, ntk, K_pre)
         near = np.abs(rho) > split + self._MARGIN
         near |= abs0 > split
         if has_special:
@@ -1237,15 +1296,18 @@ class _MehlerDual(_Dual):
             idx = order[g0 : g0 + self._GROUP]
             rmax = min(1.0, float(np.max(np.abs(rho0[idx]))) + self._MARGIN)
             K = int(self._degrees(rmax, *bounds)[0])
+            K_pre = int(self._degrees(rmax, *bounds, tol=self._PRE_TOL)[0])
             K = max(1, min(K, self.K))
             Hr, Hc = R.H[ii[idx], : K + 1], C.H[jj[idx], : K + 1]
-            r_, p_, dp_ = self._solve(rho0[idx], s[idx], rhs[idx], Hr, Hc, K, False, ntk)
+            r_, p_, dp_ = self._solve(rho0[idx], s[idx], rhs[idx], Hr, Hc, K, False, ntk, K_pre)
             # exact per-entry bound at the final correlation
             ar = np.abs(r_)
             with np.errstate(under="ignore"):
                 bound = self.sa * ar ** (K + 1) * np.sqrt(R.tail[ii[idx], K] * C.tail[jj[idx], K])
                 if ntk:
-                    bound = np.maximum(bound, self.sa * ar**K * np.sqrt(R.dtail[ii[idx], K] * C.dtail[jj[idx], K]) * s[idx])
+                    bound = np.maximum(
+                        bound, self.sa * ar**K * np.sqrt(R.dtail[ii[idx], K] * C.dtail[jj[idx], K]) * s[idx]
+                    )
             bad = bound > self.tol * np.maximum(bounds[4], 1e-300)
             rho[idx], p[idx], dp[idx] = r_, p_, dp_
             if bad.any():
@@ -1315,7 +1377,9 @@ def _polar_expectation(f, g, su, sv, rho, breakpoints, n_ang=32, chunk=8):
                     rb = b / cc
                     extra.append(np.where((rb > 0) & (rb < _XI_MAX), rb, _XI_MAX))
         if extra:
-            edges = np.sort(np.concatenate([np.broadcast_to(r_edges, cu.shape + (len(r_edges),)), np.stack(extra, -1)], -1), -1)
+            edges = np.sort(
+                np.concatenate([np.broadcast_to(r_edges, cu.shape + (len(r_edges),)), np.stack(extra, -1)], -1), -1
+            )
         else:
             edges = np.broadcast_to(r_edges, cu.shape + (len(r_edges),))
         lo, hi = edges[..., :-1], edges[..., 1:]
@@ -1401,19 +1465,20 @@ class ImplicitKernelEngine:
             out = np.empty((n, m))
         if n == 0 or m == 0:
             return out
-        workers = effective_n_jobs(n_jobs) if n_jobs not in (None, 1) else 1
+        # n_jobs=None: 1 unless a joblib.parallel_config context says otherwise
+        workers = effective_n_jobs(n_jobs)
         b = int(block_size) if block_size is not None else _auto_block_size(workers)
         rows = [slice(i, min(i + b, n)) for i in range(0, n, b)]
         cols = rows if symmetric else [slice(j, min(j + b, m)) for j in range(0, m, b)]
-        pairs = [(I, J) for I in rows for J in cols if not symmetric or J.start >= I.start]
+        pairs = [(bi, bj) for bi in rows for bj in cols if not symmetric or bj.start >= bi.start]
         kern = self.kernel_name
         dual = self.dual
-        if workers == 1 and n_jobs in (None, 1):
-            results = (_block_task(dual, kern, I, J, SX.take(I), SY.take(J)) for I, J in pairs)
+        if workers == 1:
+            results = (_block_task(dual, kern, bi, bj, SX.take(bi), SY.take(bj)) for bi, bj in pairs)
             limits = contextlib.nullcontext()
         else:
             results = Parallel(n_jobs=n_jobs, prefer="threads", return_as="generator_unordered")(
-                delayed(_block_task)(dual, kern, I, J, SX.take(I), SY.take(J)) for I, J in pairs
+                delayed(_block_task)(dual, kern, bi, bj, SX.take(bi), SY.take(bj)) for bi, bj in pairs
             )
             # one BLAS thread per worker: the blocks are the parallelism (with
             # multithreaded BLAS inside every thread the cores are oversubscribed)
@@ -1426,19 +1491,19 @@ class ImplicitKernelEngine:
 
     @staticmethod
     def _collect(results, out, symmetric):
-        for I, J, blk in results:
-            if symmetric and J.start == I.start:
+        for bi, bj, blk in results:
+            if symmetric and bj.start == bi.start:
                 # mirror the upper triangle so that the result is exactly symmetric
                 il = np.tril_indices(blk.shape[0], -1)
                 blk[il] = blk.T[il]
-            out[I, J] = blk
-            if symmetric and J.start != I.start:
-                out[J, I] = blk.T
+            out[bi, bj] = blk
+            if symmetric and bj.start != bi.start:
+                out[bj, bi] = blk.T
 
 
-def _block_task(dual, kernel, I, J, R, C):
+def _block_task(dual, kernel, bi, bj, R, C):
     with np.errstate(all="ignore"):
-        return I, J, dual.block(R, C, kernel)
+        return bi, bj, dual.block(R, C, kernel)
 
 
 def _as_2d(X, name="X"):
@@ -1527,7 +1592,9 @@ def implicit_kernel(
     return eng.kernel(SX, eng.prepare(Y), block_size=block_size, n_jobs=n_jobs)
 
 
-def implicit_kernel_diagonal(X, *, activation="relu", sigma_a2=0.2, kernel="ck", tau0=None, sigma_b2=None) -> np.ndarray:
+def implicit_kernel_diagonal(
+    X, *, activation="relu", sigma_a2=0.2, kernel="ck", tau0=None, sigma_b2=None
+) -> np.ndarray:
     """Diagonal ``K(x_i, x_i)`` of :func:`implicit_kernel` in O(n) time."""
     X = _as_2d(X)
     t0 = data_tau0(X) if tau0 is None else _check_tau0(tau0)
@@ -1672,7 +1739,9 @@ def _layer_dual(act: Activation, c: float):
     return d.mean, pair
 
 
-def explicit_kernel(X, Y=None, *, layers, kernel: str = "ck", tau0: float | None = None, block_size: int | None = None) -> np.ndarray:
+def explicit_kernel(
+    X, Y=None, *, layers, kernel: str = "ck", tau0: float | None = None, block_size: int | None = None
+) -> np.ndarray:
     """Exact infinite-width CK (NNGP) or NTK of an explicit network (SPEC §4, §5).
 
     ``y_0 = x``, ``y_l = (sigma_l(W_l y_{l-1}) - c_l) / sqrt(m)`` with ``c_l``
@@ -1713,7 +1782,7 @@ def explicit_kernel(X, Y=None, *, layers, kernel: str = "ck", tau0: float | None
     def diagonals(Z):
         a = np.einsum("ij,ij->i", Z, Z)
         out = [a]
-        for mean, pair in duals:
+        for _mean, pair in duals:
             F, _ = pair(a, a, a)
             a = np.maximum(F, 0.0)
             out.append(a)
@@ -1728,7 +1797,7 @@ def explicit_kernel(X, Y=None, *, layers, kernel: str = "ck", tau0: float | None
             sl = slice(i0, i0 + b)
             S = X[sl] @ Yv.T
             theta = np.zeros_like(S)
-            for layer, (mean, pair) in enumerate(duals):
+            for layer, (_mean, pair) in enumerate(duals):
                 F, D = pair(S, dx[layer][sl, None], dy[layer][None, :])
                 if kernel == "ntk":
                     theta = F + theta * D

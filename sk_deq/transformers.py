@@ -103,10 +103,11 @@ class ImplicitCKTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, B
         besides the output.  Chosen from scikit-learn's ``working_memory``
         (``sklearn.set_config``) when None.
     n_jobs : int, default=None
-        Number of blocks computed in parallel through joblib (threads by
-        default; inside ``joblib.parallel_config(backend='dask')`` the blocks
-        run on a Dask cluster).  ``None`` means 1 unless in a
-        ``joblib.parallel_config`` context; ``-1`` uses all processors.
+        Number of blocks of the exact kernel computed in parallel through
+        joblib: threads by default (each with a single BLAS thread), or the
+        workers of a Dask cluster inside ``joblib.parallel_config(backend='dask')``.
+        ``None`` means 1 unless in a ``joblib.parallel_config`` context; ``-1``
+        uses all processors.  The other methods use multithreaded BLAS.
     tol : float, default=1e-12
         Tolerance of every entry's fixed point (``method='exact'``).
     random_state : int, RandomState instance or None, default=None
@@ -415,7 +416,9 @@ class ImplicitCKKernel(Kernel):
     (3,)
     """
 
-    def __init__(self, activation="relu", sigma_a2=0.2, sigma_a2_bounds=(1e-3, 0.9), kernel="ck", tau0=1.0, n_jobs=None):
+    def __init__(
+        self, activation="relu", sigma_a2=0.2, sigma_a2_bounds=(1e-3, 0.9), kernel="ck", tau0=1.0, n_jobs=None
+    ):
         self.activation = activation
         self.sigma_a2 = sigma_a2
         self.sigma_a2_bounds = sigma_a2_bounds

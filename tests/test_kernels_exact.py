@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 import pytest
-from scipy import integrate, special, stats
+from scipy import integrate, stats
 
 from sk_deq import _gaussian
 from sk_deq.activations import HardTanh, LeakyReLU, Quadratic, get_activation
@@ -105,7 +105,7 @@ def test_relu_table_is_exact_near_both_ends():
     s = math.sqrt(a * b)
     for g, xy in zip(G, Y @ x[0]):
 
-        def resid(r):
+        def resid(r, xy=xy):
             t = math.acos(r)
             dual = s * (math.sin(t) + (math.pi - t) * r) / (2 * math.pi)
             return s * r - sa * (dual - c * (math.sqrt(a) + math.sqrt(b)) / math.sqrt(2 * math.pi) + c * c) - sb * xy
@@ -135,7 +135,7 @@ def test_polar_quadrature_near_correlation_one_with_kinks():
     for a, b, rho in [(0.9, 1.0, 0.9987), (1.1, 0.8, -0.9977), (3.0, 0.5, 0.9)]:
         su, sv = math.sqrt(a), math.sqrt(b)
 
-        def inner(x):
+        def inner(x, rho=rho, su=su, sv=sv):
             m = rho * sv / su * x
             s = sv * math.sqrt(1 - rho * rho)
             lo, hi = (-1 - m) / s, (1 - m) / s
@@ -174,9 +174,7 @@ def test_symmetric_psd_and_cross_consistent(act):
     np.testing.assert_allclose(C, K[:20], atol=1e-11)
     # diagonal of the cross kernel between identical samples is the diagonal
     np.testing.assert_allclose(np.diag(C[:, :20]), np.diag(K)[:20], rtol=1e-12)
-    np.testing.assert_allclose(
-        implicit_kernel_diagonal(X, activation=act, sigma_a2=0.3), np.diag(K), rtol=1e-14
-    )
+    np.testing.assert_allclose(implicit_kernel_diagonal(X, activation=act, sigma_a2=0.3), np.diag(K), rtol=1e-14)
 
 
 @pytest.mark.parametrize("act", ["relu", "tanh"])
@@ -184,7 +182,9 @@ def test_blocks_and_threads_do_not_change_numbers(act):
     X, _ = make_gaussian_mixture(90, 30, random_state=1)
     ref = implicit_kernel(X, activation=act, kernel="ntk")
     for kwargs in ({"block_size": 7}, {"block_size": 32, "n_jobs": 2}):
-        np.testing.assert_allclose(implicit_kernel(X, activation=act, kernel="ntk", **kwargs), ref, rtol=1e-12, atol=1e-13)
+        np.testing.assert_allclose(
+            implicit_kernel(X, activation=act, kernel="ntk", **kwargs), ref, rtol=1e-12, atol=1e-13
+        )
 
 
 def test_feature_and_ntk_relations():
@@ -196,7 +196,9 @@ def test_feature_and_ntk_relations():
     np.testing.assert_allclose(S, (G - co.sigma_b2 * X @ X.T) / SA, atol=1e-11)
     # diagonal at ||x|| = tau0 is tau^2 (E0)
     x = X[:1] / np.linalg.norm(X[0]) * t0
-    assert implicit_kernel_diagonal(x, activation="tanh", sigma_a2=SA, tau0=t0)[0] == pytest.approx(co.tau**2, rel=1e-12)
+    assert implicit_kernel_diagonal(x, activation="tanh", sigma_a2=SA, tau0=t0)[0] == pytest.approx(
+        co.tau**2, rel=1e-12
+    )
 
 
 # -- exact vs Monte Carlo and vs the linearized equivalent ---------------------------

@@ -18,7 +18,12 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from sk_deq import ImplicitCKTransformer
 from sk_deq.datasets import load_mnist_digits, make_gaussian_mixture
-from sk_deq.kernels import implicit_kernel, linearized_implicit_kernel, monte_carlo_implicit_kernel, relative_spectral_error
+from sk_deq.kernels import (
+    implicit_kernel,
+    linearized_implicit_kernel,
+    monte_carlo_implicit_kernel,
+    relative_spectral_error,
+)
 from sk_deq.transformers import ImplicitCKKernel
 
 
@@ -55,10 +60,14 @@ def test_transform_is_the_exact_kernel_against_training_data(act, kernel):
     assert tr.tau0_ == pytest.approx(1.0)
     Xs, Zs = _global_scale(X, X), _global_scale(Z, X)
     np.testing.assert_allclose(tr.X_fit_, Xs)
-    np.testing.assert_allclose(K, implicit_kernel(Xs, activation=act, sigma_a2=0.3, kernel=kernel, tau0=1.0), atol=1e-13)
+    np.testing.assert_allclose(
+        K, implicit_kernel(Xs, activation=act, sigma_a2=0.3, kernel=kernel, tau0=1.0), atol=1e-13
+    )
     KZ = tr.transform(Z)
     assert KZ.shape == (15, 40)
-    np.testing.assert_allclose(KZ, implicit_kernel(Zs, Xs, activation=act, sigma_a2=0.3, kernel=kernel, tau0=1.0), atol=1e-13)
+    np.testing.assert_allclose(
+        KZ, implicit_kernel(Zs, Xs, activation=act, sigma_a2=0.3, kernel=kernel, tau0=1.0), atol=1e-13
+    )
     # transform of the training data reproduces the square kernel; rows do not
     # depend on which other samples are transformed with them
     np.testing.assert_allclose(tr.transform(X), K, rtol=1e-9, atol=1e-12)
@@ -83,7 +92,9 @@ def test_linearized_and_monte_carlo_methods():
     K_mc = mc.fit_transform(X[:100])
     E = exact.transform(X[100:])
     t0 = exact.tau0_
-    np.testing.assert_allclose(lin.transform(X[100:]), linearized_implicit_kernel(X[100:], X[:100], tau0=t0), atol=1e-13)
+    np.testing.assert_allclose(
+        lin.transform(X[100:]), linearized_implicit_kernel(X[100:], X[:100], tau0=t0), atol=1e-13
+    )
     assert np.linalg.norm(lin.transform(X[100:]) - E, 2) / np.linalg.norm(E, 2) < 0.01
     M = mc.transform(X[100:])
     assert np.linalg.norm(M - E, 2) / np.linalg.norm(E, 2) < 0.02  # measured 0.006
@@ -127,7 +138,13 @@ def _digits(n, digits=(3, 8), seed=0):
 
 def test_pipeline_kernel_ridge_predicts_with_the_kernel():
     X, y = _digits(300)
-    pipe = Pipeline([("scale", StandardScaler()), ("ck", ImplicitCKTransformer()), ("krr", KernelRidge(kernel="precomputed", alpha=0.5))])
+    pipe = Pipeline(
+        [
+            ("scale", StandardScaler()),
+            ("ck", ImplicitCKTransformer()),
+            ("krr", KernelRidge(kernel="precomputed", alpha=0.5)),
+        ]
+    )
     pipe.fit(X[:200], y[:200])
     pred = pipe.predict(X[200:])
     # by hand: dual coefficients of kernel ridge on the training kernel
@@ -142,14 +159,26 @@ def test_pipeline_kernel_ridge_predicts_with_the_kernel():
 
 def test_pipeline_svc_precomputed():
     X, y = _digits(300, seed=1)
-    pipe = Pipeline([("scale", StandardScaler()), ("ck", ImplicitCKTransformer(kernel="ntk")), ("svc", SVC(kernel="precomputed", C=1.0))])
+    pipe = Pipeline(
+        [
+            ("scale", StandardScaler()),
+            ("ck", ImplicitCKTransformer(kernel="ntk")),
+            ("svc", SVC(kernel="precomputed", C=1.0)),
+        ]
+    )
     pipe.fit(X[:200], y[:200])
     assert pipe.score(X[200:], y[200:]) > 0.9
 
 
 def test_grid_search_over_sigma_activation_and_penalty():
     X, y = _digits(180, seed=2)
-    pipe = Pipeline([("scale", StandardScaler()), ("ck", ImplicitCKTransformer(block_size=64)), ("krr", KernelRidge(kernel="precomputed"))])
+    pipe = Pipeline(
+        [
+            ("scale", StandardScaler()),
+            ("ck", ImplicitCKTransformer(block_size=64)),
+            ("krr", KernelRidge(kernel="precomputed")),
+        ]
+    )
     grid = {"ck__sigma_a2": [0.1, 0.4], "ck__activation": ["relu", "tanh"], "krr__alpha": [0.1, 10.0]}
     gs = GridSearchCV(pipe, grid, cv=3).fit(X, y)
     assert len(gs.cv_results_["params"]) == 8
@@ -206,10 +235,14 @@ def test_gp_kernel_values_diag_and_gradient():
     X = rng.standard_normal((25, 4)) / 2.0
     Y = rng.standard_normal((7, 4)) / 2.0
     k = ImplicitCKKernel(activation="tanh", sigma_a2=0.3, kernel="ntk", tau0=1.0)
-    np.testing.assert_allclose(k(X), implicit_kernel(X, activation="tanh", sigma_a2=0.3, kernel="ntk", tau0=1.0), atol=1e-14)
-    np.testing.assert_allclose(k(X, Y), implicit_kernel(X, Y, activation="tanh", sigma_a2=0.3, kernel="ntk", tau0=1.0), atol=1e-14)
+    np.testing.assert_allclose(
+        k(X), implicit_kernel(X, activation="tanh", sigma_a2=0.3, kernel="ntk", tau0=1.0), atol=1e-14
+    )
+    np.testing.assert_allclose(
+        k(X, Y), implicit_kernel(X, Y, activation="tanh", sigma_a2=0.3, kernel="ntk", tau0=1.0), atol=1e-14
+    )
     np.testing.assert_allclose(k.diag(X), np.diag(k(X)), rtol=1e-13)
-    K, grad = k(X, eval_gradient=True)
+    _, grad = k(X, eval_gradient=True)
     assert grad.shape == (25, 25, 1)
     # gradient in log(sigma_a2) against an independent coarser difference
     h = 1e-3
