@@ -18,6 +18,7 @@ _LAZY = {
     "ExplicitClassifier": "sk_deq.estimators",
     "MatchedExplicitClassifier": "sk_deq.estimators",
     "ImplicitCKTransformer": "sk_deq.transformers",
+    "ImplicitCKKernel": "sk_deq.transformers",
 }
 
 __all__ = [
@@ -25,6 +26,7 @@ __all__ = [
     "ExplicitClassifier",
     "MatchedExplicitClassifier",
     "ImplicitCKTransformer",
+    "ImplicitCKKernel",
     "Activation",
     "get_activation",
     "make_gaussian_mixture",

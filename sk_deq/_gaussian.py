@@ -170,11 +170,18 @@ def expect_pair(
     slope = cov / a  # v = slope * xi1 + s * xi2
     s2 = max(var_v - slope * slope, 0.0)
     s = np.sqrt(s2)
-    # Outer breakpoints: those of f, and where the inner mean crosses a kink of g
-    # (matters when s is small and the inner smoothing is weak).
+    # Outer breakpoints: those of f, and where the inner mean crosses a kink of g.
+    # There the inner integral is a kink smoothed over a width s / |slope| (in
+    # xi1), which becomes sharp as |rho| -> 1: panel edges at geometric
+    # multiples of that width resolve it.
     outer_bp = list(breakpoints_f)
     if slope != 0.0:
-        outer_bp += [b * a / slope for b in breakpoints_g]
+        width = a * s / abs(slope)  # in units of u = a * xi1
+        for b in breakpoints_g:
+            u_kink = b * a / slope
+            outer_bp.append(u_kink)
+            if width > 0:
+                outer_bp += [u_kink + sign * k * width for k in (0.5, 1.0, 2.0, 4.0, 8.0) for sign in (-1.0, 1.0)]
     xi1, w1 = gaussian_nodes(a, tuple(outer_bp))
     fu = f(a * xi1)
     if s < 1e-14 * max(1.0, np.sqrt(var_v)):

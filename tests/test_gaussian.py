@@ -8,6 +8,9 @@ from scipy import integrate, special
 
 from sk_deq import _gaussian as G
 
+# scipy's adaptive reference occasionally reports round-off at 1e-13 requested accuracy
+pytestmark = pytest.mark.filterwarnings("ignore::scipy.integrate.IntegrationWarning")
+
 SQRT_2PI = math.sqrt(2 * math.pi)
 
 
@@ -137,3 +140,13 @@ def test_pair_rejects_invalid_covariance():
         G.expect_pair(np.tanh, np.tanh, -1.0, 1.0, 0.0)
     with pytest.raises(ValueError, match="finite"):
         G.expect_pair(np.tanh, np.tanh, np.nan, 1.0, 0.0)
+
+
+@pytest.mark.parametrize("rho", [0.999, 0.9999, 0.99999, 0.999999, -0.9999])
+def test_pair_stays_exact_as_correlation_approaches_one(rho):
+    """Near |rho| = 1 the inner integral is a sharply smoothed kink; the outer panels must resolve it."""
+    c = 0.3
+    f = lambda x: np.maximum(x, 0.0) - c
+    a, b = 0.9, 1.1
+    exact = arccos_kernel(a, b, rho * math.sqrt(a * b)) - c * (math.sqrt(a) + math.sqrt(b)) / SQRT_2PI + c * c
+    assert G.expect_pair(f, f, a, b, rho * math.sqrt(a * b), (0.0,), (0.0,)) == pytest.approx(exact, abs=1e-13)
