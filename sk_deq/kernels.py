@@ -28,7 +28,7 @@ import contextlib
 import math
 import os
 import warnings
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 from joblib import Parallel, delayed, effective_n_jobs
@@ -38,7 +38,7 @@ from sklearn.utils import check_random_state
 from threadpoolctl import threadpool_limits
 
 from . import activations as _acts
-from .activations import Activation, LeakyReLU, Quadratic, get_activation
+from .activations import Activation, HardTanh, LeakyReLU, Quadratic, get_activation
 from .theory import _check_tau0, deq_ck_coefficients, deq_ntk_coefficients, explicit_coefficients
 
 __all__ = [
@@ -1699,8 +1699,64 @@ def _linearized_block(co, t0, X, Y, nx, ny):
 # exact kernels of explicit networks (closed-form layers)
 
 
+_HT_NODES, _HT_WEIGHTS = np.polynomial.legendre.leggauss(8)
+
+
+def _hard_tanh_pair(gain: float, c: float, G, ai, aj):
+    """``E[s(u) s(v)]`` and ``E[s'(u) s'(v)]`` for ``s = gain * clip(., -c, c)``, entrywise.
+
+    Conditionally on ``u``, ``v`` is Gaussian and ``E[clip(v) | u]``,
+    ``P(|v| < c | u)`` have closed forms; the remaining integral over ``u`` is
+    composite Gauss-Legendre with panel edges at the kinks ``u = +-c`` (8 nodes
+    per panel half the smallest standard deviation wide).  Accurate to
+    about 1e-10 for correlations up to 0.99 and exact on the diagonal; the
+    inner conditional kink sharpens as the correlation tends to 1, where the
+    error grows (about 1e-6 at 0.9999).
+    """
+    G, ai, aj = np.broadcast_arrays(np.asarray(G, float), np.asarray(ai, float), np.asarray(aj, float))
+    shape = G.shape
+    G, ai, aj = G.ravel(), ai.ravel(), aj.ravel()
+    F = np.empty_like(G)
+    D = np.empty_like(G)
+    g2 = gain * gain
+    chunk = 2048
+    for s0 in range(0, G.size, chunk):
+        g, a, b = G[s0 : s0 + chunk], ai[s0 : s0 + chunk], aj[s0 : s0 + chunk]
+        a = np.maximum(a, 1e-300)
+        smax, smin = math.sqrt(float(a.max())), math.sqrt(float(a.min()))
+        L = 9.0 * smax
+        h = 0.5 * smin
+        edges = np.arange(-L, L + h, h)
+        edges = np.unique(np.concatenate([np.clip(edges, -L, L), [-c, c] if c < L else []]))
+        lo, hi = edges[:-1], edges[1:]
+        half = 0.5 * (hi - lo)
+        u = (0.5 * (hi + lo)[:, None] + half[:, None] * _HT_NODES[None, :]).ravel()
+        wu = (half[:, None] * _HT_WEIGHTS[None, :]).ravel()
+        dens = np.exp(-0.5 * u[None, :] ** 2 / a[:, None]) / np.sqrt(2.0 * math.pi * a[:, None])
+        beta = (g / a)[:, None]
+        sd = np.sqrt(np.maximum(b - g * g / a, 0.0))[:, None]
+        mu = beta * u[None, :]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            lo_z = np.where(sd > 0, (-c - mu) / sd, np.where(mu > -c, -np.inf, np.inf))
+            hi_z = np.where(sd > 0, (c - mu) / sd, np.where(mu < c, np.inf, -np.inf))
+        P_lo, P_hi = special.ndtr(lo_z), special.ndtr(hi_z)
+        pdf = lambda z: np.exp(-0.5 * np.where(np.isfinite(z), z, 0.0) ** 2) * np.isfinite(z) * _INV_SQRT_2PI
+        mean_clip = -c * P_lo + c * (1.0 - P_hi) + mu * (P_hi - P_lo) + sd * (pdf(lo_z) - pdf(hi_z))
+        wd = wu[None, :] * dens
+        F[s0 : s0 + chunk] = g2 * np.sum(wd * np.clip(u, -c, c)[None, :] * mean_clip, axis=1)
+        D[s0 : s0 + chunk] = g2 * np.sum(wd * (np.abs(u) < c)[None, :] * (P_hi - P_lo), axis=1)
+    return F.reshape(shape), D.reshape(shape)
+
+
 def _layer_dual(act: Activation, c: float):
-    """``(mean(a), pair(G, ai, aj) -> (F_c, D))`` of one centred layer, closed forms only."""
+    """``(mean(a), pair(G, ai, aj) -> (F_c, D))`` of one centred layer."""
+    if isinstance(act, HardTanh):
+        gain, thr = act.a, act.c
+
+        def pair(G, ai, aj):
+            return _hard_tanh_pair(gain, thr, G, ai, aj)  # odd: already centred
+
+        return (lambda a: np.zeros_like(np.asarray(a, float))), pair
     func = getattr(act, "_func", None)
     if isinstance(act, LeakyReLU) or func is _acts._relu:
         al, be = (act.a, act.b) if isinstance(act, LeakyReLU) else (1.0, 0.0)
@@ -1728,7 +1784,7 @@ def _layer_dual(act: Activation, c: float):
         dual = _QuadraticDual
     if dual is None:
         raise NotImplementedError(
-            f"explicit_kernel has closed forms for ReLU, leaky ReLU, erf, GELU and quadratic layers, not {act.name!r}."
+            f"explicit_kernel supports ReLU, leaky-ReLU, hard-tanh, erf, GELU and quadratic layers, not {act.name!r}."
         )
     d = dual(act, 0.5, 0.5, c, 1e-12)
 
@@ -1756,8 +1812,8 @@ def explicit_kernel(
     X : array of shape (n_samples_X, n_features)
     Y : array of shape (n_samples_Y, n_features), optional
     layers : sequence of str or Activation
-        ReLU, leaky-ReLU, erf, GELU or quadratic layers, first layer first
-        (e.g. ``sk_deq.match_explicit(...).layers``).
+        ReLU, leaky-ReLU, hard-tanh, erf, GELU or quadratic layers, first
+        layer first (e.g. ``sk_deq.match_explicit(...).layers``).
     kernel : {'ck', 'ntk'}, default='ck'
     tau0 : float, optional
         Data scale fixing the centring; measured from ``X`` by default.

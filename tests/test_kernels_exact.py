@@ -297,3 +297,35 @@ def test_bad_inputs():
         implicit_kernel(X, kernel="nngp")
     with pytest.raises(ValueError, match="sigma_a2"):
         implicit_kernel(X, sigma_a2=1.5)
+
+
+def test_explicit_kernel_hard_tanh_layer_matches_scalar_references():
+    """Hard-tanh layers (the matched family of odd DEQs) against 2-D quadrature and Monte Carlo."""
+    import math
+
+    from sk_deq._gaussian import expect_pair
+    from sk_deq.activations import HardTanh
+    from sk_deq.kernels import _hard_tanh_pair, explicit_kernel, monte_carlo_explicit_kernel, relative_spectral_error
+
+    act = HardTanh(0.76, 1.2)
+    for a, b, rho in [(1.0, 1.0, 0.3), (0.5, 2.0, -0.7), (1.3, 0.9, 0.99), (1.0, 1.0, 1.0), (0.05, 3.0, 0.2)]:
+        G = rho * math.sqrt(a * b)
+        F, D = _hard_tanh_pair(act.a, act.c, G, a, b)
+        assert F == pytest.approx(expect_pair(act, act, a, b, G, act.breakpoints, act.breakpoints), abs=1e-11)
+        assert D == pytest.approx(
+            expect_pair(act.derivative, act.derivative, a, b, G, act.breakpoints, act.breakpoints), abs=1e-11
+        )
+    X, _ = make_gaussian_mixture(120, 100, random_state=0)
+    layers = [act, HardTanh(1.1, 0.8)]
+    K = explicit_kernel(X, layers=layers)
+    assert (
+        relative_spectral_error(K, monte_carlo_explicit_kernel(X, layers, n_hidden=4000, n_draws=3, random_state=0))
+        < 0.05
+    )
+    Kn = explicit_kernel(X, layers=layers, kernel="ntk")
+    assert (
+        relative_spectral_error(
+            Kn, monte_carlo_explicit_kernel(X, layers, kernel="ntk", n_hidden=4000, n_draws=3, random_state=0)
+        )
+        < 0.05
+    )
