@@ -121,7 +121,7 @@ def _mc_features(act, A, B, X, sigma_b2, center, *, dtype, tol, max_iter, deriva
     def f(Z):
         return (act(A @ Z + U) - center).astype(dtype) * inv
 
-    Z, it, res = anderson_fixed_point(f, np.zeros((m, X.shape[0]), dtype=dtype), tol=tol, max_iter=max_iter)
+    Z, _, res = anderson_fixed_point(f, np.zeros((m, X.shape[0]), dtype=dtype), tol=tol, max_iter=max_iter)
     if not np.isfinite(res):
         raise ValueError("The DEQ diverged (non-finite features); try a smaller sigma_a2.")
     if res > tol:
@@ -208,7 +208,7 @@ def monte_carlo_implicit_kernel(
     sa, sb, center = coefs.sigma_a2, coefs.sigma_b2, coefs.moments.mean
     rng = check_random_state(random_state)
     m = int(n_hidden)
-    n, p = X.shape
+    p = X.shape[1]
     if Y is not None:
         Y = np.asarray(Y, dtype=float)
         if Y.ndim != 2 or Y.shape[1] != p:
@@ -359,7 +359,7 @@ def monte_carlo_explicit_kernel(
     rng = check_random_state(random_state)
     m = int(n_hidden)
     inv = 1.0 / math.sqrt(m)
-    n, p = X.shape
+    n = X.shape[0]
     total = np.zeros((n, n))
     for _ in range(int(n_draws)):
         Y = X.T.astype(dtype)
@@ -1784,7 +1784,8 @@ def _layer_dual(act: Activation, c: float):
         dual = _QuadraticDual
     if dual is None:
         raise NotImplementedError(
-            f"explicit_kernel supports ReLU, leaky-ReLU, hard-tanh, erf, GELU and quadratic layers, not {act.name!r}."
+            f"explicit_kernel has closed forms for ReLU, leaky-ReLU, erf, GELU and quadratic layers and a "
+            f"quadrature for hard-tanh layers, not for {act.name!r}."
         )
     d = dual(act, 0.5, 0.5, c, 1e-12)
 
