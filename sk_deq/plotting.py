@@ -9,7 +9,14 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["MODEL_STYLES", "plot_compare_widths", "require_matplotlib"]
+__all__ = [
+    "MODEL_STYLES",
+    "plot_compare_widths",
+    "plot_eigenvalue_histograms",
+    "plot_matched_errors",
+    "plot_spectrum_errors",
+    "require_matplotlib",
+]
 
 #: Colour, marker and label of every model of :func:`sk_deq.experiments.compare_widths`.
 MODEL_STYLES = {
@@ -174,4 +181,173 @@ def plot_compare_widths(result, *, show_time: bool = True, axes=None, title: str
             ax.set_xlabel("width m")
     if title:
         fig.suptitle(title)
+    return fig
+
+
+# ---------------------------------------------------------------------------
+# spectra (the paper's Fig. 1-2 and the eigenvalue densities)
+
+_KERNEL_LABELS = {"ck": r"Implicit-CK $G^*$", "feature": r"feature kernel $\Sigma^*$", "ntk": r"Implicit-NTK $K^*$"}
+
+
+def _size_ticks(ax, sizes):
+    """Label a log-scaled x axis with the sample sizes themselves."""
+    from matplotlib.ticker import NullFormatter, NullLocator
+
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.set_xticks(list(sizes))
+    ax.set_xticklabels([str(n) for n in sizes])
+
+
+def _spectrum_dict(result):
+    if hasattr(result, "to_dict"):
+        return result.to_dict()
+    if isinstance(result, dict) and "errors" in result:
+        return result
+    raise TypeError(f"result must be a SpectrumResult or its to_dict() / JSON contents, got {type(result).__name__}.")
+
+
+def plot_spectrum_errors(result, *, axes=None):
+    """Relative spectral error between each DEQ kernel and its equivalent versus ``n`` (log-log).
+
+    One panel per kernel (``G*``, ``Sigma*``, ``K*``), one line per activation.
+
+    Parameters
+    ----------
+    result : SpectrumResult or dict
+        From :func:`sk_deq.experiments.spectrum`.
+    axes : sequence of matplotlib Axes, optional
+        Three axes to draw into; a new figure otherwise.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    plt = require_matplotlib()
+    d = _spectrum_dict(result)
+    kernels = [k for k in ("ck", "feature", "ntk") if any(r["kernel"] == k for r in d["errors"])]
+    if axes is None:
+        fig, axes = plt.subplots(1, len(kernels), figsize=(4.2 * len(kernels), 3.6), squeeze=False)
+        axes = axes[0]
+    else:
+        fig = axes[0].figure
+    acts = list(dict.fromkeys(r["activation"] for r in d["errors"]))
+    for ax, kern in zip(axes, kernels):
+        for act in acts:
+            rows = sorted((r["n"], r["error"]) for r in d["errors"] if r["activation"] == act and r["kernel"] == kern)
+            if rows:
+                ax.loglog(*zip(*rows), marker="o", label=_ACT_LABELS.get(act, act))
+        _size_ticks(ax, sorted({r["n"] for r in d["errors"]}))
+        ax.set_title(_KERNEL_LABELS[kern])
+        ratio = d["settings"].get("ratio", 0.8)
+        ax.set_xlabel(f"number of samples $n$ ($p = {ratio:.2g}\\,n$)")
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0].set_ylabel(r"$\|K - \bar K\|_2 / \|K\|_2$")
+    sigma_a2 = d["settings"].get("sigma_a2", 0.2)
+    axes[0].legend(title=rf"DEQ, $\sigma_a^2={sigma_a2:g}$")
+    fig.tight_layout()
+    return fig
+
+
+def plot_matched_errors(result, *, axes=None):
+    """DEQ kernel versus the matched explicit network's and a plain layer's, versus ``n``.
+
+    Parameters
+    ----------
+    result : SpectrumResult or dict
+    axes : sequence of matplotlib Axes, optional
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    plt = require_matplotlib()
+    d = _spectrum_dict(result)
+    keys = list(dict.fromkeys((r["activation"], r["kernel"]) for r in d["matched"]))
+    if not keys:
+        raise ValueError("the result has no matched-network comparison (matched=()).")
+    if axes is None:
+        fig, axes = plt.subplots(1, len(keys), figsize=(4.0 * len(keys), 3.6), squeeze=False)
+        axes = axes[0]
+    else:
+        fig = axes[0].figure
+    for ax, (act, kern) in zip(axes, keys):
+        rows = sorted((r for r in d["matched"] if r["activation"] == act and r["kernel"] == kern), key=lambda r: r["n"])
+        ns = [r["n"] for r in rows]
+        ax.semilogy(
+            ns, [r["matched"] for r in rows], marker="s", color="tab:orange", label=f"matched ({rows[0]['family']})"
+        )
+        ax.semilogy(ns, [r["plain"] for r in rows], marker="^", color="tab:green", label=f"plain {act} layer")
+        ax.set_xscale("log")
+        _size_ticks(ax, ns)
+        ax.set_title(f"{_ACT_LABELS.get(act, act)}-DEQ, {'CK' if kern == 'ck' else 'NTK'}")
+        ax.set_xlabel("number of samples $n$")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize="small")
+    axes[0].set_ylabel(r"$\|K_{DEQ} - K_{net}\|_2 / \|K_{DEQ}\|_2$")
+    fig.tight_layout()
+    return fig
+
+
+def plot_eigenvalue_histograms(result, *, bins: int = 60, drop_below: float = 1e-3, axes=None):
+    """Eigenvalue densities of the Implicit-CK (bars) and its equivalent (line).
+
+    One panel per data set and activation.  The few outlying large eigenvalues
+    (the class means) are marked at the top; eigenvalues below
+    ``drop_below`` times the largest are left out, as the near-zero ones of
+    real data would dominate the picture.
+
+    Parameters
+    ----------
+    result : SpectrumResult or dict
+    bins : int, default=60
+    drop_below : float, default=1e-3
+    axes : sequence of matplotlib Axes, optional
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    import numpy as np
+
+    plt = require_matplotlib()
+    d = _spectrum_dict(result)
+    rows = d["spectra"]
+    if not rows:
+        raise ValueError("the result has no spectra (histograms=False).")
+    if axes is None:
+        cols = 2
+        nrows = math.ceil(len(rows) / cols)
+        fig, axes = plt.subplots(nrows, cols, figsize=(5.0 * cols, 3.4 * nrows), squeeze=False)
+        axes = axes.ravel()
+    else:
+        fig = axes[0].figure
+    for ax, r in zip(axes, rows):
+        ev = np.asarray(r["eigenvalues_deq"])
+        eq = np.asarray(r["eigenvalues_equivalent"])
+        top = ev.max()
+        keep, keep_eq = ev[ev > drop_below * top], eq[eq > drop_below * top]
+        # the bulk: everything up to the 98th percentile, the rest are spikes
+        hi = np.quantile(keep, 0.98)
+        edges = np.linspace(keep.min(), hi, bins + 1)
+        ax.hist(keep[keep <= hi], bins=edges, density=True, alpha=0.5, color="tab:blue", label=r"DEQ $G^*$")
+        hist_eq, _ = np.histogram(keep_eq[keep_eq <= hi], bins=edges, density=True)
+        centres = 0.5 * (edges[1:] + edges[:-1])
+        ax.plot(centres, hist_eq, color="tab:red", lw=1.5, label=r"equivalent $\bar G$")
+        spikes = ev[ev > hi]
+        if spikes.size:
+            ax.set_title(
+                f"{r['dataset'].upper()} {_ACT_LABELS.get(r['activation'], r['activation'])} (n={r['n']}, p={r['p']}); "
+                f"spikes {', '.join(f'{s:.1f}' for s in spikes[-3:])}",
+                fontsize="small",
+            )
+        else:
+            ax.set_title(f"{r['dataset'].upper()} {r['activation']} (n={r['n']}, p={r['p']})", fontsize="small")
+        ax.text(0.97, 0.9, f"rel. error {r['error']:.3f}", transform=ax.transAxes, ha="right", fontsize="small")
+        ax.set_xlabel("eigenvalue")
+        ax.legend(fontsize="small", loc="center right")
+    for ax in list(axes)[len(rows) :]:
+        ax.set_visible(False)
+    fig.tight_layout()
     return fig
