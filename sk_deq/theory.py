@@ -612,7 +612,12 @@ def implicit_kernel_entry(
     if xy * xy > x_sq * y_sq * (1 + 1e-12):
         raise ValueError("Inputs violate Cauchy-Schwarz: xy^2 > x_sq * y_sq.")
     bound = math.sqrt(gxx * gyy)
-    gxy = _scalar_fixed_point(lambda g: sa * _pair(act, center, gxx, gyy, g) + sb * xy, sb * xy, bounds=(-bound, bound))
+    if x_sq == y_sq == xy:
+        # x = y: the diagonal's fixed point, exactly (an iterate that stops an
+        # ulp short of the bound moves derivative expectations by sqrt(ulp)).
+        gxy = gxx
+    else:
+        gxy = _scalar_fixed_point(lambda g: sa * _pair(act, center, gxx, gyy, g) + sb * xy, sb * xy, bounds=(-bound, bound))
     if kernel == "ck":
         return gxy
     feature = (gxy - sb * xy) / sa
