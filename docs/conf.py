@@ -5,7 +5,7 @@ import sys
 import warnings
 
 sys.path.insert(0, os.path.abspath(".."))
-import sk_deq  # noqa: E402
+import sk_deq
 
 project = "sk_deq"
 author = "sk_deq maintainers"
@@ -48,7 +48,14 @@ sphinx_gallery_conf = {
 }
 
 templates_path = ["_templates"]
-exclude_patterns = ["_build", "Thumbs.db", ".DS_Store", "auto_examples/*.ipynb", "auto_examples/*.py", "auto_examples/*.zip"]
+exclude_patterns = [
+    "_build",
+    "Thumbs.db",
+    ".DS_Store",
+    "auto_examples/*.ipynb",
+    "auto_examples/*.py",
+    "auto_examples/*.zip",
+]
 html_theme = "pydata_sphinx_theme"
 html_title = "sk_deq"
 html_static_path = ["_static"]

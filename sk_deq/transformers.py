@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from numbers import Integral, Real
+from typing import ClassVar
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin, _fit_context
@@ -166,7 +167,7 @@ class ImplicitCKTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, B
     (20, 40)
     """
 
-    _parameter_constraints: dict = {
+    _parameter_constraints: ClassVar[dict] = {
         "activation": [StrOptions(set(ACTIVATIONS) | {"swish"}), Activation, callable],
         "sigma_a2": [Interval(Real, 0, 1, closed="neither")],
         "kernel": [StrOptions(set(_KERNEL_NAMES))],
