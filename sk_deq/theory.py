@@ -617,7 +617,9 @@ def implicit_kernel_entry(
         # ulp short of the bound moves derivative expectations by sqrt(ulp)).
         gxy = gxx
     else:
-        gxy = _scalar_fixed_point(lambda g: sa * _pair(act, center, gxx, gyy, g) + sb * xy, sb * xy, bounds=(-bound, bound))
+        gxy = _scalar_fixed_point(
+            lambda g: sa * _pair(act, center, gxx, gyy, g) + sb * xy, sb * xy, bounds=(-bound, bound)
+        )
     if kernel == "ck":
         return gxy
     feature = (gxy - sb * xy) / sa
