@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import json
 import sys
 import time
@@ -242,21 +243,28 @@ def _add_compare_parser(sub) -> None:
     c.set_defaults(func=_cmd_compare)
 
 
+def _out_dir_unusable(out, command: str) -> bool:
+    """Check ``--out`` before a long run: True (after printing why) if figures cannot be written."""
+    if out is None:
+        return False
+    from .plotting import require_matplotlib
+
+    try:
+        require_matplotlib()
+    except ImportError as exc:
+        print(f"sk-deq {command}: error: --out writes figures: {exc}", file=sys.stderr)
+        return True
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise ValueError(f"--out must be a directory, got the file {out!r}.")
+    return False
+
+
 def _cmd_compare(args) -> int:
-    import os
 
     from .experiments import compare_widths
 
-    if args.out is not None:
-        try:
-            from .plotting import require_matplotlib
-
-            require_matplotlib()
-        except ImportError as exc:
-            print(f"sk-deq compare: error: --out writes a figure: {exc}", file=sys.stderr)
-            return 2
-        if os.path.exists(args.out) and not os.path.isdir(args.out):
-            raise ValueError(f"--out must be a directory, got the file {args.out!r}.")
+    if _out_dir_unusable(args.out, "compare"):
+        return 2
     widths = args.widths or (_QUICK["widths"] if args.quick else (32, 128, 256, 1024))
     repeats = args.repeats or (_QUICK["repeats"] if args.quick else 3)
     n_samples = args.n_samples or (_QUICK["n_samples"] if args.quick else None)
@@ -382,20 +390,11 @@ def _add_spectrum_parser(sub) -> None:
 
 
 def _cmd_spectrum(args) -> int:
-    import os
 
     from .experiments import spectrum
 
-    if args.out is not None:
-        from .plotting import require_matplotlib
-
-        try:
-            require_matplotlib()
-        except ImportError as exc:
-            print(f"sk-deq spectrum: error: --out writes figures: {exc}", file=sys.stderr)
-            return 2
-        if os.path.exists(args.out) and not os.path.isdir(args.out):
-            raise ValueError(f"--out must be a directory, got the file {args.out!r}.")
+    if _out_dir_unusable(args.out, "spectrum"):
+        return 2
     quick = _QUICK_SPECTRUM if args.quick else {}
     result = spectrum(
         activations=args.activations,
