@@ -9,8 +9,8 @@
 from __future__ import annotations
 
 import argparse
-import os
 import json
+import os
 import sys
 import time
 
@@ -260,7 +260,6 @@ def _out_dir_unusable(out, command: str) -> bool:
 
 
 def _cmd_compare(args) -> int:
-
     from .experiments import compare_widths
 
     if _out_dir_unusable(args.out, "compare"):
@@ -390,7 +389,6 @@ def _add_spectrum_parser(sub) -> None:
 
 
 def _cmd_spectrum(args) -> int:
-
     from .experiments import spectrum
 
     if _out_dir_unusable(args.out, "spectrum"):
