@@ -320,7 +320,9 @@ def tau_fixed_point(
 ) -> float:
     """Solve (E0): ``tau^2 = sigma_a2 Var_tau[phi0] + sigma_b2 tau0^2``.
 
-    Fixed-point iteration from ``tau = tau0``, stopped at ``|delta tau| < tol``.
+    Fixed-point iteration from ``tau = tau0``, stopped at
+    ``|delta tau| <= tol * tau`` (relative, so that the solution has the same
+    precision at every data scale).
 
     Parameters
     ----------
@@ -333,7 +335,7 @@ def tau_fixed_point(
     sigma_b2 : float, optional
         Input weight variance; ``1 - sigma_a2`` by default (the paper's choice).
     tol : float
-        Stopping tolerance on ``|delta tau|``.
+        Relative stopping tolerance on ``|delta tau| / tau``.
     max_iter : int
         Iteration budget.
 
@@ -364,7 +366,7 @@ def tau_fixed_point(
                 f"tau0={t0:g}: the DEQ has no stable pre-activation scale. Try a smaller sigma_a2 "
                 "or a smaller data scale tau0."
             )
-        if abs(new - tau) < tol:
+        if abs(new - tau) <= tol * new:
             return new
         tau = new
     raise ValueError(
@@ -549,22 +551,28 @@ def _pair(act: Activation, center: float, a: float, b: float, c: float, derivati
     return _gaussian.expect_pair(f, f, a, b, c, act.breakpoints, act.breakpoints)
 
 
-def _scalar_fixed_point(update, x0: float, tol: float = 1e-13, max_iter: int = 200, bounds=(-np.inf, np.inf)) -> float:
+def _scalar_fixed_point(
+    update, x0: float, tol: float = 1e-13, max_iter: int = 200, bounds=(-np.inf, np.inf), scale: float = 0.0
+) -> float:
     """Solve ``x = update(x)`` for a contraction, with Aitken's delta-squared acceleration.
 
-    Extrapolated points are clipped to ``bounds`` (e.g. Cauchy-Schwarz for a covariance).
+    Extrapolated points are clipped to ``bounds`` (e.g. Cauchy-Schwarz for a
+    covariance).  The stopping rule is relative, ``|dx| <= tol * max(|x|,
+    scale)``, so the precision is the same at every data scale; ``scale`` is
+    the natural size of a solution that may be near zero (e.g. the bound of a
+    covariance).
     """
     x = x0
     for _ in range(max_iter):
         x1 = update(x)
         if not np.isfinite(x1):
             raise ValueError("Kernel fixed-point iteration diverged; try a smaller sigma_a2.")
-        if abs(x1 - x) <= tol * max(1.0, abs(x1)):
+        if abs(x1 - x) <= tol * max(abs(x1), scale):
             return x1
         x2 = update(x1)
         if not np.isfinite(x2):
             raise ValueError("Kernel fixed-point iteration diverged; try a smaller sigma_a2.")
-        if abs(x2 - x1) <= tol * max(1.0, abs(x2)):
+        if abs(x2 - x1) <= tol * max(abs(x2), scale):
             return x2
         denom = x2 - 2.0 * x1 + x
         x = x2 - (x2 - x1) ** 2 / denom if denom != 0.0 else x2
@@ -618,7 +626,7 @@ def implicit_kernel_entry(
         gxy = gxx
     else:
         gxy = _scalar_fixed_point(
-            lambda g: sa * _pair(act, center, gxx, gyy, g) + sb * xy, sb * xy, bounds=(-bound, bound)
+            lambda g: sa * _pair(act, center, gxx, gyy, g) + sb * xy, sb * xy, bounds=(-bound, bound), scale=bound
         )
     if kernel == "ck":
         return gxy

@@ -329,3 +329,35 @@ def test_explicit_kernel_hard_tanh_layer_matches_scalar_references():
         )
         < 0.05
     )
+
+
+def _unit_digits(n):
+    from sklearn.datasets import load_digits
+
+    X = load_digits().data[:n]
+    return X / np.sqrt((X**2).sum(1).mean())
+
+
+@pytest.mark.parametrize("activation", ["tanh", "gelu", "softplus"])
+@pytest.mark.parametrize("scale", [1e-4, 1e3])
+def test_exact_kernel_keeps_relative_precision_at_small_and_large_scales(activation, scale):
+    """Diagonal fixed points stop on relative steps: at ||x|| ~ 1e-4 an absolute rule left 1e-7 errors,
+    and at 1e3 GELU's rounding floor made the iteration fail ("did not converge")."""
+    X = _unit_digits(6) * scale
+    tau0 = float(np.sqrt((X**2).sum(1).mean()))
+    K = implicit_kernel(X, activation=activation, sigma_a2=0.2, tau0=tau0)
+    G = X @ X.T
+    n = np.diag(G)
+    ref = np.array(
+        [[implicit_kernel_entry(activation, 0.2, tau0, n[i], n[j], G[i, j]) for j in range(4)] for i in range(4)]
+    )
+    np.testing.assert_allclose(K[:4, :4], ref, rtol=1e-10, atol=1e-12 * np.abs(ref).max())
+
+
+def test_gelu_kernel_tends_to_the_relu_kernel_at_large_scale():
+    """gelu(x) = x Phi(x) -> relu(x) as |x| grows: an independent check of the large-scale path."""
+    X = _unit_digits(12) * 1e6
+    tau0 = float(np.sqrt((X**2).sum(1).mean()))
+    K = implicit_kernel(X, activation="gelu", sigma_a2=0.2, tau0=tau0)
+    R = implicit_kernel(X, activation="relu", sigma_a2=0.2, tau0=tau0)
+    assert np.abs(K - R).max() / np.abs(R).max() < 1e-9

@@ -10,11 +10,21 @@ from sk_deq.matching import FAMILIES, MatchingError, _Problem, match_explicit, m
 from sk_deq.theory import explicit_coefficients
 
 
+def natural_scales(targets):
+    """Each equation's natural size, from the kernel terms it multiplies: D / tau0^(2, 4, 4, 0)."""
+    t0, D = targets.tau0, targets.diagonal
+    return np.array([D / t0**2, D / t0**4, D / t0**4, D])
+
+
 def recomputed_residuals(m):
     """Residuals recomputed from the returned layers alone (independent of the solver's bookkeeping)."""
     achieved = explicit_coefficients(m.layers, m.tau0).kernel(m.kernel).equations()
     target = m.targets.equations()
-    return (achieved - target) / np.where(target != 0, np.abs(target), 1.0)
+    return (achieved - target) / np.maximum(np.abs(target), 1e-6 * natural_scales(m.targets))
+
+
+def params(m):
+    return np.concatenate([list(p.values()) for p in m.params])
 
 
 def test_relu_ck_two_leaky_layers_exact_root_closest_to_plain():
@@ -191,3 +201,142 @@ def test_no_fit_within_tolerance_is_an_error_never_a_fallback():
         match_explicit("tanh", 0.2, 1.0, family="leaky_relu", tol=1e-3)
     assert issubclass(MatchingError, ValueError)
     assert set(FAMILIES) >= {"leaky_relu", "hard_tanh", "quadratic"}
+
+
+# ---------------------------------------------------------------------------
+# scale-free residuals and a deterministic root
+
+TAU0S = np.logspace(-6, 6, 7)
+
+
+@pytest.mark.parametrize("activation", ["relu", "leaky_relu", LeakyReLU(1.0, 0.3)])
+@pytest.mark.parametrize("kernel", ["ck", "ntk"])
+def test_positively_homogeneous_deq_gets_the_same_net_at_every_scale(activation, kernel):
+    """ReLU and leaky ReLU are positively homogeneous: the matched net cannot depend on tau0."""
+    ref = match_explicit(activation, 0.2, 1.0, kernel)
+    assert ref.max_residual < 1e-9
+    for tau0 in TAU0S:
+        m = match_explicit(activation, 0.2, tau0, kernel)
+        assert m.family == ref.family
+        np.testing.assert_allclose(params(m), params(ref), rtol=1e-9, atol=1e-12)
+        assert m.max_residual < 1e-9, (tau0, m.residuals)
+        np.testing.assert_allclose(recomputed_residuals(m), m.residuals, atol=1e-12)
+
+
+def test_residuals_are_relative_to_each_equations_scale_not_to_one():
+    """At tau0 = 1e6 the M2 and M3 targets of a ReLU-DEQ are ~1e-13: an 11.8 % miss must show as 0.118."""
+    m = match_explicit("relu", 0.2, 1e6)
+    targets = m.targets
+    assert abs(targets.inner) < 1e-12 and abs(targets.norm) < 1e-12
+    problem = _Problem(m.kinds, targets, "ck")
+    np.testing.assert_allclose(problem.scale, np.abs(targets.equations()), rtol=1e-12)
+    np.testing.assert_allclose(m.scales, problem.scale)
+    # the root returned here before the fix at tau0 = 1e6
+    old_root = np.array([1.1531363912805273, 0.19976073065289193, 1.1523386745935897, 0.20425070771039353])
+    res = problem.residuals(old_root)
+    assert abs(res[2]) > 0.1  # M3 misses by about 12 %
+    assert np.max(np.abs(res)) > 0.05  # match_tol rejects it
+    # the same network at tau0 = 1 has the same relative residuals
+    res1 = _Problem(m.kinds, matching_targets("relu", 0.2, 1.0)[0], "ck").residuals(old_root)
+    np.testing.assert_allclose(res, res1, rtol=1e-9, atol=1e-12)
+
+
+def test_equation_scales_floor_zero_targets_at_a_millionth_of_their_natural_size():
+    from sk_deq.matching import equation_scales
+
+    targets, _ = matching_targets("tanh", 0.2, 3.0)  # odd: M2 = M3 = 0
+    scales = equation_scales(targets)
+    assert targets.norm == targets.inner == 0
+    np.testing.assert_allclose(scales[1:3], 1e-6 * natural_scales(targets)[1:3], rtol=1e-12)
+    np.testing.assert_allclose(scales[[0, 3]], np.abs(targets.equations()[[0, 3]]), rtol=1e-12)
+
+
+def test_digits_times_a_million_train_the_same_matched_net():
+    from sklearn.datasets import load_digits
+
+    from sk_deq import MatchedExplicitClassifier
+
+    X, y = load_digits(return_X_y=True)
+    X, y = X[:300], y[:300]
+    kw = dict(input_scaling="none", n_hidden=32, max_epochs=5, random_state=0)
+    with _no_warning():
+        a = MatchedExplicitClassifier(**kw).fit(X, y)
+        b = MatchedExplicitClassifier(**kw).fit(X * 1e6, y)
+    assert b.tau0_ == pytest.approx(1e6 * a.tau0_, rel=1e-12)
+    np.testing.assert_allclose(params(b.match_), params(a.match_), rtol=1e-9)
+    assert b.match_.max_residual < 1e-9
+
+
+class _no_warning:
+    def __enter__(self):
+        import warnings
+
+        self._ctx = warnings.catch_warnings()
+        self._ctx.__enter__()
+        warnings.simplefilter("ignore")  # ConvergenceWarning of the 5-epoch readout
+
+    def __exit__(self, *exc):
+        return self._ctx.__exit__(*exc)
+
+
+@pytest.mark.parametrize(
+    "activation,kernel",
+    [("relu", "ck"), ("relu", "ntk"), ("tanh", "ck"), ("gelu", "ck"), ("softplus", "ntk"), ("elu", "ck")],
+)
+def test_the_chosen_root_does_not_depend_on_the_solvers_path(activation, kernel):
+    """Seeds and numbers of starts change every path of the solver, not the returned network."""
+    runs = [
+        match_explicit(activation, 0.2, 1.0, kernel, random_state=seed, n_starts=n)
+        for seed, n in [(0, 16), (1, 16), (7, 20)]
+    ]
+    exact = runs[0].max_residual < 1e-9
+    for m in runs[1:]:
+        assert m.family == runs[0].family
+        # exact roots to 1e-9; least-squares fits to 1e-5 (elu's fit is flat in one direction)
+        np.testing.assert_allclose(params(m), params(runs[0]), atol=1e-9 if exact else 1e-5)
+
+
+def test_canonical_point_is_a_function_of_the_orbit():
+    """Every point of a root's symmetry orbit maps to the same canonical point."""
+    targets, _ = matching_targets("relu", 0.2, 1.0)
+    rng = np.random.default_rng(1)
+    for kinds in [("leaky_relu", "leaky_relu"), ("quadratic", "leaky_relu"), ("leaky_relu", "quadratic"),
+                  ("hard_tanh", "hard_tanh"), ("leaky_relu", "leaky_relu", "leaky_relu")]:
+        problem = _Problem(kinds, targets, "ck")
+        th = problem.plain + rng.normal(scale=0.5, size=len(problem.plain))
+        if "hard_tanh" in kinds:
+            th[1::2] = np.abs(th[1::2]) + 0.2
+        canon = problem.canonical(th)
+        for _ in range(5):
+            moved = th.copy()
+            for link in problem.links:
+                problem._move_gain(moved, link, float(np.exp(rng.normal())))
+            for i, k in enumerate(kinds):  # a random discrete symmetry per layer
+                p, q = moved[2 * i], moved[2 * i + 1]
+                if k == "leaky_relu":
+                    moved[2 * i : 2 * i + 2] = [(p, q), (q, p), (-p, -q), (-q, -p)][rng.integers(4)]
+                elif k == "hard_tanh":
+                    moved[2 * i] = -p if rng.integers(2) else p
+                else:
+                    moved[2 * i : 2 * i + 2] = [(p, q), (-p, -q), (p, -q), (-p, q)][rng.integers(4)]
+            np.testing.assert_allclose(problem.residuals(moved), problem.residuals(th), rtol=1e-9, atol=1e-12)
+            np.testing.assert_allclose(problem.canonical(moved), canon, rtol=1e-9, atol=1e-12)
+        # and no point of the orbit's continuous part is closer to plain
+        for link in problem.links:
+            for k in (0.9, 1.1):
+                near = canon.copy()
+                problem._move_gain(near, link, k)
+                assert problem.distance(near) >= problem.distance(canon) - 1e-12
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kernel", ["ck", "ntk"])
+@pytest.mark.parametrize("activation", ["relu", "tanh", "erf", "sigmoid", "gelu", "silu", "softplus", "elu", "leaky_relu"])
+def test_every_activation_matches_deterministically_from_1e_minus_6_to_1e6(activation, kernel):
+    for tau0 in (1e-6, 1e-3, 1.0, 1e3, 1e6):
+        a = match_explicit(activation, 0.2, tau0, kernel, tol=None, random_state=0)
+        b = match_explicit(activation, 0.2, tau0, kernel, tol=None, random_state=3, n_starts=20)
+        assert a.family == b.family
+        exact = a.max_residual < 1e-9
+        np.testing.assert_allclose(params(a), params(b), atol=1e-9 if exact else 1e-4)
+        np.testing.assert_allclose(recomputed_residuals(a), a.residuals, atol=1e-10)

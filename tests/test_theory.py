@@ -351,3 +351,11 @@ def test_kernel_coefficients_identity_and_kernel_name():
     np.testing.assert_allclose(k.equations(), [0.5, 0.1, 0.2, -1.0])
     with pytest.raises(ValueError, match="kernel must be"):
         explicit_coefficients(["relu"], 1.0).kernel("nngp")
+
+
+@pytest.mark.parametrize("activation", ["relu", "leaky_relu"])
+def test_tau_has_the_same_relative_precision_at_every_scale(activation):
+    """Positively homogeneous phi: tau is proportional to tau0, to rounding (the stopping rule is relative)."""
+    ref = tau_fixed_point(activation, 0.2, 1.0)
+    for tau0 in np.logspace(-6, 6, 7):
+        assert tau_fixed_point(activation, 0.2, tau0) / tau0 == pytest.approx(ref, rel=1e-13)
