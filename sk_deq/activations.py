@@ -93,6 +93,64 @@ class GaussianMoments:
         return self.d1_sq
 
 
+def _is_tensor(x) -> bool:
+    """Whether ``x`` is a torch tensor (without importing torch)."""
+    return type(x).__module__.startswith("torch") and hasattr(x, "detach")
+
+
+def _torch_twin(func):
+    """The torch function of the same name as a unary numpy ufunc (``np.sin`` -> ``torch.sin``), or None."""
+    if not (isinstance(func, np.ufunc) and func.nin == 1 and func.nout == 1):
+        return None
+    import torch
+
+    for space in (torch, torch.special):
+        twin = getattr(space, func.__name__, None)
+        if callable(twin):
+            return twin
+    return None
+
+
+class _NumpyBridge:
+    """Apply a numpy activation to tensors: values through numpy, gradients from its derivative.
+
+    Used for numpy callables that do not work on tensors (e.g. ``np.where``
+    inside): exact values, and gradients exact up to the derivative's accuracy,
+    on any device (the data make a round trip through host memory).
+    """
+
+    _function = None
+
+    def __init__(self, act: Activation):
+        self.act = act
+
+    @classmethod
+    def _autograd_function(cls):
+        if cls._function is None:
+            import torch
+
+            class Fn(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x, act):
+                    ctx.save_for_backward(x)
+                    ctx.act = act
+                    y = act(x.detach().to("cpu", torch.float64).numpy())
+                    return torch.as_tensor(np.asarray(y, dtype=np.float64)).to(device=x.device, dtype=x.dtype)
+
+                @staticmethod
+                def backward(ctx, grad):
+                    (x,) = ctx.saved_tensors
+                    d = ctx.act.derivative(x.detach().to("cpu", torch.float64).numpy())
+                    d = torch.as_tensor(np.asarray(d, dtype=np.float64)).to(device=x.device, dtype=x.dtype)
+                    return grad * d, None
+
+            cls._function = Fn
+        return cls._function
+
+    def __call__(self, x):
+        return self._autograd_function().apply(x, self.act)
+
+
 def _numeric_derivative(f: Callable) -> Callable:
     def fprime(x):
         x = np.asarray(x, dtype=float)
@@ -105,23 +163,42 @@ def _numeric_derivative(f: Callable) -> Callable:
 class Activation:
     """A scalar activation function with everything the theory and nets need.
 
+    ``func`` may be written for numpy arrays or for torch tensors; the
+    theory evaluates it on numpy arrays and the networks on tensors, and the
+    activation converts between the two:
+
+    * a numpy function (``np.sin``, ``lambda x: np.maximum(x, 0)``) is used
+      as is by the theory; on tensors, a unary numpy ufunc is replaced by the
+      torch function of the same name (``torch.sin``), a function built from
+      arithmetic operators is applied directly, and anything else goes
+      through numpy with its derivative as gradient;
+    * a torch function or module (``torch.sin``, ``torch.nn.GELU()``) is
+      used as is by the networks; the theory converts arrays to float64
+      tensors and back, and takes the derivative from autograd (exact).
+
     Parameters
     ----------
     func : callable
-        Vectorised numpy function ``phi0``.
+        Vectorised elementwise ``phi0``, on numpy arrays or torch tensors.
     name : str, optional
         Name used in reprs and reports.
     derivative : callable, optional
-        Vectorised numpy ``phi0'``.  If omitted, a central finite difference
-        is used (accurate to about 1e-10 away from kinks).
+        Vectorised numpy ``phi0'``.  If omitted: autograd for a torch
+        function, otherwise a central finite difference (accurate to about
+        1e-10 away from kinks).
     breakpoints : tuple of float
         Points where ``phi0`` is not smooth (e.g. ``(0.0,)`` for ReLU).  Give
         them for kinked functions: the quadrature is exact only between them.
     torch_func : callable, optional
-        Torch form of ``phi0``.  If omitted, ``func`` is applied to tensors
-        directly, which works for functions written with arithmetic operators.
+        Torch form of ``phi0``.  If omitted, chosen as described above.
     odd : bool, optional
         Whether ``phi0 - phi0(0)`` is odd.  Detected numerically when omitted.
+
+    Raises
+    ------
+    TypeError
+        When ``func`` is not callable, or (at first use) accepts neither a
+        numpy array nor a torch tensor, or returns something that is neither.
 
     Examples
     --------
@@ -145,27 +222,104 @@ class Activation:
         if not callable(func):
             raise TypeError(f"activation must be callable, got {type(func).__name__}.")
         self._func = func
-        self.name = name or getattr(func, "__name__", "custom")
+        self.name = name or getattr(func, "__name__", None) or type(func).__name__
         self._derivative = derivative
         self.breakpoints = tuple(float(b) for b in breakpoints)
         self._torch_func = torch_func
         self._odd = odd
+        self._speaks = None  # 'numpy' or 'torch', found at first use
+        self._on_tensors = None  # how to evaluate on tensors, found at first use
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state["_on_tensors"] = None  # may hold an unpicklable torch function; found again on demand
+        return state
 
     # -- evaluation ---------------------------------------------------------
+    def _language(self) -> str:
+        """Whether ``func`` takes numpy arrays ('numpy') or only torch tensors ('torch')."""
+        if self._speaks is None:
+            x = np.linspace(-1.0, 1.0, 5)
+            try:
+                with np.errstate(all="ignore"):
+                    out = self._func(x)
+                ok = not _is_tensor(out) and np.shape(out) == x.shape
+            except (TypeError, AttributeError, RuntimeError):
+                ok = False
+            if not ok:
+                try:
+                    import torch
+
+                    with torch.no_grad():
+                        out = self._func(torch.from_numpy(x))
+                except Exception as exc:
+                    raise TypeError(
+                        f"activation {self.name!r} accepts neither a numpy array nor a torch tensor "
+                        f"({type(exc).__name__}: {exc}); pass a vectorised elementwise function."
+                    ) from None
+                if not (_is_tensor(out) and tuple(out.shape) == x.shape):
+                    raise TypeError(
+                        f"activation {self.name!r} must map an array (or tensor) to one of the same shape, "
+                        f"got {type(out).__name__} of shape {tuple(np.shape(out))} for shape {x.shape}."
+                    )
+            self._speaks = "numpy" if ok else "torch"
+        return self._speaks
+
     def __call__(self, x):
         """Evaluate ``phi0`` on a numpy array."""
-        return self._func(np.asarray(x, dtype=float))
+        x = np.asarray(x, dtype=float)
+        if self._language() == "numpy":
+            return self._func(x)
+        import torch
+
+        with torch.no_grad():
+            out = self._func(torch.from_numpy(np.ascontiguousarray(x)))
+        return out.detach().to("cpu", torch.float64).numpy()
 
     def derivative(self, x):
         """Evaluate ``phi0'`` on a numpy array."""
-        d = self._derivative or _numeric_derivative(self._func)
-        return d(np.asarray(x, dtype=float))
+        x = np.asarray(x, dtype=float)
+        if self._derivative is not None:
+            return self._derivative(x)
+        if self._language() == "torch":
+            import torch
+
+            t = torch.from_numpy(np.ascontiguousarray(x)).requires_grad_(True)
+            with torch.enable_grad():
+                (g,) = torch.autograd.grad(self._func(t).sum(), t, allow_unused=True)
+            return np.zeros_like(x) if g is None else g.detach().numpy()
+        return _numeric_derivative(self._func)(x)
 
     def torch(self, x):
-        """Evaluate ``phi0`` on a torch tensor."""
+        """Evaluate ``phi0`` on a torch tensor (differentiable)."""
         if self._torch_func is not None:
             return self._torch_func(x)
-        return self._func(x)
+        if self._on_tensors is None:
+            self._on_tensors = self._tensor_form()
+        return self._on_tensors(x)
+
+    def _tensor_form(self):
+        if self._language() == "torch":
+            return self._func
+        twin = _torch_twin(self._func)
+        if twin is not None:
+            return twin
+        # A numpy function that also works on tensors through their operators
+        # (e.g. ``lambda x: x - x**3 / 10``): its output stays in autograd.
+        import warnings
+
+        import torch
+
+        probe = torch.linspace(-1.0, 1.0, 5, dtype=torch.float64, requires_grad=True)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")
+                out = self._func(probe)
+            if _is_tensor(out) and out.requires_grad and tuple(out.shape) == (5,):
+                return self._func
+        except Exception:  # noqa: BLE001 - any failure means: go through numpy
+            pass
+        return _NumpyBridge(self)
 
     @property
     def odd(self) -> bool:
