@@ -25,10 +25,51 @@ import numpy as np
 
 INPUT_SCALING = ("global", "none")
 
-__all__ = ["INPUT_SCALING", "fit_input_scaling", "apply_input_scaling"]
+__all__ = ["INPUT_SCALING", "check_samples", "fit_input_scaling", "apply_input_scaling"]
 
 
-def fit_input_scaling(X, mode: str = "global"):
+def check_samples(X, name: str = "X", *, n_features: int | None = None, caller: str | None = None) -> np.ndarray:
+    """Validate samples for the kernel functions: a dense, finite, non-empty 2-D float64 array.
+
+    Parameters
+    ----------
+    X : array-like of shape (n_samples, n_features)
+        The samples.
+    name : str, default='X'
+        How error messages call the array.
+    n_features : int, optional
+        The number of features it must have (that of the other argument).
+    caller : str, optional
+        Name of the function or class, for error messages.
+
+    Returns
+    -------
+    X : ndarray of shape (n_samples, n_features)
+
+    Raises
+    ------
+    ValueError
+        For NaN or infinity, sparse, empty or non-2-D input, non-numeric
+        values, or the wrong number of features.
+    """
+    from sklearn.utils.validation import check_array
+
+    X = check_array(
+        X,
+        accept_sparse=False,
+        dtype=np.float64,
+        ensure_2d=True,
+        ensure_all_finite=True,
+        input_name=name,
+        estimator=caller,
+    )
+    if n_features is not None and X.shape[1] != n_features:
+        where = f" ({caller})" if caller else ""
+        raise ValueError(f"{name} has {X.shape[1]} features, but X has {n_features}{where}: they must match.")
+    return X
+
+
+def fit_input_scaling(X, mode: str = "global", sample_weight=None):
     """Fit the input map; returns ``(mean, scale, tau0)``.
 
     Parameters
@@ -36,26 +77,46 @@ def fit_input_scaling(X, mode: str = "global"):
     X : ndarray of shape (n_samples, n_features)
         Validated, finite training data.
     mode : {'global', 'none'}
+        The input scaling (see the module's documentation).
+    sample_weight : ndarray of shape (n_samples,), optional
+        Non-negative weights: the mean and the mean squared norm are weighted
+        averages, so integer weights act as repeated rows.
 
     Returns
     -------
     mean : ndarray of shape (n_features,) or None
+        Subtracted from the inputs (``mode='global'``).
     scale : float
+        Factor the (centred) inputs are divided by.
     tau0 : float
         Data scale of the *transformed* training data.
+
+    Raises
+    ------
+    ValueError
+        For an unknown mode, or data whose scale is zero (all samples with
+        positive weight identical, or all zero).
     """
     X = np.asarray(X, dtype=float)
+    w = None if sample_weight is None else np.asarray(sample_weight, dtype=float)
+
+    def average(values, axis=0):
+        return np.average(values, axis=axis, weights=w)
+
     if mode == "global":
-        mean = X.mean(axis=0)
+        mean = average(X)
         Xc = X - mean
-        ms = float(np.mean(np.einsum("ij,ij->i", Xc, Xc)))
+        ms = float(average(np.einsum("ij,ij->i", Xc, Xc)))
         if not ms > 0:
-            raise ValueError("All training samples are identical: input_scaling='global' cannot normalise them.")
+            raise ValueError(
+                "All training samples (with positive weight) are identical: input_scaling='global' cannot "
+                "normalise them."
+            )
         return mean, math.sqrt(ms), 1.0
     if mode == "none":
-        ms = float(np.mean(np.einsum("ij,ij->i", X, X)))
+        ms = float(average(np.einsum("ij,ij->i", X, X)))
         if not ms > 0:
-            raise ValueError("All training samples are zero: the data scale tau0 would be 0.")
+            raise ValueError("All training samples (with positive weight) are zero: the data scale tau0 would be 0.")
         return None, 1.0, math.sqrt(ms)
     raise ValueError(f"input_scaling must be one of {INPUT_SCALING}, got {mode!r}.")
 

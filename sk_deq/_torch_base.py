@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 import time
 import warnings
+from dataclasses import dataclass
 from numbers import Integral, Real
 from typing import ClassVar
 
@@ -24,14 +25,16 @@ from sklearn.base import BaseEstimator, ClassifierMixin, _fit_context
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import train_test_split
 from sklearn.utils import check_random_state
-from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils._param_validation import Interval
+from sklearn.utils.class_weight import compute_class_weight
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
 from ._inputs import INPUT_SCALING, apply_input_scaling, fit_input_scaling
+from ._param_validation import SortedStrOptions
 from .nn.training import ProgressBar, train
 
-__all__ = ["TorchClassifierBase", "resolve_device"]
+__all__ = ["ROW_QUANTUM", "TorchClassifierBase", "resolve_device"]
 
 _DTYPES = {"float32": torch.float32, "float64": torch.float64}
 _TRAINABLE = ("readout", "hidden", "all")
@@ -64,39 +67,84 @@ def resolve_device(device, *, strict: bool = True) -> torch.device:
 
 
 class _Model(torch.nn.Module):
-    """Feature module followed by a linear readout."""
+    """Feature module followed by a linear readout.
 
-    def __init__(self, features: torch.nn.Module, n_hidden: int, n_outputs: int, dtype, device):
+    The readout is kept in float64 whatever the network's dtype: it is small
+    (``n_hidden x n_outputs``), its loss is then solved to a precision that
+    makes weighted and repeated samples give the same fit, and its rounding
+    never shows in the outputs.
+    """
+
+    def __init__(self, features: torch.nn.Module, n_hidden: int, n_outputs: int, device):
         super().__init__()
         self.features = features
         # skip_init: no draw from torch's global generator (the readout starts at zero)
-        self.readout = torch.nn.utils.skip_init(torch.nn.Linear, n_hidden, n_outputs, dtype=dtype, device=device)
+        self.readout = torch.nn.utils.skip_init(
+            torch.nn.Linear, n_hidden, n_outputs, dtype=torch.float64, device=device
+        )
         with torch.no_grad():  # a convex readout problem: start from zero
             self.readout.weight.zero_()
             self.readout.bias.zero_()
 
     def forward(self, x):
-        return self.readout(self.features(x))
+        return self.readout(self.features(x).to(torch.float64))
+
+
+#: Every batch of rows goes through the network with a row count that is a
+#: multiple of this (padded with copies of its last row): matrix products then
+#: take the same kernel path whatever the batch size, so a sample's features
+#: and prediction do not depend on the batch it comes in (with BLAS that
+#: computes a row the same way in every such batch: every CPU backend tested;
+#: GPU libraries may choose kernels by shape).
+ROW_QUANTUM = 16
+
+
+def _pad_rows(x: torch.Tensor) -> tuple[torch.Tensor, int]:
+    """``x`` with copies of its last row appended up to a multiple of :data:`ROW_QUANTUM` rows, and its row count."""
+    rows = x.shape[0]
+    pad = -rows % ROW_QUANTUM
+    if pad and rows:
+        x = torch.cat([x, x[-1:].expand(pad, -1)])
+    return x, rows
+
+
+@dataclass
+class _Data:
+    """Inputs, encoded targets and training weights (None: all equal) of one split."""
+
+    X: np.ndarray
+    y: np.ndarray
+    weight: np.ndarray | None
+
+    def __len__(self):
+        return len(self.y)
 
 
 class TorchClassifierBase(ClassifierMixin, BaseEstimator):
-    """Base class of the torch classifiers (not meant to be used directly)."""
+    """Base class of the torch classifiers (not meant to be used directly).
+
+    ``fit`` runs named phases, each a method a subclass may override:
+    :meth:`_validate_training_data` -> :meth:`_initialize` ->
+    :meth:`_split_validation` -> :meth:`_train` (:meth:`_train_readout` on
+    cached features, or :meth:`_train_end_to_end`) -> :meth:`_record`.
+    """
 
     _parameter_constraints: ClassVar[dict] = {
         "n_hidden": [Interval(Integral, 1, None, closed="left")],
-        "trainable": [StrOptions(set(_TRAINABLE))],
-        "input_scaling": [StrOptions(set(INPUT_SCALING))],
-        "optimizer": [StrOptions({"auto", "adam", "sgd", "lbfgs"})],
+        "trainable": [SortedStrOptions(set(_TRAINABLE))],
+        "input_scaling": [SortedStrOptions(set(INPUT_SCALING))],
+        "optimizer": [SortedStrOptions({"auto", "adam", "sgd", "lbfgs"})],
         "learning_rate": [Interval(Real, 0, None, closed="neither")],
         "alpha": [Interval(Real, 0, None, closed="left")],
-        "batch_size": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
+        "class_weight": [dict, SortedStrOptions({"balanced"}), None],
+        "batch_size": [Interval(Integral, 1, None, closed="left"), SortedStrOptions({"auto"})],
         "max_epochs": [Interval(Integral, 1, None, closed="left")],
         "early_stopping": ["boolean"],
         "validation_fraction": [Interval(Real, 0, 1, closed="neither")],
         "n_iter_no_change": [Interval(Integral, 1, None, closed="left")],
         "improvement_tol": [Interval(Real, 0, None, closed="left")],
         "warm_start": ["boolean"],
-        "dtype": [StrOptions(set(_DTYPES))],
+        "dtype": [SortedStrOptions(set(_DTYPES))],
         "device": [str, torch.device],
         "random_state": ["random_state"],
         "verbose": ["verbose"],
@@ -111,8 +159,8 @@ class TorchClassifierBase(ClassifierMixin, BaseEstimator):
         """Build the feature module (weights drawn from ``generator``)."""
         raise NotImplementedError
 
-    def _feature_chunk(self, features: torch.nn.Module, x: torch.Tensor, diagnostics: list) -> torch.Tensor:
-        """Features of one chunk without gradients (may append solver diagnostics)."""
+    def _feature_chunk(self, features: torch.nn.Module, x: torch.Tensor, diagnostics: list, n_rows: int):
+        """Features of one chunk without gradients (may append solver diagnostics of its first ``n_rows``)."""
         with torch.no_grad():
             return features(x)
 
@@ -129,7 +177,8 @@ class TorchClassifierBase(ClassifierMixin, BaseEstimator):
         return _DTYPES[self.dtype]
 
     def _chunk_rows(self) -> int:
-        return max(256, (1 << 22) // max(int(self.n_hidden), 1))
+        rows = max(256, (1 << 22) // max(int(self.n_hidden), 1))
+        return rows - rows % ROW_QUANTUM
 
     def _to_tensor(self, X, device) -> torch.Tensor:
         X = apply_input_scaling(X, self.input_mean_, self.input_scale_)
@@ -138,10 +187,14 @@ class TorchClassifierBase(ClassifierMixin, BaseEstimator):
 
     def _build_module(self, n_features, n_outputs, generator, dtype, device) -> _Model:
         feats = self._make_features(n_features, generator, dtype, device)
-        return _Model(feats, int(self.n_hidden), n_outputs, dtype, device)
+        return _Model(feats, int(self.n_hidden), n_outputs, device)
 
     def _compute_features(self, Xt: torch.Tensor, where: str, desc: str = "features"):
-        """Features of ``Xt`` in chunks; returns ``(Z, solver summary or None)``."""
+        """Features of ``Xt`` in chunks; returns ``(Z, solver summary or None)``.
+
+        Every chunk is padded to a multiple of :data:`ROW_QUANTUM` rows, so a
+        sample's features do not depend on the other rows of its batch.
+        """
         feats = self.module_.features
         feats.eval()
         chunk = self._chunk_rows()
@@ -151,7 +204,8 @@ class TorchClassifierBase(ClassifierMixin, BaseEstimator):
         out = []
         with ProgressBar(n_chunks, desc, enabled=bool(self.verbose) and n_chunks > 1) as bar:
             for i in range(0, n, chunk):
-                out.append(self._feature_chunk(feats, Xt[i : i + chunk], diagnostics))
+                xb, rows = _pad_rows(Xt[i : i + chunk])
+                out.append(self._feature_chunk(feats, xb, diagnostics, rows)[:rows])
                 bar.update()
         Z = torch.cat(out) if out else torch.zeros(0, int(self.n_hidden), dtype=Xt.dtype, device=Xt.device)
         summary = self._check_diagnostics(diagnostics, where)
@@ -175,7 +229,7 @@ class TorchClassifierBase(ClassifierMixin, BaseEstimator):
 
     # -------------------------------------------------------------------- fit
     @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y):
+    def fit(self, X, y, sample_weight=None):
         """Fit the network on ``(X, y)``.
 
         Parameters
@@ -184,6 +238,11 @@ class TorchClassifierBase(ClassifierMixin, BaseEstimator):
             Training data (dense; sparse input is rejected).
         y : array-like of shape (n_samples,)
             Class labels (any hashable type, at least two classes).
+        sample_weight : array-like of shape (n_samples,), default=None
+            Non-negative weight of every sample.  The loss is the weighted
+            mean and the input scaling uses weighted averages, so integer
+            weights act as repeated rows.  Multiplied by ``class_weight``
+            in the loss.
 
         Returns
         -------
@@ -191,6 +250,25 @@ class TorchClassifierBase(ClassifierMixin, BaseEstimator):
             The fitted classifier.
         """
         warm = bool(self.warm_start) and hasattr(self, "module_")
+        data, classes, sample_weight = self._validate_training_data(X, y, sample_weight, warm)
+        rng = check_random_state(self.random_state)
+        seeds = [int(rng.randint(np.iinfo(np.int32).max)) for _ in range(3)]  # weights, split, minibatches
+        device = resolve_device(self.device, strict=True)
+        self._initialize(data.X, classes, sample_weight, seeds[0], device, warm)
+        t_start = time.perf_counter()
+        train_set, valid_set = self._split_validation(data, seeds[1])
+        result = self._train(train_set, valid_set, np.random.RandomState(seeds[2]), device)
+        self._record(result, time.perf_counter() - t_start)
+        return self
+
+    def _validate_training_data(self, X, y, sample_weight, warm):
+        """Validate ``X``, ``y`` and the weights; encode the labels.
+
+        Returns the training :class:`_Data` (weights: ``sample_weight`` times
+        ``class_weight``, None when all equal), the sorted classes and the
+        validated ``sample_weight`` (None when not given), which the input
+        scaling uses.
+        """
         X, y = validate_data(
             self,
             X,
@@ -204,8 +282,16 @@ class TorchClassifierBase(ClassifierMixin, BaseEstimator):
         check_classification_targets(y)
         classes = np.unique(y)
         name = type(self).__name__
-        if len(classes) < 2:
-            raise ValueError(f"{name} needs samples of at least 2 classes to train; got 1 class ({classes[0]!r}).")
+        if sample_weight is not None:
+            sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
+            if not np.any(sample_weight > 0):
+                raise ValueError(f"{name}: all sample weights are zero; at least one must be positive.")
+        weighted = classes if sample_weight is None else np.unique(y[sample_weight > 0])
+        if len(weighted) < 2:
+            what = "" if sample_weight is None else " with positive sample_weight"
+            raise ValueError(
+                f"{name} needs samples of at least 2 classes{what} to train; got 1 class ({weighted[0]!r})."
+            )
         if warm:
             if self.module_.readout.in_features != int(self.n_hidden):
                 raise ValueError(
@@ -218,63 +304,69 @@ class TorchClassifierBase(ClassifierMixin, BaseEstimator):
                     f"to fit. Previously got {self.classes_}, `y` has {classes}."
                 )
         y_enc = np.searchsorted(classes, y)
+        weight = sample_weight
+        if self.class_weight is not None:
+            per_class = compute_class_weight(self.class_weight, classes=classes, y=y, sample_weight=sample_weight)
+            weight = per_class[y_enc] if weight is None else weight * per_class[y_enc]
+        return _Data(X, y_enc, weight), classes, sample_weight
 
-        rng = check_random_state(self.random_state)
-        weight_seed = int(rng.randint(np.iinfo(np.int32).max))
-        split_seed = int(rng.randint(np.iinfo(np.int32).max))
-        shuffle_rng = np.random.RandomState(rng.randint(np.iinfo(np.int32).max))
-        device = resolve_device(self.device, strict=True)
-        dtype = self._torch_dtype
-
-        if not warm:
-            self.classes_ = classes
-            self.input_mean_, self.input_scale_, self.tau0_ = fit_input_scaling(X, self.input_scaling)
-            self._prepare(self.tau0_)
-            generator = torch.Generator().manual_seed(weight_seed)
-            self.module_ = self._build_module(X.shape[1], self._n_outputs(), generator, dtype, device)
-            self.history_ = []
-        else:
-            self.module_.to(device=device, dtype=dtype)
-            self._sync_runtime_settings()
+    def _initialize(self, X, classes, sample_weight, weight_seed, device, warm) -> None:
+        """Fit the input scaling and the theory, and build the network (kept as it is with ``warm``)."""
         self.device_ = str(device)
+        if warm:
+            self.module_.features.to(device=device, dtype=self._torch_dtype)
+            self.module_.readout.to(device=device)
+            self._sync_runtime_settings()
+            return
+        self.classes_ = classes
+        self.input_mean_, self.input_scale_, self.tau0_ = fit_input_scaling(X, self.input_scaling, sample_weight)
+        self._prepare(self.tau0_)
+        generator = torch.Generator().manual_seed(weight_seed)
+        self.module_ = self._build_module(X.shape[1], self._n_outputs(), generator, self._torch_dtype, device)
+        self.history_ = []
 
-        # validation split
-        X_val = y_val = None
-        if self.early_stopping:
-            try:
-                X, X_val, y_enc, y_val = train_test_split(
-                    X, y_enc, test_size=self.validation_fraction, random_state=split_seed, stratify=y_enc
-                )
-            except ValueError:
-                X, X_val, y_enc, y_val = train_test_split(
-                    X, y_enc, test_size=self.validation_fraction, random_state=split_seed
-                )
-            if X_val.shape[0] < 2:
-                raise ValueError(
-                    "The validation set is too small (fewer than 2 samples). Increase "
-                    "'validation_fraction' or the size of your dataset, or set early_stopping=False."
-                )
-            if len(np.unique(y_enc)) < 2:
-                raise ValueError(
-                    f"After the validation split the training set holds only 1 class; {name} needs more "
-                    "samples per class, or early_stopping=False."
-                )
+    def _split_validation(self, data: _Data, seed: int):
+        """Hold out ``validation_fraction`` of the data (stratified) when ``early_stopping``."""
+        if not self.early_stopping:
+            return data, None
+        name = type(self).__name__
+        idx = np.arange(len(data))
+        try:
+            train_idx, val_idx = train_test_split(
+                idx, test_size=self.validation_fraction, random_state=seed, stratify=data.y
+            )
+        except ValueError:
+            train_idx, val_idx = train_test_split(idx, test_size=self.validation_fraction, random_state=seed)
+        if len(val_idx) < 2:
+            raise ValueError(
+                "The validation set is too small (fewer than 2 samples). Increase "
+                "'validation_fraction' or the size of your dataset, or set early_stopping=False."
+            )
 
-        t_start = time.perf_counter()
-        Xt = self._to_tensor(X, device)
-        yt = torch.from_numpy(np.asarray(y_enc, dtype=np.int64)).to(device)
-        Xv = yv = None
-        if X_val is not None:
-            Xv = self._to_tensor(X_val, device)
-            yv = torch.from_numpy(np.asarray(y_val, dtype=np.int64)).to(device)
+        def subset(rows):
+            w = None if data.weight is None else data.weight[rows]
+            return _Data(data.X[rows], data.y[rows], w)
 
-        optimizer = self._resolve_optimizer()
-        batch_size = min(200, X.shape[0]) if self.batch_size == "auto" else int(self.batch_size)
-        chunk = self._chunk_rows()
-        common = dict(
-            optimizer=optimizer,
+        train_set, valid_set = subset(train_idx), subset(val_idx)
+        positive = train_set.y if train_set.weight is None else train_set.y[train_set.weight > 0]
+        if len(np.unique(positive)) < 2:
+            raise ValueError(
+                f"After the validation split the training set holds only 1 class; {name} needs more "
+                "samples per class, or early_stopping=False."
+            )
+        if valid_set.weight is not None and not np.any(valid_set.weight > 0):
+            raise ValueError(
+                "All sample weights of the validation set are zero; use another random_state, a larger "
+                "validation_fraction, or early_stopping=False."
+            )
+        return train_set, valid_set
+
+    def _train_options(self, n_samples: int, shuffle_rng) -> dict:
+        """Keyword arguments of :func:`sk_deq.nn.train` shared by both training modes."""
+        return dict(
+            optimizer=self._resolve_optimizer(),
             learning_rate=self.learning_rate,
-            batch_size=batch_size,
+            batch_size=min(200, n_samples) if self.batch_size == "auto" else int(self.batch_size),
             max_epochs=self.max_epochs,
             alpha=self.alpha,
             penalized=[self.module_.readout.weight],
@@ -283,42 +375,86 @@ class TorchClassifierBase(ClassifierMixin, BaseEstimator):
             rng=shuffle_rng,
             verbose=int(self.verbose),
             epoch_offset=len(self.history_),
-            chunk_size=chunk,
+            chunk_size=self._chunk_rows(),
         )
-        if not self._features_trainable():
-            # Frozen features: compute them once (no graph), train the readout on them.
-            Ft, self.solver_info_ = self._compute_features(Xt, "fit", "features (train)")
-            Fv = self._compute_features(Xv, "fit", "features (valid)")[0] if Xv is not None else None
-            t_feat = time.perf_counter() - t_start
-            if self.verbose:
-                print(f"{name}: features of {Xt.shape[0]} samples computed in {t_feat:.2f}s")
-            self.module_.readout.train()
-            result = train(self.module_.readout, Ft, yt, X_val=Fv, y_val=yv, **common)
-        else:
-            diagnostics: list = []
-            self.module_.train()
-            result = train(
-                self.module_, Xt, yt, X_val=Xv, y_val=yv, after_step=self._after_step_hook(diagnostics), **common
-            )
-            self.solver_info_ = self._check_diagnostics(diagnostics, "fit")
-        self.module_.eval()
 
-        t_total = time.perf_counter() - t_start
+    def _train(self, train_set: _Data, valid_set: _Data | None, shuffle_rng, device):
+        """Move the data to ``device`` and train: the readout alone, or the whole network."""
+        Xt = self._to_tensor(train_set.X, device)
+        yt = torch.from_numpy(np.asarray(train_set.y, dtype=np.int64)).to(device)
+        valid = None
+        if valid_set is not None:
+            valid = (
+                self._to_tensor(valid_set.X, device),
+                torch.from_numpy(np.asarray(valid_set.y, dtype=np.int64)).to(device),
+                valid_set.weight,
+            )
+        options = self._train_options(len(train_set), shuffle_rng)
+        if self._features_trainable():
+            return self._train_end_to_end(Xt, yt, train_set.weight, valid, options)
+        return self._train_readout(Xt, yt, train_set.weight, valid, options)
+
+    def _train_readout(self, Xt, yt, weight, valid, options):
+        """Frozen features: compute them once (no graph), then fit the readout on them."""
+        t0 = time.perf_counter()
+        Ft, self.solver_info_ = self._compute_features(Xt, "fit", "features (train)")
+        Fv = self._compute_features(valid[0], "fit", "features (valid)")[0] if valid is not None else None
+        Fv = None if Fv is None else Fv.to(torch.float64)
+        if self.verbose:
+            print(
+                f"{type(self).__name__}: features of {Xt.shape[0]} samples computed in {time.perf_counter() - t0:.2f}s"
+            )
+        self.module_.readout.train()
+        return train(
+            self.module_.readout,
+            Ft.to(torch.float64),
+            yt,
+            sample_weight=weight,
+            X_val=Fv,
+            y_val=None if valid is None else valid[1],
+            val_weight=None if valid is None else valid[2],
+            **options,
+        )
+
+    def _train_end_to_end(self, Xt, yt, weight, valid, options):
+        """Trained hidden weights: gradients through the network (implicit ones through a DEQ)."""
+        diagnostics: list = []
+        self.module_.train()
+        result = train(
+            self.module_,
+            Xt,
+            yt,
+            sample_weight=weight,
+            X_val=None if valid is None else valid[0],
+            y_val=None if valid is None else valid[1],
+            val_weight=None if valid is None else valid[2],
+            after_step=self._after_step_hook(diagnostics),
+            **options,
+        )
+        self.solver_info_ = self._check_diagnostics(diagnostics, "fit")
+        return result
+
+    def _record(self, result, seconds: float) -> None:
+        """Store the training history and outcome; warn when the optimizer ran out of epochs."""
+        self.module_.eval()
+        name = type(self).__name__
         self.history_.extend(result.history)
         self.n_iter_ = len(self.history_)
         self.best_loss_ = result.best_loss
         self.best_validation_score_ = result.best_score
-        self.fit_time_ = t_total
+        self.best_validation_loss_ = result.best_valid_loss
+        self.fit_time_ = seconds
+        optimizer = self._resolve_optimizer()
         if self.verbose:
-            print(f"{name}: {result.n_epochs} epochs ({optimizer}) in {t_total:.2f}s; {result.message}")
+            print(f"{name}: {result.n_epochs} epochs ({optimizer}) in {seconds:.2f}s; {result.message}")
         if not result.converged:
+            unit = "iterations" if optimizer == "lbfgs" else "epochs"
             warnings.warn(
-                f"{name}: the {optimizer} optimizer reached max_epochs={self.max_epochs} before its stopping "
-                f"criterion ({result.message}); increase max_epochs.",
+                f"{name}: the {optimizer} optimizer stopped after max_epochs={self.max_epochs} {unit} without "
+                "meeting its stopping criterion; increase max_epochs.",
                 ConvergenceWarning,
-                stacklevel=3,
+                stacklevel=4,
             )
-        return self
 
     def _sync_runtime_settings(self) -> None:
         """Copy parameters that may change after fit (solver settings) into the module."""
@@ -338,9 +474,10 @@ class TorchClassifierBase(ClassifierMixin, BaseEstimator):
         self.module_.eval()
         Xt = self._to_tensor(X, dev)
         Z, _ = self._compute_features(Xt, "predict")
-        with torch.no_grad():
-            logits = self.module_.readout(Z)
-        out = logits.detach().to("cpu", torch.float64).numpy()
+        with torch.no_grad():  # the readout is float64 (see _Model); padded like the features
+            Zp, rows = _pad_rows(Z.to(torch.float64))
+            logits = self.module_.readout(Zp)[:rows]
+        out = logits.detach().to("cpu").numpy()
         if not np.all(np.isfinite(out)):
             raise ValueError(f"{type(self).__name__} produced non-finite outputs; check the inputs' scale.")
         return out

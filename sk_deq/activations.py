@@ -34,6 +34,7 @@ __all__ = [
     "HardTanh",
     "Quadratic",
     "ACTIVATIONS",
+    "ACTIVATION_NAMES",
     "get_activation",
 ]
 
@@ -317,7 +318,7 @@ class Activation:
                 out = self._func(probe)
             if _is_tensor(out) and out.requires_grad and tuple(out.shape) == (5,):
                 return self._func
-        except Exception:  # noqa: BLE001 - any failure means: go through numpy
+        except Exception:  # any failure means: go through numpy
             pass
         return _NumpyBridge(self)
 
@@ -690,6 +691,8 @@ def _named():
 #: Named activations accepted wherever an ``activation`` parameter is.
 ACTIVATIONS: dict[str, Activation] = _named()
 _ALIASES = {"swish": "silu"}
+#: Every name :func:`get_activation` accepts (case-insensitive), aliases included, sorted.
+ACTIVATION_NAMES: tuple = tuple(sorted(set(ACTIVATIONS) | set(_ALIASES)))
 
 
 def get_activation(activation) -> Activation:
@@ -715,7 +718,7 @@ def get_activation(activation) -> Activation:
     if isinstance(activation, str):
         key = _ALIASES.get(activation.lower(), activation.lower())
         if key not in ACTIVATIONS:
-            known = ", ".join(sorted(ACTIVATIONS) + sorted(_ALIASES))
+            known = ", ".join(ACTIVATION_NAMES)
             raise ValueError(f"Unknown activation {activation!r}; known names: {known}, or pass a callable.")
         return ACTIVATIONS[key]
     if callable(activation):

@@ -23,10 +23,11 @@ from numbers import Integral, Real
 from typing import ClassVar
 
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils._param_validation import Interval
 
+from ._param_validation import ActivationName, SortedStrOptions
 from ._torch_base import TorchClassifierBase
-from .activations import ACTIVATIONS, get_activation
+from .activations import get_activation
 from .matching import match_explicit
 from .nn.deq import DEQLayer
 from .nn.explicit import ExplicitNet
@@ -34,8 +35,6 @@ from .nn.solvers import SOLVERS
 from .theory import deq_ck_coefficients, explicit_coefficients
 
 __all__ = ["DEQClassifier", "ExplicitClassifier", "MatchedExplicitClassifier"]
-
-_ACTIVATION_NAMES = set(ACTIVATIONS) | {"swish"}
 
 
 # ---------------------------------------------------------------------------
@@ -101,27 +100,42 @@ class DEQClassifier(TorchClassifierBase):
         are not penalised: their scale is what the theory fixes.  The default
         was chosen on validation splits of the digits and MNIST data, where
         1e-5 did as well as or better than 1e-6, 1e-4 and 1e-3.
+    class_weight : dict, 'balanced' or None, default=None
+        Weights of the classes in the loss, as in
+        :class:`~sklearn.linear_model.LogisticRegression`: ``{label:
+        weight}`` (missing labels weigh 1), or ``'balanced'`` for weights
+        ``n_samples / (n_classes * np.bincount(y))`` (with ``sample_weight``
+        counted).  They multiply ``sample_weight`` in the loss; the input
+        scaling uses ``sample_weight`` alone.
     batch_size : int or 'auto', default='auto'
         Minibatch size of Adam and SGD, ``min(200, n_samples)`` for ``'auto'``.
     max_epochs : int, default=200
         Epochs of Adam / SGD, iterations of L-BFGS.
     early_stopping : bool, default=False
         Hold out ``validation_fraction`` of the training data (stratified),
-        stop when its accuracy stops improving and keep the best parameters.
+        stop when its loss (the weighted cross-entropy) stops improving and
+        keep the parameters of its best epoch.  The loss rather than the
+        accuracy: a small validation set's accuracy plateaus in steps of one
+        sample long before the readout has converged.
     validation_fraction : float, default=0.1
         Size of the validation split.
     n_iter_no_change : int, default=10
         Patience (epochs) of the stopping rule.
     improvement_tol : float, default=1e-4
-        Smallest change of the monitored quantity (validation accuracy, or
-        training loss without early stopping) counted as an improvement.
+        Smallest decrease of the monitored loss (validation loss with early
+        stopping, training loss without) counted as an improvement; also the
+        gradient tolerance of L-BFGS.
     warm_start : bool, default=False
         Continue from the fitted network (same weights, input scaling and
         classes) instead of starting afresh.
     dtype : {'float32', 'float64'}, default='float32'
-        Precision of the network.  With float32 a sample's outputs depend on
-        the batch it is computed in at the level of float32 rounding (about
-        1e-6); float64 makes them reproducible to about 1e-13.
+        Precision of the network.  Either way a sample's outputs do not
+        depend on the batch it comes in: batches go through the network in
+        multiples of 16 rows (padded), so matrix products compute every row
+        the same way, and the readout is applied in float64 at prediction.
+        (On GPUs, whose libraries may pick kernels by shape, float32 outputs
+        can differ between batch sizes in the last bits; float64 keeps them
+        within about 1e-13.)
     device : str or torch.device, default='auto'
         ``'auto'`` uses CUDA when available, else the CPU.
     random_state : int, RandomState instance or None, default=None
@@ -155,14 +169,17 @@ class DEQClassifier(TorchClassifierBase):
         Fixed-point diagnostics of the fit: largest and mean number of
         iterations, largest relative residual, samples not converged.
     history_ : list of dict
-        One entry per epoch: ``epoch``, ``train_loss``, ``valid_score``,
+        One entry per epoch: ``epoch``, ``train_loss``, ``valid_loss`` and
+        ``valid_score`` (validation accuracy; None without early stopping),
         ``best``, ``dur`` (seconds).
     n_iter_ : int
         Number of epochs run (over all warm-started fits).
     best_loss_ : float
         Lowest training loss.
     best_validation_score_ : float or None
-        Best validation accuracy (with ``early_stopping``).
+        Validation accuracy of the kept parameters (with ``early_stopping``).
+    best_validation_loss_ : float or None
+        Their validation loss, the lowest seen (with ``early_stopping``).
     fit_time_ : float
         Seconds spent in the last fit after validation.
     device_ : str
@@ -188,9 +205,9 @@ class DEQClassifier(TorchClassifierBase):
 
     _parameter_constraints: ClassVar[dict] = {
         **TorchClassifierBase._parameter_constraints,
-        "activation": [StrOptions(_ACTIVATION_NAMES), callable],
+        "activation": [ActivationName(), callable],
         "sigma_a2": [Interval(Real, 0, 1, closed="neither")],
-        "solver": [StrOptions(set(SOLVERS)), callable],
+        "solver": [SortedStrOptions(set(SOLVERS)), callable],
         "max_iter": [Interval(Integral, 1, None, closed="left")],
         "tol": [Interval(Real, 0, None, closed="neither")],
     }
@@ -209,6 +226,7 @@ class DEQClassifier(TorchClassifierBase):
         optimizer="auto",
         learning_rate=1e-3,
         alpha=1e-5,
+        class_weight=None,
         batch_size="auto",
         max_epochs=200,
         early_stopping=False,
@@ -232,6 +250,7 @@ class DEQClassifier(TorchClassifierBase):
         self.optimizer = optimizer
         self.learning_rate = learning_rate
         self.alpha = alpha
+        self.class_weight = class_weight
         self.batch_size = batch_size
         self.max_epochs = max_epochs
         self.early_stopping = early_stopping
@@ -272,9 +291,9 @@ class DEQClassifier(TorchClassifierBase):
         layer.tol = layer.backward_tol = float(self.tol)
         layer.max_iter = layer.backward_max_iter = int(self.max_iter)
 
-    def _feature_chunk(self, features, x, diagnostics):
+    def _feature_chunk(self, features, x, diagnostics, n_rows):
         z, info = features.solve(x)
-        diagnostics.append(("forward", info.to_dict()))
+        diagnostics.append(("forward", info.head(n_rows).to_dict()))
         return z
 
     def _after_step_hook(self, diagnostics):
@@ -370,9 +389,9 @@ _EXPLICIT_PARAMS_DOC = """
         counterpart of a DEQ with frozen ``B``); ``'all'`` trains every layer.
     input_scaling : {'global', 'none'}, default='global'
         As in :class:`DEQClassifier`.
-    optimizer, learning_rate, alpha, batch_size, max_epochs, early_stopping,
-    validation_fraction, n_iter_no_change, improvement_tol, warm_start, dtype,
-    device, random_state, verbose
+    optimizer, learning_rate, alpha, class_weight, batch_size, max_epochs,
+    early_stopping, validation_fraction, n_iter_no_change, improvement_tol,
+    warm_start, dtype, device, random_state, verbose
         Training parameters, as in :class:`DEQClassifier`.
 """
 
@@ -394,7 +413,7 @@ _EXPLICIT_ATTRS_DOC = """
         ``module_.readout``.
     solver_info_ : None
         Present for symmetry with :class:`DEQClassifier`.
-    history_, n_iter_, best_loss_, best_validation_score_, fit_time_, device_
+    history_, n_iter_, best_loss_, best_validation_score_, best_validation_loss_, fit_time_, device_
         As in :class:`DEQClassifier`.
 """
 
@@ -450,6 +469,7 @@ class ExplicitClassifier(_ExplicitBase):
         optimizer="auto",
         learning_rate=1e-3,
         alpha=1e-5,
+        class_weight=None,
         batch_size="auto",
         max_epochs=200,
         early_stopping=False,
@@ -469,6 +489,7 @@ class ExplicitClassifier(_ExplicitBase):
         self.optimizer = optimizer
         self.learning_rate = learning_rate
         self.alpha = alpha
+        self.class_weight = class_weight
         self.batch_size = batch_size
         self.max_epochs = max_epochs
         self.early_stopping = early_stopping
@@ -561,9 +582,9 @@ class MatchedExplicitClassifier(_ExplicitBase):
 
     _parameter_constraints: ClassVar[dict] = {
         **TorchClassifierBase._parameter_constraints,
-        "activation": [StrOptions(_ACTIVATION_NAMES), callable],
+        "activation": [ActivationName(), callable],
         "sigma_a2": [Interval(Real, 0, 1, closed="neither")],
-        "kernel": [StrOptions({"ck", "ntk"})],
+        "kernel": [SortedStrOptions({"ck", "ntk"})],
         "family": [str, list, tuple],
         "match_tol": [Interval(Real, 0, None, closed="neither"), None],
     }
@@ -582,6 +603,7 @@ class MatchedExplicitClassifier(_ExplicitBase):
         optimizer="auto",
         learning_rate=1e-3,
         alpha=1e-5,
+        class_weight=None,
         batch_size="auto",
         max_epochs=200,
         early_stopping=False,
@@ -605,6 +627,7 @@ class MatchedExplicitClassifier(_ExplicitBase):
         self.optimizer = optimizer
         self.learning_rate = learning_rate
         self.alpha = alpha
+        self.class_weight = class_weight
         self.batch_size = batch_size
         self.max_epochs = max_epochs
         self.early_stopping = early_stopping

@@ -37,6 +37,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 from threadpoolctl import threadpool_limits
 
+from ._inputs import check_samples
 from . import activations as _acts
 from .activations import Activation, HardTanh, LeakyReLU, Quadratic, get_activation
 from .theory import _check_tau0, deq_ck_coefficients, deq_ntk_coefficients, explicit_coefficients
@@ -1522,12 +1523,7 @@ def _block_task(dual, kernel, bi, bj, R, C):
 
 
 def _as_2d(X, name="X"):
-    X = np.asarray(X, dtype=np.float64)
-    if X.ndim != 2:
-        raise ValueError(f"{name} must be a 2-D array (n_samples, n_features), got shape {X.shape}.")
-    if not np.all(np.isfinite(X)):
-        raise ValueError(f"{name} contains NaN or infinity.")
-    return X
+    return check_samples(X, name)
 
 
 def implicit_kernel(

@@ -22,11 +22,12 @@ from typing import ClassVar
 import numpy as np
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin, _fit_context
 from sklearn.gaussian_process.kernels import Hyperparameter, Kernel
-from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ._inputs import INPUT_SCALING, apply_input_scaling, fit_input_scaling
-from .activations import ACTIVATIONS, Activation
+from ._inputs import INPUT_SCALING, apply_input_scaling, check_samples, fit_input_scaling
+from ._param_validation import ActivationName, SortedStrOptions
+from .activations import Activation
 from .kernels import (
     ImplicitKernelEngine,
     MonteCarloDEQSampler,
@@ -168,12 +169,12 @@ class ImplicitCKTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, B
     """
 
     _parameter_constraints: ClassVar[dict] = {
-        "activation": [StrOptions(set(ACTIVATIONS) | {"swish"}), Activation, callable],
+        "activation": [ActivationName(), Activation, callable],
         "sigma_a2": [Interval(Real, 0, 1, closed="neither")],
-        "kernel": [StrOptions(set(_KERNEL_NAMES))],
-        "method": [StrOptions(set(_METHODS))],
+        "kernel": [SortedStrOptions(set(_KERNEL_NAMES))],
+        "method": [SortedStrOptions(set(_METHODS))],
         "sigma_b2": [Interval(Real, 0, None, closed="neither"), None],
-        "input_scaling": [StrOptions(set(INPUT_SCALING))],
+        "input_scaling": [SortedStrOptions(set(INPUT_SCALING))],
         "n_hidden": [Interval(Integral, 1, None, closed="left")],
         "n_draws": [Interval(Integral, 1, None, closed="left")],
         "block_size": [Interval(Integral, 1, None, closed="left"), None],
@@ -440,6 +441,13 @@ class ImplicitCKKernel(Kernel):
         SY = None if Y is None else eng.prepare(Y)
         return eng.kernel(SX, SY, n_jobs=self.n_jobs)
 
+    def _check(self, X, Y=None):
+        """Validate the inputs as the transformer does: dense, finite, 2-D, matching features."""
+        X = check_samples(X, "X", caller=type(self).__name__)
+        if Y is not None:
+            Y = check_samples(Y, "Y", n_features=X.shape[1], caller=type(self).__name__)
+        return X, Y
+
     def __call__(self, X, Y=None, eval_gradient=False):
         """Kernel ``k(X, Y)`` and, if asked, its gradient in ``log(sigma_a2)``.
 
@@ -457,11 +465,9 @@ class ImplicitCKKernel(Kernel):
         K_gradient : ndarray of shape (n_samples_X, n_samples_X, n_dims), optional
             ``n_dims`` is 1, or 0 when ``sigma_a2`` is fixed.
         """
-        X = np.atleast_2d(np.asarray(X, dtype=np.float64))
-        if Y is not None:
-            if eval_gradient:
-                raise ValueError("Gradient can only be evaluated when Y is None.")
-            Y = np.atleast_2d(np.asarray(Y, dtype=np.float64))
+        if Y is not None and eval_gradient:
+            raise ValueError("Gradient can only be evaluated when Y is None.")
+        X, Y = self._check(X, Y)
         K = self._matrix(self.sigma_a2, X, Y)
         if not eval_gradient:
             return K
@@ -473,8 +479,18 @@ class ImplicitCKKernel(Kernel):
         return K, grad[:, :, None]
 
     def diag(self, X):
-        """``k(x, x)`` for every row of ``X`` in O(n) time."""
-        X = np.atleast_2d(np.asarray(X, dtype=np.float64))
+        """``k(x, x)`` for every row of ``X`` in O(n) time.
+
+        Parameters
+        ----------
+        X : ndarray of shape (n_samples, n_features)
+            The samples.
+
+        Returns
+        -------
+        K_diag : ndarray of shape (n_samples,)
+        """
+        X, _ = self._check(X)
         eng = self._engine(self.sigma_a2)
         return eng.diagonal(eng.prepare(X))
 

@@ -90,6 +90,27 @@ class SolverInfo:
         """Average number of evaluations of ``f`` per sample."""
         return float(self.sample_iter.double().mean()) if self.sample_iter.numel() else 0.0
 
+    def head(self, n: int) -> SolverInfo:
+        """The diagnostics of the first ``n`` samples (e.g. without padding rows)."""
+        n = int(n)
+        if n >= self.n_samples:
+            return self
+        res, iters = self.residuals[:n], self.sample_iter[:n]
+        n_bad = int((~(res < self.tol)).sum())
+        return SolverInfo(
+            solver=self.solver,
+            n_iter=int(iters.max()) if n else 0,
+            rel_residual=float(res.max()) if n else 0.0,
+            tol=self.tol,
+            max_iter=self.max_iter,
+            converged=(n_bad == 0) and not self.diverged,
+            diverged=self.diverged,
+            n_samples=n,
+            n_not_converged=n_bad,
+            residuals=res,
+            sample_iter=iters,
+        )
+
     def to_dict(self) -> dict:
         """A summary without the per-sample tensors."""
         return {
