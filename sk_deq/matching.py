@@ -37,7 +37,6 @@ fluctuations of the sample norms (SPEC §4).
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -59,6 +58,7 @@ __all__ = [
     "match_explicit",
     "matching_targets",
     "equation_scales",
+    "parse_family",
     "FAMILIES",
     "LAYER_KINDS",
 ]
@@ -135,12 +135,62 @@ class _Params(dict):
 
 
 def _family_name(kinds: tuple) -> str:
+    """The name of a stack of layer kinds; :func:`parse_family` reads it back."""
     for name, k in FAMILIES.items():
         if k == kinds:
             return name
     if len(set(kinds)) == 1:
         return f"{kinds[0]}x{len(kinds)}"
     return "_".join(kinds)
+
+
+def parse_family(name: str) -> tuple | None:
+    """The layer kinds of a family name, or None if ``name`` is not one.
+
+    Accepts every name the package prints: the named :data:`FAMILIES`, a
+    single kind repeated (``'leaky_relux3'``, ``'hard_tanhx2'``) and kinds
+    joined by underscores (``'hard_tanh_leaky_relu'``).
+
+    Parameters
+    ----------
+    name : str
+        A family name.
+
+    Returns
+    -------
+    kinds : tuple of str or None
+
+    Examples
+    --------
+    >>> from sk_deq.matching import parse_family
+    >>> parse_family("leaky_relux3")
+    ('leaky_relu', 'leaky_relu', 'leaky_relu')
+    >>> parse_family("hard_tanh_leaky_relu")
+    ('hard_tanh', 'leaky_relu')
+    >>> parse_family("cubic") is None
+    True
+    """
+    if name in FAMILIES:
+        return FAMILIES[name]
+    for kind in LAYER_KINDS:
+        rest = name[len(kind) :]
+        if name.startswith(kind + "x") and rest[1:].isdigit() and int(rest[1:]) >= 1:
+            return (kind,) * int(rest[1:])
+
+    def split(text):
+        if not text:
+            return ()
+        for kind in LAYER_KINDS:
+            if text == kind:
+                return (kind,)
+            if text.startswith(kind + "_"):
+                tail = split(text[len(kind) + 1 :])
+                if tail is not None:
+                    return (kind, *tail)
+        return None
+
+    kinds = split(name)
+    return kinds if kinds and len(kinds) > 1 else None
 
 
 @dataclass(frozen=True)
@@ -285,8 +335,8 @@ def _resolve_family(family, n_layers, act: Activation) -> list:
             if n_layers is not None:
                 raise ValueError("n_layers cannot be combined with family='auto'.")
             return list(_AUTO_ODD if act.odd else _AUTO_OTHER)
-        if family in FAMILIES:
-            kinds = FAMILIES[family]
+        kinds = parse_family(family)
+        if kinds is not None:
             if n_layers is not None:
                 if len(set(kinds)) != 1:
                     raise ValueError(f"n_layers applies to single-kind families, not {family!r}.")
@@ -295,8 +345,8 @@ def _resolve_family(family, n_layers, act: Activation) -> list:
                 kinds = (kinds[0],) * int(n_layers)
             return [kinds]
         raise ValueError(
-            f"Unknown family {family!r}; use 'auto', one of {sorted(FAMILIES)}, "
-            f"or a sequence of layer kinds from {sorted(LAYER_KINDS)}."
+            f"Unknown family {family!r}; use 'auto', one of {sorted(FAMILIES)}, a kind repeated such as "
+            f"'leaky_relux3', or a sequence of layer kinds from {sorted(LAYER_KINDS)}."
         )
     kinds = tuple(family)
     bad = [k for k in kinds if k not in LAYER_KINDS]
@@ -518,7 +568,7 @@ def _solve(problem: _Problem, n_starts: int, rng: np.random.Generator, tol: floa
 
     def fit(x0, max_nfev, pull=0.0, xtol=1e-12):
         if pull:
-            fun = lambda x: np.concatenate([problem.residuals(x), pull * (x - problem.plain)])  # noqa: E731
+            fun = lambda x: np.concatenate([problem.residuals(x), pull * (x - problem.plain)])
         else:
             fun = problem.residuals
         x = least_squares(fun, x0, bounds=(lo, hi), xtol=xtol, ftol=xtol, gtol=xtol, max_nfev=max_nfev).x

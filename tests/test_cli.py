@@ -36,17 +36,87 @@ def test_match_family_as_kinds_and_tol_none(capsys):
     assert "family quadratic_leaky_relu" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize(
-    "argv,message",
-    [
-        (["match", "--sigma-a2", "1.5"], "sigma_a2 must lie in the open interval"),
-        (["match", "--family", "quadratic"], "No explicit network matches"),
-        (["match", "--activation", "cosh2"], "Unknown activation"),
-    ],
-)
-def test_errors_exit_2_with_a_message(capsys, argv, message):
-    assert main(argv) == 2
-    assert message in capsys.readouterr().err
+def test_version(capsys):
+    from sk_deq import __version__
+
+    with pytest.raises(SystemExit) as info:
+        main(["--version"])
+    assert info.value.code == 0
+    assert capsys.readouterr().out.strip() == f"sk-deq {__version__}"
+
+
+def _argument_error(capsys, argv):
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    assert info.value.code == 2
+    return capsys.readouterr().err
+
+
+# Every subcommand, a bad value of each kind of option: an argument error naming the option.
+BAD_VALUES = [
+    (["match", "--sigma-a2", "1.5"], "argument --sigma-a2: expected a number in (0, 1), got '1.5'"),
+    (["match", "--sigma-a2", "nan"], "argument --sigma-a2: expected a number in (0, 1)"),
+    (["match", "--sigma-b2", "0"], "argument --sigma-b2: expected a positive number"),
+    (["match", "--tau0", "-1"], "argument --tau0: expected a positive number"),
+    (["match", "--tau0", "inf"], "argument --tau0: expected a positive number"),
+    (["match", "--tol", "0"], "argument --tol: expected a positive number or none"),
+    (["match", "--tol", "abc"], "argument --tol: expected a positive number or none"),
+    (["match", "--n-layers", "0"], "argument --n-layers: expected a positive integer"),
+    (["match", "--kernel", "nngp"], "argument --kernel: invalid choice"),
+    (["match", "--activation", "cosh2"], "argument --activation: unknown activation 'cosh2'"),
+    (["demo", "--n-hidden", "0"], "argument --n-hidden: expected a positive integer"),
+    (["demo", "--sigma-a2", "0"], "argument --sigma-a2: expected a number in (0, 1)"),
+    (["demo", "--dataset", "cifar"], "argument --dataset: invalid choice"),
+    (["demo", "--activation", "foo"], "argument --activation: unknown activation"),
+    (["demo", "--repeats", "0"], "argument --repeats: expected a positive integer"),
+    (["compare", "--datasets", "cifar"], "argument --datasets: unknown dataset 'cifar': use one of digits, mnist"),
+    (["compare", "--activations", "relu,bar"], "argument --activations: unknown activation 'bar'"),
+    (["compare", "--widths", "32,0"], "argument --widths: expected comma-separated positive integers"),
+    (["compare", "--threads", "-1"], "argument --threads: expected 0 or a positive integer"),
+    (["compare", "--test-size", "1.5"], "argument --test-size: expected a number in (0, 1)"),
+    (["compare", "--repeats", "0"], "argument --repeats: expected a positive integer"),
+    (["spectrum", "--ratio", "0"], "argument --ratio: expected a positive number"),
+    (["spectrum", "--sizes", "10,-3"], "argument --sizes: expected comma-separated positive integers"),
+    (["spectrum", "--method", "magic"], "argument --method: invalid choice"),
+    (["spectrum", "--matched", "nope"], "argument --matched: unknown activation"),
+    (["spectrum", "--n-hidden", "0"], "argument --n-hidden: expected a positive integer"),
+]
+
+
+@pytest.mark.parametrize("argv,message", BAD_VALUES, ids=[" ".join(a) for a, _ in BAD_VALUES])
+def test_every_subcommand_rejects_bad_values_naming_the_option(capsys, argv, message):
+    assert message in _argument_error(capsys, argv)
+
+
+def test_lists_of_valid_names_are_sorted(capsys):
+    from sk_deq.activations import ACTIVATION_NAMES
+
+    err = _argument_error(capsys, ["match", "--activation", "cosh2"])
+    listed = err.split("use one of ")[1].strip().split(", ")
+    assert listed == sorted(listed) == list(ACTIVATION_NAMES) and "swish" in listed
+    err = _argument_error(capsys, ["match", "--family", "cubic"])
+    kinds = err.split("layer kinds from ")[1].strip().split(", ")
+    assert kinds == sorted(kinds)
+
+
+def test_errors_from_the_library_use_the_commands_spelling(capsys):
+    assert main(["match", "--family", "quadratic"]) == 2
+    err = capsys.readouterr().err
+    assert "No explicit network matches" in err
+    assert "--tol 0.05" in err and "--tol none" in err and "--family auto" in err and "--sigma-a2 0.2" in err
+    for python_spelling in ("tol=", "sigma_a2", "family='auto'", "n_layers"):
+        assert python_spelling not in err
+
+
+def test_family_names_the_command_prints_are_names_it_accepts(capsys):
+    assert main(["match", "--kernel", "ntk", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["family"] == "leaky_relux3"
+    for family in [data["family"]] + [c["family"] for c in data["candidates"]]:
+        assert main(["match", "--kernel", "ntk", "--family", family, "--tol", "none", "--json"]) == 0
+        assert json.loads(capsys.readouterr().out)["family"] == family
+    assert main(["match", "--family", "hard_tanh_leaky_relu", "--tol", "none", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["family"] == "hard_tanh_leaky_relu"
 
 
 def test_unknown_family_is_an_argument_error(capsys):

@@ -202,26 +202,15 @@ def test_cli_compare_json_output(capsys):
 @pytest.mark.parametrize(
     "argv,message",
     [
-        (["--datasets", "cifar"], "unknown dataset 'cifar'"),
-        (["--activations", "relu,cosh2"], "Unknown activation"),
-        (["--test-size", "2"], "test_size"),
-        (["--threads", "-1"], "--threads"),
-    ],
-)
-def test_cli_compare_bad_values_exit_2(capsys, argv, message):
-    assert main(["compare", "--quick", "--no-progress", *argv]) == 2
-    err = capsys.readouterr().err
-    assert err.startswith("sk-deq compare: error:") and message in err
-
-
-@pytest.mark.parametrize(
-    "argv,message",
-    [
-        (["--widths", "32,0"], "widths must be positive integers"),
-        (["--widths=-8"], "widths must be positive integers"),
-        (["--widths", "32,abc"], "widths must be positive integers"),
+        (["--widths", "32,0"], "argument --widths: expected comma-separated positive integers"),
+        (["--widths=-8"], "argument --widths: expected comma-separated positive integers"),
+        (["--widths", "32,abc"], "argument --widths: expected comma-separated positive integers"),
         (["--repeats", "0"], "positive integer"),
         (["--datasets", ""], "comma-separated list"),
+        (["--datasets", "cifar"], "unknown dataset 'cifar'"),
+        (["--activations", "relu,cosh2"], "unknown activation 'cosh2'"),
+        (["--test-size", "2"], "argument --test-size"),
+        (["--threads", "-1"], "argument --threads"),
     ],
 )
 def test_cli_compare_bad_arguments_are_usage_errors(capsys, argv, message):
@@ -236,3 +225,29 @@ def test_cli_out_must_be_a_directory(tmp_path, capsys):
     f.write_text("x")
     assert main(["compare", "--quick", "--datasets", "digits", "--out", str(f)]) == 2
     assert "--out must be a directory" in capsys.readouterr().err
+
+
+def test_demo_reports_medians_of_repeats_and_latency_apart_from_fit():
+    from sk_deq.experiments import demo
+
+    res = demo("digits", "relu", 0.2, 64, repeats=3, latency_samples=5)
+    assert [r["model"] for r in res.rows] == ["DEQ", "matched explicit", "plain explicit"]
+    assert res.n_train + res.n_test == 1797 and res.torch_threads == 1 and res.repeats == 3
+    deq = res.rows[0]
+    for r in res.rows:
+        assert len(r["fit_seconds_all"]) == len(r["predict_seconds_all"]) == len(r["latency_seconds_all"]) == 3
+        assert r["fit_seconds"] == sorted(r["fit_seconds_all"])[1]  # the median
+        assert r["fit_speedup"] == pytest.approx(deq["fit_seconds"] / r["fit_seconds"])
+        assert r["latency_speedup"] == pytest.approx(deq["latency_seconds"] / r["latency_seconds"])
+        assert 0.8 < r["accuracy"] <= 1.0
+        assert r["latency_seconds"] < r["predict_seconds"]  # one sample vs the whole test set
+    assert res.match["family"] == "leaky_relu" and res.match_seconds >= 0
+    table = res.table()
+    assert "median of 3 timed runs after a warm-up" in table and "1 sample" in table and "solved once" in table
+    assert json.loads(res.to_json())["rows"][1]["model"] == "matched explicit"
+
+
+def test_cli_demo_json(capsys):
+    assert main(["demo", "--n-hidden", "32", "--repeats", "1", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["repeats"] == 1 and data["n_hidden"] == 32 and len(data["rows"]) == 3

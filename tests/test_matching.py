@@ -300,8 +300,13 @@ def test_canonical_point_is_a_function_of_the_orbit():
     """Every point of a root's symmetry orbit maps to the same canonical point."""
     targets, _ = matching_targets("relu", 0.2, 1.0)
     rng = np.random.default_rng(1)
-    for kinds in [("leaky_relu", "leaky_relu"), ("quadratic", "leaky_relu"), ("leaky_relu", "quadratic"),
-                  ("hard_tanh", "hard_tanh"), ("leaky_relu", "leaky_relu", "leaky_relu")]:
+    for kinds in [
+        ("leaky_relu", "leaky_relu"),
+        ("quadratic", "leaky_relu"),
+        ("leaky_relu", "quadratic"),
+        ("hard_tanh", "hard_tanh"),
+        ("leaky_relu", "leaky_relu", "leaky_relu"),
+    ]:
         problem = _Problem(kinds, targets, "ck")
         th = problem.plain + rng.normal(scale=0.5, size=len(problem.plain))
         if "hard_tanh" in kinds:
@@ -331,7 +336,9 @@ def test_canonical_point_is_a_function_of_the_orbit():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("kernel", ["ck", "ntk"])
-@pytest.mark.parametrize("activation", ["relu", "tanh", "erf", "sigmoid", "gelu", "silu", "softplus", "elu", "leaky_relu"])
+@pytest.mark.parametrize(
+    "activation", ["relu", "tanh", "erf", "sigmoid", "gelu", "silu", "softplus", "elu", "leaky_relu"]
+)
 def test_every_activation_matches_deterministically_from_1e_minus_6_to_1e6(activation, kernel):
     for tau0 in (1e-6, 1e-3, 1.0, 1e3, 1e6):
         a = match_explicit(activation, 0.2, tau0, kernel, tol=None, random_state=0)
