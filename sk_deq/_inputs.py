@@ -25,7 +25,38 @@ import numpy as np
 
 INPUT_SCALING = ("global", "none")
 
-__all__ = ["INPUT_SCALING", "check_samples", "fit_input_scaling", "apply_input_scaling"]
+__all__ = ["INPUT_SCALING", "apply_input_scaling", "check_samples", "fit_input_scaling", "squared_norms"]
+
+
+def squared_norms(X, name: str = "X") -> np.ndarray:
+    """Squared norm of every row, with a clear error where one overflows float64.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_samples, n_features)
+        Finite samples.
+    name : str, default='X'
+        How the error message calls the array.
+
+    Returns
+    -------
+    norms : ndarray of shape (n_samples,)
+
+    Raises
+    ------
+    ValueError
+        If a squared norm is not finite (entries of about 1e154 or more).
+    """
+    X = np.asarray(X, dtype=np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        norms = np.einsum("ij,ij->i", X, X)
+    if not np.all(np.isfinite(norms)):
+        big = float(np.max(np.abs(X))) if X.size else 0.0
+        raise ValueError(
+            f"The squared norms of the samples of {name} overflow float64 (largest |value| {big:.3g}): the "
+            "kernels depend on them. Rescale the inputs (e.g. with input_scaling='global')."
+        )
+    return norms
 
 
 def check_samples(X, name: str = "X", *, n_features: int | None = None, caller: str | None = None) -> np.ndarray:
@@ -103,21 +134,33 @@ def fit_input_scaling(X, mode: str = "global", sample_weight=None):
     def average(values, axis=0):
         return np.average(values, axis=axis, weights=w)
 
+    def rms_norm(Z):
+        # sqrt(mean ||z||^2) without overflow: squares of entries near 1e154 overflow
+        big = float(np.max(np.abs(Z))) if Z.size else 0.0
+        if not big > 0:
+            return 0.0
+        Zs = Z / big
+        return big * math.sqrt(float(average(np.einsum("ij,ij->i", Zs, Zs))))
+
     if mode == "global":
         mean = average(X)
-        Xc = X - mean
-        ms = float(average(np.einsum("ij,ij->i", Xc, Xc)))
-        if not ms > 0:
+        scale = rms_norm(X - mean)
+        if not scale > 0:
             raise ValueError(
                 "All training samples (with positive weight) are identical: input_scaling='global' cannot "
                 "normalise them."
             )
-        return mean, math.sqrt(ms), 1.0
+        return mean, scale, 1.0
     if mode == "none":
-        ms = float(average(np.einsum("ij,ij->i", X, X)))
-        if not ms > 0:
+        tau0 = rms_norm(X)
+        if not tau0 > 0:
             raise ValueError("All training samples (with positive weight) are zero: the data scale tau0 would be 0.")
-        return None, 1.0, math.sqrt(ms)
+        if not tau0 < 1e150:  # tau0^2 enters the theory
+            raise ValueError(
+                f"The data scale tau0 = {tau0:.3g} of input_scaling='none' is too large for the theory (tau0^2 "
+                "overflows); use input_scaling='global' or rescale the inputs."
+            )
+        return None, 1.0, tau0
     raise ValueError(f"input_scaling must be one of {INPUT_SCALING}, got {mode!r}.")
 
 

@@ -182,7 +182,17 @@ class TorchClassifierBase(ClassifierMixin, BaseEstimator):
 
     def _to_tensor(self, X, device) -> torch.Tensor:
         X = apply_input_scaling(X, self.input_mean_, self.input_scale_)
-        X = np.require(X, dtype=np.float64 if self.dtype == "float64" else np.float32, requirements=["C", "W"])
+        dtype = np.float64 if self.dtype == "float64" else np.float32
+        # The input term B x of a layer is about ||x|| in size: keep it within the dtype's range.
+        limit = math.sqrt(np.finfo(dtype).max) / 1e3
+        big = float(np.max(np.abs(X))) if X.size else 0.0
+        if not big * math.sqrt(max(X.shape[1], 1)) < limit:
+            raise ValueError(
+                f"After input scaling the inputs of {type(self).__name__} reach {big:.3g}, too large for "
+                f"dtype='{self.dtype}' (samples of norm up to about {limit:.1g}); use input_scaling='global' "
+                "(fitted on data of the same scale), dtype='float64', or rescale the inputs."
+            )
+        X = np.require(X, dtype=dtype, requirements=["C", "W"])
         return torch.from_numpy(X).to(device)
 
     def _build_module(self, n_features, n_outputs, generator, dtype, device) -> _Model:

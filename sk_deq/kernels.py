@@ -37,7 +37,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 from threadpoolctl import threadpool_limits
 
-from ._inputs import check_samples
+from ._inputs import check_samples, squared_norms
 from . import activations as _acts
 from .activations import Activation, HardTanh, LeakyReLU, Quadratic, get_activation
 from .theory import _check_tau0, deq_ck_coefficients, deq_ntk_coefficients, explicit_coefficients
@@ -64,7 +64,7 @@ def relative_spectral_error(reference, other) -> float:
 def data_tau0(X) -> float:
     """Data scale ``tau0 = sqrt((1/n) sum ||x_i||^2)`` of samples in rows."""
     X = np.asarray(X, dtype=float)
-    return _check_tau0(math.sqrt(float(np.mean(np.einsum("ij,ij->i", X, X)))))
+    return _check_tau0(math.sqrt(float(np.mean(squared_norms(X)))))
 
 
 def anderson_fixed_point(
@@ -276,6 +276,7 @@ class MonteCarloDEQSampler:
     def features(self, X, *, block_size=None):
         """Per draw, ``(Z, Zdot)`` of shape (n, n_hidden) each (``Zdot`` only for the NTK)."""
         X = np.asarray(X, dtype=float)
+        squared_norms(X)  # a clear error where the inputs overflow, not a "diverged" DEQ
         b = len(X) if block_size is None else max(1, int(block_size))
         out = []
         for d in range(self.n_draws):
@@ -698,7 +699,7 @@ class _Dual:
 
     def prepare(self, X: np.ndarray) -> _Samples:
         X = np.ascontiguousarray(X, dtype=np.float64)
-        n_sq = np.einsum("ij,ij->i", X, X)
+        n_sq = squared_norms(X)
         a = self.diagonal(n_sq)
         return _Samples(X=X, n_sq=n_sq, a=a, s=np.sqrt(a), **self.extra(X, n_sq, a))
 
@@ -1687,8 +1688,8 @@ def linearized_implicit_kernel(
     if Yv.shape[1] != X.shape[1]:
         raise ValueError(f"X has {X.shape[1]} features but Y has {Yv.shape[1]}.")
     check_kernel_fits_in_memory(len(X), len(Yv))
-    nx = np.einsum("ij,ij->i", X, X)
-    ny = nx if Y is None else np.einsum("ij,ij->i", Yv, Yv)
+    nx = squared_norms(X)
+    ny = nx if Y is None else squared_norms(Yv, "Y")
     return _linearized_block(co, t0, X, Yv, nx, ny)
 
 
@@ -1848,7 +1849,7 @@ def explicit_kernel(
     check_kernel_fits_in_memory(len(X), len(Yv))
 
     def diagonals(Z):
-        a = np.einsum("ij,ij->i", Z, Z)
+        a = squared_norms(Z)
         out = [a]
         for _mean, pair in duals:
             F, _ = pair(a, a, a)

@@ -115,10 +115,18 @@ class KernelCoefficients:
     inner: float
     diagonal: float
     tau0: float
+    exact_identity: float | None = field(default=None, repr=False, compare=False)
 
     @property
     def identity(self) -> float:
-        """Coefficient of the identity, ``diagonal - tau0^2 * linear``."""
+        """Coefficient of the identity, ``diagonal - tau0^2 * linear``.
+
+        Computed in a form without cancellation where one is known
+        (``exact_identity``): at large ``tau0`` the two terms of the
+        difference can agree to every digit (a tanh-DEQ at ``tau0 = 1e8``).
+        """
+        if self.exact_identity is not None:
+            return self.exact_identity
         return self.diagonal - self.tau0**2 * self.linear
 
     def equations(self) -> np.ndarray:
@@ -162,22 +170,34 @@ class DEQCoefficients:
     alpha4: float
     moments: GaussianMoments = field(repr=False)
 
+    def _feature_linear_and_identity(self) -> tuple:
+        """``(alpha1 - sigma_b2) / sigma_a2`` and the feature kernel's identity, without cancellation.
+
+        ``alpha1 - sigma_b2 = sigma_b2 sigma_a2 g1 / (1 - sigma_a2 g1)`` and, by
+        (E0), ``(tau^2 - sigma_b2 tau0^2) / sigma_a2 = Var_tau[phi0]``: the
+        differences are not formed, so they keep their precision when ``g1``
+        is tiny or ``tau0`` large.
+        """
+        m, sa, sb = self.moments, self.sigma_a2, self.sigma_b2
+        linear = sb * m.g1 / (1.0 - sa * m.g1)
+        return linear, m.var - self.tau0**2 * linear
+
     def implicit_kernel(self) -> KernelCoefficients:
         """Coefficients of the Implicit-CK ``G*`` (with the ``sigma_b2 X^T X`` injection)."""
-        return KernelCoefficients(self.alpha1, self.alpha2, self.alpha3, self.tau**2, self.tau0)
+        _, identity = self._feature_linear_and_identity()
+        return KernelCoefficients(
+            self.alpha1, self.alpha2, self.alpha3, self.tau**2, self.tau0, exact_identity=self.sigma_a2 * identity
+        )
 
     def feature_kernel(self) -> KernelCoefficients:
         """Coefficients of the feature kernel ``Sigma* = (G* - sigma_b2 X^T X) / sigma_a2``.
 
         These are the targets of the CK matching equations M1-M4.
         """
-        sa, sb = self.sigma_a2, self.sigma_b2
+        sa = self.sigma_a2
+        linear, identity = self._feature_linear_and_identity()
         return KernelCoefficients(
-            (self.alpha1 - sb) / sa,
-            self.alpha2 / sa,
-            self.alpha3 / sa,
-            (self.tau**2 - sb * self.tau0**2) / sa,
-            self.tau0,
+            linear, self.alpha2 / sa, self.alpha3 / sa, self.moments.var, self.tau0, exact_identity=identity
         )
 
     def to_dict(self) -> dict:

@@ -25,7 +25,7 @@ from sklearn.gaussian_process.kernels import Hyperparameter, Kernel
 from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ._inputs import INPUT_SCALING, apply_input_scaling, check_samples, fit_input_scaling
+from ._inputs import INPUT_SCALING, apply_input_scaling, check_samples, fit_input_scaling, squared_norms
 from ._param_validation import ActivationName, SortedStrOptions
 from .activations import Activation
 from .kernels import (
@@ -248,7 +248,7 @@ class ImplicitCKTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, B
                 self.activation, self.sigma_a2, self.tau0_, kernel=self.kernel, sigma_b2=self.sigma_b2
             )
             self.dual_method_ = None
-            self._fit_norms = np.einsum("ij,ij->i", Xs, Xs)
+            self._fit_norms = squared_norms(Xs)
             return
         self._engine = ImplicitKernelEngine(
             self.activation, self.sigma_a2, self.tau0_, kernel=self.kernel, sigma_b2=self.sigma_b2, tol=self.tol
@@ -336,7 +336,7 @@ class ImplicitCKTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, B
         if self.method == "linearized":
             out = np.empty((n, m))
             b = self._block(1)
-            nx = self._fit_norms if square else np.einsum("ij,ij->i", Xs, Xs)
+            nx = self._fit_norms if square else squared_norms(Xs)
             for i0 in range(0, n, b):
                 sl = slice(i0, i0 + b)
                 out[sl] = _linearized_block(self._lin, self.tau0_, Xs[sl], self.X_fit_, nx[sl], self._fit_norms)

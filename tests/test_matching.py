@@ -347,3 +347,11 @@ def test_every_activation_matches_deterministically_from_1e_minus_6_to_1e6(activ
         exact = a.max_residual < 1e-9
         np.testing.assert_allclose(params(a), params(b), atol=1e-9 if exact else 1e-4)
         np.testing.assert_allclose(recomputed_residuals(a), a.residuals, atol=1e-10)
+
+
+@pytest.mark.parametrize("activation", ["tanh", "erf"])
+def test_saturated_odd_deq_matches_a_sign_like_hard_tanh_at_large_scale(activation):
+    """At tau0 = 6e7 (digits x 1e6 without scaling) the targets used to lose every digit: MatchingError."""
+    m = match_explicit(activation, 0.2, 6e7)
+    assert m.family == "hard_tanh" and m.max_residual < 1e-6
+    np.testing.assert_allclose(recomputed_residuals(m), m.residuals, atol=1e-10)

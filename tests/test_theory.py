@@ -359,3 +359,22 @@ def test_tau_has_the_same_relative_precision_at_every_scale(activation):
     ref = tau_fixed_point(activation, 0.2, 1.0)
     for tau0 in np.logspace(-6, 6, 7):
         assert tau_fixed_point(activation, 0.2, tau0) / tau0 == pytest.approx(ref, rel=1e-13)
+
+
+@pytest.mark.parametrize("activation", ["tanh", "erf"])
+@pytest.mark.parametrize("tau0", [1e4, 1e8, 1e12])
+def test_feature_kernel_coefficients_keep_their_precision_at_large_scale(activation, tau0):
+    """tanh and erf tend to sign(x) at large tau0, where tau0^2 * linear -> 2/pi and identity -> 1 - 2/pi.
+
+    (alpha1 - sigma_b2) / sigma_a2 and (tau^2 - sigma_b2 tau0^2) / sigma_a2 lose every digit there when
+    computed as differences; the coefficients must not.
+    """
+    fk = deq_ck_coefficients(activation, 0.2, tau0).feature_kernel()
+    assert tau0**2 * fk.linear == pytest.approx(2 / math.pi, rel=1e-3)
+    assert fk.identity == pytest.approx(1 - 2 / math.pi, rel=1e-3)
+    # and exactly consistent with the definitions at a scale where the differences are still accurate
+    c = deq_ck_coefficients(activation, 0.2, 1.0)
+    f1 = c.feature_kernel()
+    assert f1.linear == pytest.approx((c.alpha1 - c.sigma_b2) / c.sigma_a2, rel=1e-13)
+    assert f1.diagonal == pytest.approx((c.tau**2 - c.sigma_b2) / c.sigma_a2, rel=1e-12)
+    assert c.implicit_kernel().identity == pytest.approx(c.tau**2 - c.alpha1, rel=1e-12)

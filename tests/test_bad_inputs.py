@@ -1,0 +1,319 @@
+"""Every estimator, and ImplicitCKKernel called directly, on bad or unusual input.
+
+Each case ends in a clear error naming the problem or in a correct result;
+never a crash inside torch or numpy, never a silent NaN.
+"""
+
+import pickle
+import warnings
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import torch
+from sklearn.base import clone
+from sklearn.datasets import load_digits
+from sklearn.exceptions import ConvergenceWarning, NotFittedError
+from sklearn.model_selection import GridSearchCV
+
+from sk_deq import (
+    DEQClassifier,
+    ExplicitClassifier,
+    ImplicitCKKernel,
+    ImplicitCKTransformer,
+    MatchedExplicitClassifier,
+)
+
+CLASSIFIERS = {
+    "DEQ": lambda **kw: DEQClassifier(**{"n_hidden": 32, "random_state": 0, **kw}),
+    "matched": lambda **kw: MatchedExplicitClassifier(**{"n_hidden": 32, "random_state": 0, **kw}),
+    "explicit": lambda **kw: ExplicitClassifier(**{"n_hidden": 32, "random_state": 0, **kw}),
+}
+ALL = {**CLASSIFIERS, "transformer": lambda **kw: ImplicitCKTransformer(**kw)}
+
+
+@pytest.fixture(scope="module")
+def data():
+    X, y = load_digits(return_X_y=True)
+    return X[:200], y[:200]
+
+
+def _fit(est, X, y):
+    if isinstance(est, ImplicitCKTransformer):
+        return est.fit(X)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        return est.fit(X, y)
+
+
+def _out(est, X):
+    return est.transform(X) if isinstance(est, ImplicitCKTransformer) else est.predict_proba(X)
+
+
+# ---------------------------------------------------------------------------
+# inputs that must be rejected with a message naming the problem
+
+REJECTED = [
+    ("nan", lambda X: np.where(X == 0, np.nan, X), ValueError, "NaN"),
+    ("inf", lambda X: np.where(X == 0, np.inf, X), ValueError, "infinity"),
+    ("empty", lambda X: X[:0], ValueError, "0 sample"),
+    ("sparse", lambda X: sp.csr_matrix(X), TypeError, "Sparse data was passed"),
+    ("1-D", lambda X: X[:, 0], ValueError, "Expected 2D array"),
+    ("strings", lambda X: np.full(X.shape, "a"), ValueError, "could not convert string to float"),
+]
+
+
+@pytest.mark.parametrize("name", list(ALL))
+@pytest.mark.parametrize("case,make,error,message", REJECTED, ids=[c[0] for c in REJECTED])
+def test_bad_training_inputs_are_clear_errors(data, name, case, make, error, message):
+    X, y = data
+    with pytest.raises(error, match=message):
+        _fit(ALL[name](), make(X), y)
+
+
+@pytest.mark.parametrize("name", list(ALL))
+@pytest.mark.parametrize("case,make,error,message", REJECTED, ids=[c[0] for c in REJECTED])
+def test_bad_inputs_after_fit_are_clear_errors(data, name, case, make, error, message):
+    X, y = data
+    est = _fit(ALL[name](), X, y)
+    with pytest.raises(error, match=message):
+        _out(est, make(X))
+
+
+@pytest.mark.parametrize("name", list(ALL))
+def test_predict_before_fit_and_feature_mismatch(data, name):
+    X, y = data
+    with pytest.raises(NotFittedError):
+        _out(ALL[name](), X)
+    est = _fit(ALL[name](), X, y)
+    with pytest.raises(ValueError, match=r"X has 10 features, but .* is expecting 64 features"):
+        _out(est, X[:, :10])
+
+
+@pytest.mark.parametrize("name", list(CLASSIFIERS))
+def test_one_sample_or_one_class_is_an_error(data, name):
+    X, y = data
+    with pytest.raises(ValueError, match="minimum of 2 is required"):
+        _fit(CLASSIFIERS[name](), X[:1], y[:1])
+    with pytest.raises(ValueError, match="at least 2 classes"):
+        _fit(CLASSIFIERS[name](), X[:20], np.zeros(20))
+
+
+def test_transformer_one_sample():
+    X = np.random.default_rng(0).standard_normal((1, 5))
+    with pytest.raises(ValueError, match="minimum of 2 is required"):
+        ImplicitCKTransformer().fit(X)  # the global scaling needs two samples
+    K = ImplicitCKTransformer(input_scaling="none").fit_transform(X)
+    assert K.shape == (1, 1) and np.isfinite(K).all() and K[0, 0] > 0
+
+
+@pytest.mark.parametrize("name", list(ALL))
+def test_bad_parameters_are_clear_errors(data, name):
+    X, y = data
+    for bad in ({"sigma_a2": 0.0}, {"sigma_a2": 1.0}, {"sigma_a2": -0.1}, {"sigma_a2": 1.5}):
+        if name == "explicit":
+            continue
+        with pytest.raises(ValueError, match=r"'sigma_a2' parameter .* must be a float in the range \(0.0, 1.0\)"):
+            _fit(ALL[name](**bad), X, y)
+    if name != "explicit":
+        with pytest.raises(ValueError, match=r"'activation' parameter .* must be a str among \{'elu', 'erf'"):
+            _fit(ALL[name](activation="cosh2"), X, y)
+    if name in CLASSIFIERS:
+        for n_hidden in (0, -3):
+            with pytest.raises(ValueError, match="'n_hidden' parameter"):
+                _fit(ALL[name](n_hidden=n_hidden), X, y)
+    else:
+        with pytest.raises(ValueError, match="'n_hidden' parameter"):
+            _fit(ALL[name](n_hidden=0), X, y)
+    with pytest.raises(ValueError, match="Unknown activation 'cosh2'"):
+        _fit(ExplicitClassifier(layers=("relu", "cosh2")), X, y)
+
+
+def test_sigma_a2_close_to_one_is_a_convergence_warning_carrying_the_residual(data):
+    X, y = data
+    with pytest.warns(ConvergenceWarning, match=r"largest relative residual \d"):
+        est = DEQClassifier(n_hidden=64, sigma_a2=0.95, max_iter=15, random_state=0).fit(X, y)
+    assert est.solver_info_["converged"] is False and est.solver_info_["rel_residual"] > est.tol
+    with pytest.warns(ConvergenceWarning, match="during predict"):
+        assert np.isfinite(est.predict_proba(X)).all()
+    # the kernel recursion still contracts: matched nets and kernels exist
+    m = MatchedExplicitClassifier(n_hidden=32, sigma_a2=0.95, random_state=0).fit(X, y)
+    assert m.match_.max_residual < 0.05
+    K = ImplicitCKTransformer(sigma_a2=0.999).fit_transform(X[:40])
+    assert np.isfinite(K).all()
+
+
+# ---------------------------------------------------------------------------
+# unusual inputs that must work
+
+
+@pytest.mark.parametrize("name", list(CLASSIFIERS))
+def test_string_labels_and_dataframes(data, name):
+    pd = pytest.importorskip("pandas")
+    X, y = data
+    labels = np.array(["zero", "one", "two"])[y % 3]
+    df = pd.DataFrame(X, columns=[f"px{i}" for i in range(X.shape[1])])
+    est = _fit(CLASSIFIERS[name](), df, labels)
+    assert list(est.feature_names_in_[:2]) == ["px0", "px1"]
+    assert set(est.predict(df)) <= {"zero", "one", "two"}
+    assert est.score(df, labels) > 0.6
+
+
+def test_transformer_dataframe_names():
+    pd = pytest.importorskip("pandas")
+    X = np.random.default_rng(0).standard_normal((10, 3))
+    t = ImplicitCKTransformer().fit(pd.DataFrame(X, columns=["a", "b", "c"]))
+    assert list(t.feature_names_in_) == ["a", "b", "c"]
+    assert list(t.get_feature_names_out()[:2]) == ["implicitcktransformer0", "implicitcktransformer1"]
+
+
+@pytest.mark.parametrize("name", list(ALL))
+def test_many_more_features_than_samples(name):
+    rng = np.random.default_rng(0)
+    X, y = rng.standard_normal((5, 10_000)), np.array([0, 1, 0, 1, 0])
+    est = _fit(ALL[name](), X, y)
+    out = _out(est, rng.standard_normal((3, 10_000)))
+    assert out.shape == ((3, 5) if name == "transformer" else (3, 2)) and np.isfinite(out).all()
+
+
+@pytest.mark.parametrize("name", list(ALL))
+def test_float32_and_float64_inputs_give_the_same_model(data, name):
+    X, y = data
+    a = _out(_fit(ALL[name](), X, y), X)
+    b = _out(_fit(ALL[name](), X.astype(np.float32), y), X.astype(np.float32))
+    np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", list(ALL))
+@pytest.mark.parametrize("activation", ["relu", "tanh"])
+def test_inputs_times_a_million_with_either_scaling(data, name, activation):
+    X, y = data
+    kw = {} if name == "explicit" else {"activation": activation}
+    if name == "explicit":
+        kw = {"layers": (activation,)}
+    # global scaling: the same model, to rounding
+    a = _out(_fit(ALL[name](**kw), X, y), X)
+    b = _out(_fit(ALL[name](**kw), X * 1e6, y), X * 1e6)
+    np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-6)
+    # no scaling: the theory follows tau0 ~ 3e7, the outputs stay finite and the fit useful
+    est = _fit(ALL[name](input_scaling="none", **kw), X * 1e6, y)
+    assert est.tau0_ == pytest.approx(1e6 * _fit(ALL[name](input_scaling="none", **kw), X, y).tau0_, rel=1e-9)
+    out = _out(est, X * 1e6)
+    assert np.isfinite(out).all()
+    if name != "transformer":
+        assert est.score(X * 1e6, y) > 0.5
+
+
+@pytest.mark.parametrize("name", list(ALL))
+def test_constant_inputs(name):
+    X, y = np.full((20, 4), 3.0), np.arange(20) % 2
+    with pytest.raises(ValueError, match="identical: input_scaling='global' cannot normalise them"):
+        _fit(ALL[name](), X, y)
+    est = _fit(ALL[name](input_scaling="none"), X, y)
+    out = _out(est, X)
+    assert np.isfinite(out).all()
+    if name != "transformer":  # nothing to learn: the classes are equally likely
+        np.testing.assert_allclose(out, 0.5, atol=1e-6)
+    with pytest.raises(ValueError, match="are zero: the data scale tau0 would be 0"):
+        _fit(ALL[name](input_scaling="none"), np.zeros((20, 4)), y)
+
+
+@pytest.mark.parametrize("name", list(ALL))
+@pytest.mark.parametrize("tau0", [1e-6, 1e6])
+def test_extreme_data_scales_give_finite_results(data, name, tau0):
+    X, y = data
+    Xs = X / np.sqrt((X**2).sum(1).mean()) * tau0
+    est = _fit(ALL[name](input_scaling="none"), Xs, y)
+    assert est.tau0_ == pytest.approx(tau0, rel=1e-9)
+    assert np.isfinite(_out(est, Xs)).all()
+
+
+@pytest.mark.parametrize("name", list(ALL))
+def test_overflowing_inputs_are_clear_errors_never_nan(data, name):
+    X, y = data
+    # the global scaling handles any finite scale (the mean square does not overflow)
+    a = _out(_fit(ALL[name](), X, y), X)
+    b = _out(_fit(ALL[name](), X * 1e300, y), X * 1e300)
+    np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="too large for the theory"):
+        _fit(ALL[name](input_scaling="none"), X * 1e200, y)
+    fitted = _fit(ALL[name](), X, y)
+    with pytest.raises(ValueError, match=r"overflow float64|too large for dtype"):
+        _out(fitted, X * 1e300)
+
+
+@pytest.mark.parametrize("name", list(ALL))
+def test_pickle_and_clone(data, name):
+    X, y = data
+    est = _fit(ALL[name](), X, y)
+    back = pickle.loads(pickle.dumps(est))
+    np.testing.assert_array_equal(_out(back, X), _out(est, X))
+    fresh = clone(est)
+    assert fresh.get_params() == est.get_params() and not hasattr(fresh, "n_features_in_")
+    np.testing.assert_array_equal(_out(_fit(fresh, X, y), X), _out(est, X))
+
+
+@pytest.mark.parametrize("name", list(CLASSIFIERS))
+def test_grid_search_in_two_processes(data, name):
+    X, y = data
+    grid = {"alpha": [1e-5, 1e-3]} if name == "explicit" else {"sigma_a2": [0.1, 0.3]}
+    search = GridSearchCV(CLASSIFIERS[name](), grid, cv=2, n_jobs=2).fit(X, y)
+    serial = GridSearchCV(CLASSIFIERS[name](), grid, cv=2, n_jobs=1).fit(X, y)
+    np.testing.assert_allclose(search.cv_results_["mean_test_score"], serial.cv_results_["mean_test_score"])
+    assert search.best_estimator_.score(X, y) > 0.8
+
+
+# ---------------------------------------------------------------------------
+# ImplicitCKKernel called directly
+
+
+@pytest.fixture(scope="module")
+def unit_rows():
+    X = np.random.default_rng(0).standard_normal((12, 5))
+    return X / np.sqrt((X**2).sum(1).mean())
+
+
+@pytest.mark.parametrize(
+    "call,error,message",
+    [
+        (lambda K, X: K(np.where(X > 0.5, np.nan, X)), ValueError, "Input X contains NaN"),
+        (lambda K, X: K(np.where(X > 0.5, np.inf, X)), ValueError, "Input X contains infinity"),
+        (lambda K, X: K(X, np.where(X > 0.5, np.nan, X)), ValueError, "Input Y contains NaN"),
+        (lambda K, X: K(sp.csr_matrix(X)), TypeError, "Sparse data was passed for X"),
+        (lambda K, X: K(X, X[:, :3]), ValueError, "Y has 3 features, but X has 5"),
+        (lambda K, X: K(X[0]), ValueError, "Expected 2D array"),
+        (lambda K, X: K(X[:0]), ValueError, "0 sample"),
+        (lambda K, X: K([["a", "b"]]), ValueError, "could not convert string to float"),
+        (lambda K, X: K.diag(np.where(X > 0.5, np.nan, X)), ValueError, "Input X contains NaN"),
+        (lambda K, X: K(X * 1e300), ValueError, "overflow float64"),
+        (lambda K, X: K(X, X, eval_gradient=True), ValueError, "only be evaluated when Y is None"),
+    ],
+)
+def test_kernel_called_directly_validates_its_input(unit_rows, call, error, message):
+    with pytest.raises(error, match=message):
+        call(ImplicitCKKernel(), unit_rows)
+
+
+@pytest.mark.parametrize(
+    "params,message",
+    [
+        ({"sigma_a2": 1.5}, "sigma_a2 must lie in the open interval"),
+        ({"tau0": -1.0}, "tau0 must be positive"),
+        ({"kernel": "nngp"}, "kernel must be one of"),
+        ({"activation": "cosh2"}, "Unknown activation 'cosh2'"),
+    ],
+)
+def test_kernel_rejects_bad_parameters(unit_rows, params, message):
+    with pytest.raises(ValueError, match=message):
+        ImplicitCKKernel(**params)(unit_rows)
+
+
+@pytest.mark.parametrize("activation", ["relu", torch.tanh, np.sin])
+@pytest.mark.parametrize("tau0", [1e-6, 1.0, 1e6])
+def test_kernel_at_every_scale_is_finite_and_symmetric_psd(unit_rows, activation, tau0):
+    K = ImplicitCKKernel(activation=activation, tau0=tau0)(unit_rows * tau0)
+    assert np.isfinite(K).all()
+    np.testing.assert_allclose(K, K.T, rtol=1e-12)
+    w = np.linalg.eigvalsh(K)
+    assert w.min() >= -1e-10 * w.max()
+    np.testing.assert_allclose(ImplicitCKKernel(activation=activation, tau0=tau0).diag(unit_rows * tau0), np.diag(K))
