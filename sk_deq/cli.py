@@ -397,7 +397,7 @@ def _print_match(result) -> None:
     for i, (kind, params, scale, center) in enumerate(zip(result.kinds, result.params, result.taus, result.centers), 1):
         args = ", ".join(f"{k}={v:.6g}" for k, v in params.items())
         print(f"  layer {i}: {kind}({args})  input scale {scale:.6g}  centred by {center:.6g}")
-    print("Matching equations (residual = (achieved - target) / scale; scale = |target|, at least 1e-6 of the")
+    print("Matching equations (residual = (achieved - target) / scale; scale = |target|, at least 1e-3 of the")
     print("equation's natural size, so residuals are relative at every tau0):")
     t, a = result.targets.equations(), result.achieved.equations()
     for name, ti, ai, r in zip(("M1", "M2", "M3", "M4"), t, a, result.residuals):

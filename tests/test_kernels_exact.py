@@ -361,3 +361,50 @@ def test_gelu_kernel_tends_to_the_relu_kernel_at_large_scale():
     K = implicit_kernel(X, activation="gelu", sigma_a2=0.2, tau0=tau0)
     R = implicit_kernel(X, activation="relu", sigma_a2=0.2, tau0=tau0)
     assert np.abs(K - R).max() / np.abs(R).max() < 1e-9
+
+
+@pytest.mark.parametrize("a,beta", [(1.0, 0.5), (0.3, -2.0), (2.0, 1.0), (1e-4, 30.0)])
+def test_hard_tanh_pair_of_collinear_samples_is_exact(a, beta):
+    """|rho| = 1: v = beta u, the kinks of clip(beta u) are closed-form breakpoints (adaptive quadrature check)."""
+    from sk_deq.kernels import _hard_tanh_pair
+
+    gain, c = 0.8, 1.2
+    pts = sorted({-c, c, -c / abs(beta), c / abs(beta)})
+    s = math.sqrt(a)
+
+    def density(u):
+        return np.exp(-u * u / (2 * a)) / math.sqrt(2 * math.pi * a)
+
+    F_ref = integrate.quad(
+        lambda u: np.clip(u, -c, c) * np.clip(beta * u, -c, c) * density(u),
+        -50 * s,
+        50 * s,
+        points=pts,
+        limit=200,
+        epsabs=1e-15,
+        epsrel=1e-13,
+    )[0]
+    D_ref = integrate.quad(
+        lambda u: float(abs(u) < c and abs(beta * u) < c) * density(u), -50 * s, 50 * s, points=pts, limit=200
+    )[0]
+    F, D = _hard_tanh_pair(gain, c, beta * a, a, beta * beta * a)
+    assert float(F) == pytest.approx(gain**2 * F_ref, rel=1e-12, abs=1e-16)
+    assert float(D) == pytest.approx(gain**2 * D_ref, rel=1e-12, abs=1e-16)
+
+
+def test_explicit_hard_tanh_kernel_with_zero_and_collinear_samples():
+    """A zero sample crashed inside numpy ('Maximum allowed size exceeded'); 1-D data was asymmetric by 3e-4."""
+    X = np.array([[0.0], [1.0], [1e-3], [30.0], [-2.0]])
+    layers = (HardTanh(0.8, 1.2), "relu")
+    for kernel in ("ck", "ntk"):
+        K = explicit_kernel(X, layers=layers, kernel=kernel, tau0=1.0)
+        np.testing.assert_array_equal(K, K.T)
+        G = X @ X.T
+        n = np.diag(G)
+        ref = np.array(
+            [
+                [explicit_kernel_entry(layers, 1.0, n[i], n[j], G[i, j], kernel=kernel) for j in range(5)]
+                for i in range(5)
+            ]
+        )
+        np.testing.assert_allclose(K, ref, rtol=1e-9, atol=1e-12)

@@ -20,7 +20,7 @@ def recomputed_residuals(m):
     """Residuals recomputed from the returned layers alone (independent of the solver's bookkeeping)."""
     achieved = explicit_coefficients(m.layers, m.tau0).kernel(m.kernel).equations()
     target = m.targets.equations()
-    return (achieved - target) / np.maximum(np.abs(target), 1e-6 * natural_scales(m.targets))
+    return (achieved - target) / np.maximum(np.abs(target), 1e-3 * natural_scales(m.targets))
 
 
 def params(m):
@@ -241,13 +241,13 @@ def test_residuals_are_relative_to_each_equations_scale_not_to_one():
     np.testing.assert_allclose(res, res1, rtol=1e-9, atol=1e-12)
 
 
-def test_equation_scales_floor_zero_targets_at_a_millionth_of_their_natural_size():
+def test_equation_scales_floor_zero_targets_at_a_thousandth_of_their_natural_size():
     from sk_deq.matching import equation_scales
 
     targets, _ = matching_targets("tanh", 0.2, 3.0)  # odd: M2 = M3 = 0
     scales = equation_scales(targets)
     assert targets.norm == targets.inner == 0
-    np.testing.assert_allclose(scales[1:3], 1e-6 * natural_scales(targets)[1:3], rtol=1e-12)
+    np.testing.assert_allclose(scales[1:3], 1e-3 * natural_scales(targets)[1:3], rtol=1e-12)
     np.testing.assert_allclose(scales[[0, 3]], np.abs(targets.equations()[[0, 3]]), rtol=1e-12)
 
 
