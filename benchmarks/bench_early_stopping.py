@@ -1,0 +1,76 @@
+"""What early stopping costs: test accuracy with and without it, for several optimizers.
+
+For every data set, split seed and configuration the same classifier is fitted
+twice on the same stratified 80/20 split, with ``early_stopping=False`` and
+``True`` (which holds out 10 % of the training split for validation and keeps
+the epoch with the lowest validation loss), and the test accuracies are
+compared.  The bar: early stopping must not cost more than one accuracy point.
+
+Usage::
+
+    python benchmarks/bench_early_stopping.py            # digits and MNIST-5k, seeds 0 and 1 (about 3 min)
+    python benchmarks/bench_early_stopping.py --quick    # digits, seed 0
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+import warnings
+
+import torch
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.model_selection import train_test_split
+
+from sk_deq import DEQClassifier, MatchedExplicitClassifier
+from sk_deq.experiments import load_dataset
+
+CONFIGS = [
+    ("matched, adam", MatchedExplicitClassifier, {"optimizer": "adam"}),
+    ("DEQ, adam", DEQClassifier, {"optimizer": "adam"}),
+    ("matched, lbfgs", MatchedExplicitClassifier, {"optimizer": "lbfgs"}),
+    ("matched, sgd lr=0.01", MatchedExplicitClassifier, {"optimizer": "sgd", "learning_rate": 0.01}),
+]
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--datasets", nargs="+", default=["digits", "mnist"])
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1])
+    parser.add_argument("--n-hidden", type=int, default=1024)
+    parser.add_argument("--quick", action="store_true", help="digits, seed 0")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.datasets, args.seeds = ["digits"], [0]
+    torch.set_num_threads(1)
+    print(f"width {args.n_hidden}, 80/20 stratified splits, 1 torch thread; accuracy in %")
+    print(
+        f"{'data':<7} {'seed':>4}  {'configuration':<22} {'no ES':>7} {'epochs':>6}  {'ES':>7} {'epochs':>6}  {'ES - no ES':>10}"
+    )
+    worst = 0.0
+    for name in args.datasets:
+        X, y = load_dataset(name)
+        for seed in args.seeds:
+            X_tr, X_te, y_tr, y_te = train_test_split(X, y, test_size=0.2, stratify=y, random_state=seed)
+            for label, cls, kw in CONFIGS:
+                runs = []
+                for es in (False, True):
+                    est = cls(n_hidden=args.n_hidden, random_state=seed, early_stopping=es, **kw)
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore", ConvergenceWarning)
+                        t0 = time.perf_counter()
+                        est.fit(X_tr, y_tr)
+                    runs.append((100 * est.score(X_te, y_te), est.n_iter_, time.perf_counter() - t0))
+                diff = runs[1][0] - runs[0][0]
+                worst = min(worst, diff)
+                print(
+                    f"{name:<7} {seed:>4}  {label:<22} {runs[0][0]:>7.2f} {runs[0][1]:>6}  {runs[1][0]:>7.2f} "
+                    f"{runs[1][1]:>6}  {diff:>+10.2f}",
+                    flush=True,
+                )
+    print(f"\nlargest cost of early stopping: {-worst:.2f} accuracy points")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
