@@ -110,14 +110,31 @@ def _activation(value: str) -> str:
     return value.lower()
 
 
-def _non_negative_int(value: str) -> int:
+def _integer(value: str, minimum: int, what: str) -> int:
     try:
         n = int(value)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected 0 or a positive integer, got {value!r}") from None
-    if n < 0:
-        raise argparse.ArgumentTypeError(f"expected 0 or a positive integer, got {value!r}")
+        raise argparse.ArgumentTypeError(f"expected {what}, got {value!r}") from None
+    if n < minimum:
+        raise argparse.ArgumentTypeError(f"expected {what}, got {value!r}")
     return n
+
+
+def _non_negative_int(value: str) -> int:
+    return _integer(value, 0, "0 or a positive integer")
+
+
+def _positive_int(value: str) -> int:
+    return _integer(value, 1, "a positive integer")
+
+
+def _add_threads_option(parser) -> None:
+    parser.add_argument(
+        "--threads",
+        type=_non_negative_int,
+        default=1,
+        help="torch threads; 1 keeps timings steady on a shared machine, 0 keeps torch's default (default: 1)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -172,12 +189,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument(
         "--repeats", type=_positive_int, default=3, help="timed fits per model; medians are shown (default: 3)"
     )
-    d.add_argument(
-        "--threads",
-        type=_non_negative_int,
-        default=1,
-        help="torch threads; 1 keeps timings steady on a shared machine, 0 keeps torch's default (default: 1)",
-    )
+    _add_threads_option(d)
     d.add_argument("--random-state", type=int, default=0, help="seed (default: 0)")
     d.add_argument("--json", action="store_true", help="print the results as JSON")
     d.set_defaults(func=_cmd_demo)
@@ -235,26 +247,7 @@ def _csv_datasets(value: str) -> tuple:
 
 
 def _csv_widths(value: str) -> tuple:
-    numbers = []
-    for item in _csv(value):
-        try:
-            w = int(item)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected comma-separated positive integers, got {item!r}") from None
-        if w < 1:
-            raise argparse.ArgumentTypeError(f"expected comma-separated positive integers, got {w}")
-        numbers.append(w)
-    return tuple(numbers)
-
-
-def _positive_int(value: str) -> int:
-    try:
-        n = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value!r}") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {n}")
-    return n
+    return tuple(_integer(item, 1, "comma-separated positive integers") for item in _csv(value))
 
 
 def _add_compare_parser(sub) -> None:
@@ -299,12 +292,7 @@ def _add_compare_parser(sub) -> None:
     c.add_argument(
         "--plain-depth", type=_positive_int, default=1, help="layers of the plain explicit network (default: 1)"
     )
-    c.add_argument(
-        "--threads",
-        type=_non_negative_int,
-        default=1,
-        help="torch threads; 1 keeps timings steady on a shared machine, 0 keeps torch's default (default: 1)",
-    )
+    _add_threads_option(c)
     c.add_argument("--device", default="auto", help="torch device, e.g. cpu or cuda (default: auto)")
     c.add_argument("--random-state", type=int, default=0, help="base seed (default: 0)")
     c.add_argument("--out", default=None, metavar="DIR", help="write compare_widths.png and compare_widths.json here")

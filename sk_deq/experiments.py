@@ -94,6 +94,18 @@ def load_dataset(name: str):
 # result
 
 
+class _JSONResult:
+    """``to_json`` for the result objects of this module (each defines ``to_dict``)."""
+
+    def to_json(self, path=None, *, indent: int = 2) -> str:
+        """Serialise ``to_dict()`` to JSON; also write it to ``path`` if given."""
+        text = json.dumps(self.to_dict(), indent=indent)
+        if path is not None:
+            with open(path, "w", encoding="utf-8") as fh:
+                fh.write(text + "\n")
+        return text
+
+
 def _mean_std(values):
     values = [float(v) for v in values]
     if not values:
@@ -104,7 +116,7 @@ def _mean_std(values):
 
 
 @dataclass
-class CompareResult:
+class CompareResult(_JSONResult):
     """Outcome of :func:`compare_widths`.
 
     Attributes
@@ -206,14 +218,6 @@ class CompareResult:
             "summary": self.summary(),
             "records": self.records,
         }
-
-    def to_json(self, path=None, *, indent: int = 2) -> str:
-        """Serialise :meth:`to_dict` to JSON; also write it to ``path`` if given."""
-        text = json.dumps(self.to_dict(), indent=indent)
-        if path is not None:
-            with open(path, "w", encoding="utf-8") as fh:
-                fh.write(text + "\n")
-        return text
 
     # -- display ------------------------------------------------------------
     def format_table(self) -> str:
@@ -432,7 +436,7 @@ def _fit_one(model, activation, width, seed, split, opts):
 
 
 @dataclass
-class DemoResult:
+class DemoResult(_JSONResult):
     """What :func:`demo` measured.
 
     Attributes
@@ -473,13 +477,6 @@ class DemoResult:
 
     def to_dict(self) -> dict:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
-
-    def to_json(self, path=None, *, indent: int = 2) -> str:
-        text = json.dumps(self.to_dict(), indent=indent)
-        if path is not None:
-            with open(path, "w", encoding="utf-8") as fh:
-                fh.write(text + "\n")
-        return text
 
     def table(self) -> str:
         m = self.match
@@ -868,7 +865,7 @@ SPECTRUM_ACTIVATIONS = ("relu", "tanh", "gelu", "erf")
 
 
 @dataclass
-class SpectrumResult:
+class SpectrumResult(_JSONResult):
     """Relative spectral-norm errors between DEQ kernels and their equivalents.
 
     Attributes
@@ -910,13 +907,6 @@ class SpectrumResult:
             "spectra": spectra,
             "seconds": self.seconds,
         }
-
-    def to_json(self, path=None, **kwargs) -> str:
-        text = json.dumps(self.to_dict(), indent=2, **kwargs)
-        if path is not None:
-            with open(path, "w", encoding="utf-8") as fh:
-                fh.write(text + "\n")
-        return text
 
     def table(self) -> str:
         """The errors as aligned text tables."""

@@ -70,6 +70,14 @@ def _close(A, B, rtol=1e-10):
     np.testing.assert_allclose(A, B, rtol=rtol, atol=rtol * scale)
 
 
+def _check_kernel_function(kernel, X, Y, rtol=1e-10, psd=True):
+    """``kernel(A, B)`` is symmetric in its arguments and (``psd``) ``kernel(A, None)`` a PSD Gram matrix."""
+    X, Y = _scale(X), _scale(Y)
+    _close(kernel(X, Y), kernel(Y, X).T, rtol=rtol)
+    if psd:
+        _psd(kernel(X, None))
+
+
 def _psd(K):
     np.testing.assert_array_equal(K, K.T)
     w = np.linalg.eigvalsh(K)
@@ -102,23 +110,19 @@ def test_exact_gram_matrix_is_symmetric_psd(X, activation, kernel):
     XY=two_samples(), activation=st.sampled_from(["relu", "tanh", "gelu", "erf"]), kernel=st.sampled_from(["ck", "ntk"])
 )
 def test_linearized_kernel_is_symmetric_and_its_gram_matrix_psd(XY, activation, kernel):
-    X, Y = XY
-    X, Y = _scale(X), _scale(Y)
-    K = linearized_implicit_kernel(X, Y, activation=activation, kernel=kernel, tau0=1.0)
-    _close(K, linearized_implicit_kernel(Y, X, activation=activation, kernel=kernel, tau0=1.0).T)
-    _psd(linearized_implicit_kernel(X, activation=activation, kernel=kernel, tau0=1.0))
+    _check_kernel_function(
+        lambda A, B: linearized_implicit_kernel(A, B, activation=activation, kernel=kernel, tau0=1.0), *XY
+    )
 
 
 @settings(max_examples=20, **SETTINGS)
 @given(XY=two_samples(), activation=st.sampled_from(["relu", "tanh"]), kernel=st.sampled_from(KERNELS))
 def test_monte_carlo_kernel_of_one_network_is_symmetric_and_psd(XY, activation, kernel):
-    X, Y = XY
-    X, Y = _scale(X), _scale(Y)
     kw = dict(kernel=kernel, tau0=1.0, n_hidden=64, random_state=0)
-    K = monte_carlo_implicit_kernel(X, activation, 0.2, Y=Y, **kw)
-    _close(K, monte_carlo_implicit_kernel(Y, activation, 0.2, Y=X, **kw).T, rtol=1e-9)
-    if kernel != "ntk":  # a Gram matrix of features (the NTK's elementwise quotient need not be PSD at finite width)
-        _psd(monte_carlo_implicit_kernel(X, activation, 0.2, **kw))
+    # a Gram matrix of features is PSD; the NTK's elementwise quotient need not be at finite width
+    _check_kernel_function(
+        lambda A, B: monte_carlo_implicit_kernel(A, activation, 0.2, Y=B, **kw), *XY, rtol=1e-9, psd=kernel != "ntk"
+    )
 
 
 @settings(max_examples=30, **SETTINGS)
@@ -137,11 +141,7 @@ def test_monte_carlo_kernel_of_one_network_is_symmetric_and_psd(XY, activation, 
     kernel=st.sampled_from(["ck", "ntk"]),
 )
 def test_explicit_kernel_is_symmetric_and_its_gram_matrix_psd(XY, layers, kernel):
-    X, Y = XY
-    X, Y = _scale(X), _scale(Y)
-    K = explicit_kernel(X, Y, layers=layers, kernel=kernel, tau0=1.0)
-    _close(K, explicit_kernel(Y, X, layers=layers, kernel=kernel, tau0=1.0).T)
-    _psd(explicit_kernel(X, layers=layers, kernel=kernel, tau0=1.0))
+    _check_kernel_function(lambda A, B: explicit_kernel(A, B, layers=layers, kernel=kernel, tau0=1.0), *XY)
 
 
 @settings(max_examples=25, **SETTINGS)
