@@ -557,20 +557,16 @@ def demo(
     """
     from sklearn.model_selection import train_test_split
 
-    from .estimators import DEQClassifier, ExplicitClassifier, MatchedExplicitClassifier
     from .matching import match_explicit
 
     if int(repeats) < 1:
         raise ValueError(f"repeats must be a positive integer, got {repeats!r}.")
     start = time.perf_counter()
     X, y = load_dataset(dataset)
-    X_tr, X_te, y_tr, y_te = train_test_split(X, y, test_size=0.3, stratify=y, random_state=random_state)
-    common = {"n_hidden": int(n_hidden), "random_state": int(random_state)}
-    models = {
-        "DEQ": lambda: DEQClassifier(activation=activation, sigma_a2=sigma_a2, **common),
-        "matched explicit": lambda: MatchedExplicitClassifier(activation=activation, sigma_a2=sigma_a2, **common),
-        "plain explicit": lambda: ExplicitClassifier(layers=(activation,), **common),
-    }
+    split = train_test_split(X, y, test_size=0.3, stratify=y, random_state=random_state)
+    X_tr, X_te, y_tr, y_te = split
+    opts = {"estimator": {}, "sigma_a2": sigma_a2, "plain_depth": 1}
+    models = {"DEQ": "deq", "matched explicit": "matched", "plain explicit": "plain"}
     with _torch_threads(n_threads) as threads:
         t0 = time.perf_counter()
         match = match_explicit(activation, sigma_a2, 1.0, "ck")  # what the matched fits use (tau0 = 1)
@@ -578,27 +574,23 @@ def demo(
         warm = np.arange(min(300, len(y_tr)))
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            for make in models.values():  # warm-up: first-call costs of torch and BLAS
-                make().set_params(max_epochs=5).fit(X_tr[warm], y_tr[warm]).predict(X_te[:1])
+            for model in models.values():  # warm-up: first-call costs of torch and BLAS
+                est = _make(model, activation, n_hidden, random_state, opts).set_params(max_epochs=5)
+                est.fit(X_tr[warm], y_tr[warm]).predict(X_te[:1])
         times = {name: {"fit": [], "predict": [], "latency": []} for name in models}
         accuracy = {}
         for _ in range(int(repeats)):
-            for name, make in models.items():
-                est = make()
-                t0 = time.perf_counter()
-                est.fit(X_tr, y_tr)
-                t1 = time.perf_counter()
-                pred = est.predict(X_te)
-                t2 = time.perf_counter()
+            for name, model in models.items():
+                est, record = _fit_one(model, activation, n_hidden, random_state, split, opts)
                 one = []
                 for i in range(min(int(latency_samples), len(y_te))):
                     t3 = time.perf_counter()
                     est.predict(X_te[i : i + 1])
                     one.append(time.perf_counter() - t3)
-                times[name]["fit"].append(t1 - t0)
-                times[name]["predict"].append(t2 - t1)
+                times[name]["fit"].append(record["fit_seconds"])
+                times[name]["predict"].append(record["predict_seconds"])
                 times[name]["latency"].append(statistics.median(one))
-                accuracy[name] = float(np.mean(pred == y_te))
+                accuracy[name] = record["accuracy"]
     med = {name: {k: statistics.median(v) for k, v in t.items()} for name, t in times.items()}
     deq = med["DEQ"]
     rows = [

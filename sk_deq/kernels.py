@@ -1523,10 +1523,6 @@ def _block_task(dual, kernel, bi, bj, R, C):
         return bi, bj, dual.block(R, C, kernel)
 
 
-def _as_2d(X, name="X"):
-    return check_samples(X, name)
-
-
 def implicit_kernel(
     X,
     Y=None,
@@ -1592,15 +1588,13 @@ def implicit_kernel(
     >>> K.shape, bool(np.allclose(K, K.T))
     ((5, 5), True)
     """
-    X = _as_2d(X)
+    X = check_samples(X)
     t0 = data_tau0(X) if tau0 is None else _check_tau0(tau0)
     eng = ImplicitKernelEngine(activation, sigma_a2, t0, kernel=kernel, sigma_b2=sigma_b2, tol=tol)
     SX = eng.prepare(X)
     if Y is None:
         return eng.kernel(SX, block_size=block_size, n_jobs=n_jobs)
-    Y = _as_2d(Y, "Y")
-    if Y.shape[1] != X.shape[1]:
-        raise ValueError(f"X has {X.shape[1]} features but Y has {Y.shape[1]}.")
+    Y = check_samples(Y, "Y", n_features=X.shape[1])
     return eng.kernel(SX, eng.prepare(Y), block_size=block_size, n_jobs=n_jobs)
 
 
@@ -1608,7 +1602,7 @@ def implicit_kernel_diagonal(
     X, *, activation="relu", sigma_a2=0.2, kernel="ck", tau0=None, sigma_b2=None
 ) -> np.ndarray:
     """Diagonal ``K(x_i, x_i)`` of :func:`implicit_kernel` in O(n) time."""
-    X = _as_2d(X)
+    X = check_samples(X)
     t0 = data_tau0(X) if tau0 is None else _check_tau0(tau0)
     eng = ImplicitKernelEngine(activation, sigma_a2, t0, kernel=kernel, sigma_b2=sigma_b2)
     return eng.diagonal(eng.prepare(X))
@@ -1688,12 +1682,10 @@ def linearized_implicit_kernel(
     -------
     ndarray of shape (n_samples_X, n_samples_Y)
     """
-    X = _as_2d(X)
+    X = check_samples(X)
     t0 = data_tau0(X) if tau0 is None else _check_tau0(tau0)
     co = linearized_kernel_coefficients(activation, sigma_a2, t0, kernel=kernel, sigma_b2=sigma_b2)
-    Yv = X if Y is None else _as_2d(Y, "Y")
-    if Yv.shape[1] != X.shape[1]:
-        raise ValueError(f"X has {X.shape[1]} features but Y has {Yv.shape[1]}.")
+    Yv = X if Y is None else check_samples(Y, "Y", n_features=X.shape[1])
     check_kernel_fits_in_memory(len(X), len(Yv))
     nx = squared_norms(X)
     ny = nx if Y is None else squared_norms(Yv, "Y")
@@ -1892,13 +1884,11 @@ def explicit_kernel(
     """
     if kernel not in ("ck", "ntk"):
         raise ValueError(f"kernel must be 'ck' or 'ntk', got {kernel!r}.")
-    X = _as_2d(X)
+    X = check_samples(X)
     t0 = data_tau0(X) if tau0 is None else _check_tau0(tau0)
     coefs = explicit_coefficients(layers, t0)
     duals = [_layer_dual(act, c) for act, c in zip(coefs.layers, coefs.centers)]
-    Yv = X if Y is None else _as_2d(Y, "Y")
-    if Yv.shape[1] != X.shape[1]:
-        raise ValueError(f"X has {X.shape[1]} features but Y has {Yv.shape[1]}.")
+    Yv = X if Y is None else check_samples(Y, "Y", n_features=X.shape[1])
     check_kernel_fits_in_memory(len(X), len(Yv))
 
     def diagonals(Z):

@@ -528,7 +528,8 @@ class _Problem:
         every kernel unchanged.  The result depends on the orbit only, not on
         which of its points the solver returned.
         """
-        return self._discrete(self._fix_gauge(self._discrete(theta)))
+        # the discrete choice does not change under the positive factors (see _discrete)
+        return self._fix_gauge(self._discrete(theta))
 
     def distance(self, theta) -> float:
         return float(np.sum((np.asarray(theta) - self.plain) ** 2))
