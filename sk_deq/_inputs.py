@@ -140,7 +140,7 @@ def fit_input_scaling(X, mode: str = "global", sample_weight=None):
         if not big > 0:
             return 0.0
         Zs = Z / big
-        return big * math.sqrt(float(average(np.einsum("ij,ij->i", Zs, Zs))))
+        return big * math.sqrt(float(average(squared_norms(Zs))))
 
     if mode == "global":
         mean = average(X)

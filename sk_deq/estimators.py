@@ -132,7 +132,9 @@ class DEQClassifier(TorchClassifierBase):
         Precision of the network.  Either way a sample's outputs do not
         depend on the batch it comes in: batches go through the network in
         multiples of 16 rows (padded), so matrix products compute every row
-        the same way, and the readout is applied in float64 at prediction.
+        the same way, and the readout is float64 (in training too: its
+        solution is then precise enough that weighted and repeated samples
+        give the same fit).
         (On GPUs, whose libraries may pick kernels by shape, float32 outputs
         can differ between batch sizes in the last bits; float64 keeps them
         within about 1e-13.)
