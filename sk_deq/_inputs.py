@@ -1,4 +1,4 @@
-"""How the estimators scale their inputs (SPEC §6).
+"""Input validation and scaling shared by the estimators, kernels and theory (SPEC §6).
 
 The theory takes inputs with ``||x||^2`` of order one and unscaled ``N(0, 1)``
 input weights (SPEC §1, §4).  A scikit-learn user's features are usually
@@ -25,7 +25,73 @@ import numpy as np
 
 INPUT_SCALING = ("global", "none")
 
-__all__ = ["INPUT_SCALING", "apply_input_scaling", "check_samples", "fit_input_scaling", "squared_norms"]
+__all__ = [
+    "EXPLICIT_KERNELS",
+    "INPUT_SCALING",
+    "KERNELS",
+    "apply_input_scaling",
+    "check_kernel",
+    "check_samples",
+    "check_sigma_a2",
+    "check_sigma_b2",
+    "check_tau0",
+    "fit_input_scaling",
+    "squared_norms",
+]
+
+
+KERNELS = ("ck", "feature", "ntk")
+"""The implicit kernels: the DEQ's CK ``G*``, its feature kernel ``Sigma*`` and its NTK."""
+
+EXPLICIT_KERNELS = ("ck", "ntk")
+"""The kernels an explicit network is matched on, and whose exact forms it has."""
+
+
+def check_kernel(kernel, allowed: tuple = KERNELS) -> str:
+    """``kernel`` if it is one of ``allowed``, else a ``ValueError`` listing them."""
+    if not isinstance(kernel, str) or kernel not in allowed:
+        names = ", ".join(repr(k) for k in allowed[:-1]) + f" or {allowed[-1]!r}"
+        raise ValueError(f"kernel must be {names}, got {kernel!r}.")
+    return kernel
+
+
+def check_sigma_a2(sigma_a2) -> float:
+    """``sigma_a2`` as a float in (0, 1), or a clear error."""
+    try:
+        s = float(sigma_a2)
+    except (TypeError, ValueError):
+        raise TypeError(f"sigma_a2 must be a real number, got {sigma_a2!r}.") from None
+    if not (np.isfinite(s) and 0.0 < s < 1.0):
+        raise ValueError(
+            f"sigma_a2 must lie in the open interval (0, 1), got {sigma_a2!r}; the DEQ's weight "
+            "variance sigma_a2 scales the recurrent weights A and sigma_b2 = 1 - sigma_a2 the input "
+            "weights B (the paper uses 0.2)."
+        )
+    return s
+
+
+def check_sigma_b2(sigma_b2, sigma_a2: float) -> float:
+    """``sigma_b2`` as a positive float, ``1 - sigma_a2`` when ``None``."""
+    if sigma_b2 is None:
+        return 1.0 - sigma_a2
+    s = float(sigma_b2)
+    if not (np.isfinite(s) and s > 0.0):
+        raise ValueError(f"sigma_b2 must be positive and finite, got {sigma_b2!r}.")
+    return s
+
+
+def check_tau0(tau0) -> float:
+    """The data scale ``tau0`` as a positive finite float, or a clear error."""
+    try:
+        t = float(tau0)
+    except (TypeError, ValueError):
+        raise TypeError(f"tau0 must be a real number, got {tau0!r}.") from None
+    if not (np.isfinite(t) and t > 0.0):
+        raise ValueError(
+            f"tau0 must be positive and finite, got {tau0!r}; tau0^2 is the mean squared sample "
+            "norm (1/n) sum ||x_i||^2 of the data."
+        )
+    return t
 
 
 def squared_norms(X, name: str = "X") -> np.ndarray:

@@ -16,6 +16,7 @@ import re
 import sys
 import time
 
+from ._inputs import EXPLICIT_KERNELS
 from .activations import ACTIVATION_NAMES
 from .matching import FAMILIES, LAYER_KINDS, MatchingError, match_explicit, parse_family
 
@@ -165,7 +166,7 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument(
         "--tau0", type=_positive_float, default=1.0, help="data scale: tau0^2 = mean squared sample norm (default: 1)"
     )
-    m.add_argument("--kernel", choices=("ck", "ntk"), default="ck", help="kernel to match (default: ck)")
+    m.add_argument("--kernel", choices=EXPLICIT_KERNELS, default="ck", help="kernel to match (default: ck)")
     m.add_argument("--family", type=_family, default="auto", help="explicit family (default: auto)")
     m.add_argument("--n-layers", type=_positive_int, default=None, help="depth of a single-kind family")
     m.add_argument(

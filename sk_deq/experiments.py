@@ -38,6 +38,8 @@ from numbers import Integral
 
 import numpy as np
 
+from ._inputs import EXPLICIT_KERNELS, KERNELS
+
 __all__ = [
     "DATASETS",
     "MODELS",
@@ -910,7 +912,7 @@ class SpectrumResult(_JSONResult):
             head = f"{'activation':<10} {'kernel':<8}" + "".join(f" {f'n={n}':>9}" for n, _ in sizes)
             lines.append(head)
             for act in acts:
-                for kern in ("ck", "feature", "ntk"):
+                for kern in KERNELS:
                     vals = {
                         (r["n"], r["p"]): r["error"]
                         for r in self.errors
@@ -989,7 +991,7 @@ def spectrum(
     n_hidden: int = 4096,
     n_draws: int = 1,
     matched=("relu", "tanh"),
-    matched_kernels=("ck", "ntk"),
+    matched_kernels=EXPLICIT_KERNELS,
     histograms: bool = True,
     gmm_size=(800, 1000),
     mnist_samples: int | None = 3000,
@@ -1064,7 +1066,7 @@ def spectrum(
     if not 0 < ratio:
         raise ValueError(f"ratio must be positive, got {ratio!r}.")
     for k in matched_kernels:
-        if k not in ("ck", "ntk"):
+        if k not in EXPLICIT_KERNELS:
             raise ValueError(f"matched_kernels must contain 'ck' or 'ntk', got {k!r}.")
     start = time.perf_counter()
     steps = len(activations) * len(sizes) + len(matched) * len(sizes) * len(matched_kernels)

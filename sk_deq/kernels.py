@@ -37,10 +37,10 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 from threadpoolctl import threadpool_limits
 
-from ._inputs import check_samples, squared_norms
+from ._inputs import EXPLICIT_KERNELS, check_kernel, check_samples, check_tau0, squared_norms
 from . import activations as _acts
 from .activations import Activation, HardTanh, LeakyReLU, Quadratic, get_activation
-from .theory import _check_tau0, deq_ck_coefficients, deq_ntk_coefficients, explicit_coefficients
+from .theory import deq_ck_coefficients, deq_ntk_coefficients, explicit_coefficients
 
 __all__ = [
     "relative_spectral_error",
@@ -64,7 +64,7 @@ def relative_spectral_error(reference, other) -> float:
 def data_tau0(X) -> float:
     """Data scale ``tau0 = sqrt((1/n) sum ||x_i||^2)`` of samples in rows."""
     X = np.asarray(X, dtype=float)
-    return _check_tau0(math.sqrt(float(np.mean(squared_norms(X)))))
+    return check_tau0(math.sqrt(float(np.mean(squared_norms(X)))))
 
 
 def anderson_fixed_point(
@@ -200,10 +200,9 @@ def monte_carlo_implicit_kernel(
     -------
     ndarray of shape (n, n) or (n, n_Y)
     """
-    if kernel not in ("ck", "feature", "ntk"):
-        raise ValueError(f"kernel must be 'ck', 'feature' or 'ntk', got {kernel!r}.")
+    check_kernel(kernel)
     X = np.asarray(X, dtype=float)
-    t0 = data_tau0(X) if tau0 is None else _check_tau0(tau0)
+    t0 = data_tau0(X) if tau0 is None else check_tau0(tau0)
     act = get_activation(activation)
     coefs = deq_ck_coefficients(act, sigma_a2, t0, sigma_b2=sigma_b2)
     sa, sb, center = coefs.sigma_a2, coefs.sigma_b2, coefs.moments.mean
@@ -260,8 +259,7 @@ class MonteCarloDEQSampler:
         dtype=np.float64,
         random_state=None,
     ):
-        if kernel not in _KERNELS:
-            raise ValueError(f"kernel must be one of {_KERNELS}, got {kernel!r}.")
+        check_kernel(kernel)
         self.act = get_activation(activation)
         co = deq_ck_coefficients(self.act, sigma_a2, tau0, sigma_b2=sigma_b2)
         self.sa, self.sb, self.center = co.sigma_a2, co.sigma_b2, co.moments.mean
@@ -352,10 +350,9 @@ def monte_carlo_explicit_kernel(
     -------
     ndarray of shape (n, n)
     """
-    if kernel not in ("ck", "ntk"):
-        raise ValueError(f"kernel must be 'ck' or 'ntk', got {kernel!r}.")
+    check_kernel(kernel, EXPLICIT_KERNELS)
     X = np.asarray(X, dtype=float)
-    t0 = data_tau0(X) if tau0 is None else _check_tau0(tau0)
+    t0 = data_tau0(X) if tau0 is None else check_tau0(tau0)
     coefs = explicit_coefficients(layers, t0)
     centers = coefs.centers
     rng = check_random_state(random_state)
@@ -1427,9 +1424,6 @@ def _dual_for(act: Activation, sa: float, sb: float, c: float, tol: float) -> _D
 # the engine
 
 
-_KERNELS = ("ck", "feature", "ntk")
-
-
 class ImplicitKernelEngine:
     """Exact infinite-width implicit kernels between data sets, block by block.
 
@@ -1453,8 +1447,7 @@ class ImplicitKernelEngine:
     """
 
     def __init__(self, activation, sigma_a2, tau0, *, kernel="ck", sigma_b2=None, tol=1e-12):
-        if kernel not in _KERNELS:
-            raise ValueError(f"kernel must be one of {_KERNELS}, got {kernel!r}.")
+        check_kernel(kernel)
         self.activation = get_activation(activation)
         self.coefficients = deq_ck_coefficients(self.activation, sigma_a2, tau0, sigma_b2=sigma_b2)
         co = self.coefficients
@@ -1589,7 +1582,7 @@ def implicit_kernel(
     ((5, 5), True)
     """
     X = check_samples(X)
-    t0 = data_tau0(X) if tau0 is None else _check_tau0(tau0)
+    t0 = data_tau0(X) if tau0 is None else check_tau0(tau0)
     eng = ImplicitKernelEngine(activation, sigma_a2, t0, kernel=kernel, sigma_b2=sigma_b2, tol=tol)
     SX = eng.prepare(X)
     if Y is None:
@@ -1603,7 +1596,7 @@ def implicit_kernel_diagonal(
 ) -> np.ndarray:
     """Diagonal ``K(x_i, x_i)`` of :func:`implicit_kernel` in O(n) time."""
     X = check_samples(X)
-    t0 = data_tau0(X) if tau0 is None else _check_tau0(tau0)
+    t0 = data_tau0(X) if tau0 is None else check_tau0(tau0)
     eng = ImplicitKernelEngine(activation, sigma_a2, t0, kernel=kernel, sigma_b2=sigma_b2)
     return eng.diagonal(eng.prepare(X))
 
@@ -1620,8 +1613,7 @@ def _duplicate_mask(P, n_row, n_col):
 def linearized_kernel_coefficients(activation, sigma_a2, tau0, *, kernel="ck", sigma_b2=None):
     """The ``KernelCoefficients`` (linear, norm, inner, diagonal) behind
     :func:`linearized_implicit_kernel`."""
-    if kernel not in _KERNELS:
-        raise ValueError(f"kernel must be one of {_KERNELS}, got {kernel!r}.")
+    check_kernel(kernel)
     if kernel == "ntk":
         return deq_ntk_coefficients(activation, sigma_a2, tau0, sigma_b2=sigma_b2).kernel()
     co = deq_ck_coefficients(activation, sigma_a2, tau0, sigma_b2=sigma_b2)
@@ -1683,7 +1675,7 @@ def linearized_implicit_kernel(
     ndarray of shape (n_samples_X, n_samples_Y)
     """
     X = check_samples(X)
-    t0 = data_tau0(X) if tau0 is None else _check_tau0(tau0)
+    t0 = data_tau0(X) if tau0 is None else check_tau0(tau0)
     co = linearized_kernel_coefficients(activation, sigma_a2, t0, kernel=kernel, sigma_b2=sigma_b2)
     Yv = X if Y is None else check_samples(Y, "Y", n_features=X.shape[1])
     check_kernel_fits_in_memory(len(X), len(Yv))
@@ -1882,10 +1874,9 @@ def explicit_kernel(
     -------
     ndarray of shape (n_samples_X, n_samples_Y)
     """
-    if kernel not in ("ck", "ntk"):
-        raise ValueError(f"kernel must be 'ck' or 'ntk', got {kernel!r}.")
+    check_kernel(kernel, EXPLICIT_KERNELS)
     X = check_samples(X)
-    t0 = data_tau0(X) if tau0 is None else _check_tau0(tau0)
+    t0 = data_tau0(X) if tau0 is None else check_tau0(tau0)
     coefs = explicit_coefficients(layers, t0)
     duals = [_layer_dual(act, c) for act, c in zip(coefs.layers, coefs.centers)]
     Yv = X if Y is None else check_samples(Y, "Y", n_features=X.shape[1])

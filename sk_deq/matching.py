@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.optimize import least_squares
 
+from ._inputs import EXPLICIT_KERNELS, check_kernel
 from .activations import Activation, HardTanh, LeakyReLU, Quadratic, get_activation
 from .theory import (
     DEQNTKCoefficients,
@@ -323,13 +324,11 @@ def matching_targets(activation, sigma_a2: float, tau0: float, kernel: str = "ck
     alpha3/sigma_a2, tau^2 ...)`` (M1-M4 of SPEC §4); for ``kernel='ntk'`` the
     Implicit-NTK coefficients ``(beta1, beta2, beta3, kappa^2)`` (SPEC §5).
     """
-    if kernel == "ck":
+    if check_kernel(kernel, EXPLICIT_KERNELS) == "ck":
         deq = deq_ck_coefficients(activation, sigma_a2, tau0, sigma_b2=sigma_b2)
         return deq.feature_kernel(), deq
-    if kernel == "ntk":
-        deq = deq_ntk_coefficients(activation, sigma_a2, tau0, sigma_b2=sigma_b2)
-        return deq.kernel(), deq
-    raise ValueError(f"kernel must be 'ck' or 'ntk', got {kernel!r}.")
+    deq = deq_ntk_coefficients(activation, sigma_a2, tau0, sigma_b2=sigma_b2)
+    return deq.kernel(), deq
 
 
 def _resolve_family(family, n_layers, act: Activation) -> list:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import math
 
+from ._inputs import KERNELS
+
 __all__ = [
     "MODEL_STYLES",
     "plot_compare_widths",
@@ -226,7 +228,7 @@ def plot_spectrum_errors(result, *, axes=None):
     """
     plt = require_matplotlib()
     d = _spectrum_dict(result)
-    kernels = [k for k in ("ck", "feature", "ntk") if any(r["kernel"] == k for r in d["errors"])]
+    kernels = [k for k in KERNELS if any(r["kernel"] == k for r in d["errors"])]
     if axes is None:
         fig, axes = plt.subplots(1, len(kernels), figsize=(4.2 * len(kernels), 3.6), squeeze=False)
         axes = axes[0]

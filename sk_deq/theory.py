@@ -23,6 +23,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from . import _gaussian
+from ._inputs import EXPLICIT_KERNELS, check_kernel, check_sigma_a2, check_sigma_b2, check_tau0
 from .activations import Activation, GaussianMoments, get_activation
 
 __all__ = [
@@ -42,43 +43,7 @@ __all__ = [
 
 
 # ---------------------------------------------------------------------------
-# validation
-
-
-def _check_sigma_a2(sigma_a2) -> float:
-    try:
-        s = float(sigma_a2)
-    except (TypeError, ValueError):
-        raise TypeError(f"sigma_a2 must be a real number, got {sigma_a2!r}.") from None
-    if not (np.isfinite(s) and 0.0 < s < 1.0):
-        raise ValueError(
-            f"sigma_a2 must lie in the open interval (0, 1), got {sigma_a2!r}; the DEQ's weight "
-            "variance sigma_a2 scales the recurrent weights A and sigma_b2 = 1 - sigma_a2 the input "
-            "weights B (the paper uses 0.2)."
-        )
-    return s
-
-
-def _check_sigma_b2(sigma_b2, sigma_a2: float) -> float:
-    if sigma_b2 is None:
-        return 1.0 - sigma_a2
-    s = float(sigma_b2)
-    if not (np.isfinite(s) and s > 0.0):
-        raise ValueError(f"sigma_b2 must be positive and finite, got {sigma_b2!r}.")
-    return s
-
-
-def _check_tau0(tau0) -> float:
-    try:
-        t = float(tau0)
-    except (TypeError, ValueError):
-        raise TypeError(f"tau0 must be a real number, got {tau0!r}.") from None
-    if not (np.isfinite(t) and t > 0.0):
-        raise ValueError(
-            f"tau0 must be positive and finite, got {tau0!r}; tau0^2 is the mean squared sample "
-            "norm (1/n) sum ||x_i||^2 of the data."
-        )
-    return t
+# formatting
 
 
 def _fmt(x: float) -> str:
@@ -318,11 +283,9 @@ class ExplicitCoefficients:
 
     def kernel(self, kernel: str = "ck") -> KernelCoefficients:
         """Coefficients of the explicit CK (``kernel='ck'``) or NTK (``'ntk'``)."""
-        if kernel == "ck":
+        if check_kernel(kernel, EXPLICIT_KERNELS) == "ck":
             return KernelCoefficients(self.a1, self.a2, self.a3, self.tau**2, self.tau0)
-        if kernel == "ntk":
-            return KernelCoefficients(self.b1, self.b2, self.b3, self.kappa2, self.tau0)
-        raise ValueError(f"kernel must be 'ck' or 'ntk', got {kernel!r}.")
+        return KernelCoefficients(self.b1, self.b2, self.b3, self.kappa2, self.tau0)
 
 
 # ---------------------------------------------------------------------------
@@ -370,9 +333,9 @@ def tau_fixed_point(
         (the activation grows too fast for this ``sigma_a2``).
     """
     act = get_activation(activation)
-    sa = _check_sigma_a2(sigma_a2)
-    sb = _check_sigma_b2(sigma_b2, sa)
-    t0 = _check_tau0(tau0)
+    sa = check_sigma_a2(sigma_a2)
+    sb = check_sigma_b2(sigma_b2, sa)
+    t0 = check_tau0(tau0)
     tau = t0
     for _ in range(int(max_iter)):
         try:
@@ -436,9 +399,9 @@ def deq_ck_coefficients(activation, sigma_a2: float, tau0: float, *, sigma_b2: f
     0.842105
     """
     act = get_activation(activation)
-    sa = _check_sigma_a2(sigma_a2)
-    sb = _check_sigma_b2(sigma_b2, sa)
-    t0 = _check_tau0(tau0)
+    sa = check_sigma_a2(sigma_a2)
+    sb = check_sigma_b2(sigma_b2, sa)
+    t0 = check_tau0(tau0)
     tau = tau_fixed_point(act, sa, t0, sigma_b2=sb)
     m = act.moments(tau)
     den1 = _denominator(1.0 - sa * m.g1, "sigma_a2 * g1", act.name, sa)
@@ -531,7 +494,7 @@ def explicit_coefficients(layers: Sequence, tau0: float, *, ntk_input_layer: boo
     -------
     ExplicitCoefficients
     """
-    t0 = _check_tau0(tau0)
+    t0 = check_tau0(tau0)
     acts = tuple(get_activation(a) for a in layers)
     if not acts:
         raise ValueError("An explicit network needs at least one layer.")
@@ -627,8 +590,7 @@ def implicit_kernel_entry(
         ``'feature'``: ``Sigma* = (G* - sigma_b2 x^T y) / sigma_a2``;
         ``'ntk'``: ``Sigma* / (1 - sigma_a2 Sigmadot*)`` (SPEC §5).
     """
-    if kernel not in ("ck", "feature", "ntk"):
-        raise ValueError(f"kernel must be 'ck', 'feature' or 'ntk', got {kernel!r}.")
+    check_kernel(kernel)
     ck = deq_ck_coefficients(activation, sigma_a2, tau0, sigma_b2=sigma_b2)
     act = get_activation(activation)
     sa, sb, center = ck.sigma_a2, ck.sigma_b2, ck.moments.mean
@@ -673,8 +635,7 @@ def explicit_kernel_entry(
     the NTK convention is that of :func:`explicit_coefficients`.  Scalar
     reference, like :func:`implicit_kernel_entry`.
     """
-    if kernel not in ("ck", "ntk"):
-        raise ValueError(f"kernel must be 'ck' or 'ntk', got {kernel!r}.")
+    check_kernel(kernel, EXPLICIT_KERNELS)
     coefs = explicit_coefficients(layers, tau0)
     sxx, syy, sxy = float(x_sq), float(y_sq), float(xy)
     theta = sxy if ntk_input_layer else 0.0

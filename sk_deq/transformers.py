@@ -25,7 +25,7 @@ from sklearn.gaussian_process.kernels import Hyperparameter, Kernel
 from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ._inputs import INPUT_SCALING, apply_input_scaling, check_samples, fit_input_scaling, squared_norms
+from ._inputs import INPUT_SCALING, KERNELS, apply_input_scaling, check_samples, fit_input_scaling, squared_norms
 from ._param_validation import ActivationName, SortedStrOptions
 from .activations import Activation
 from .kernels import (
@@ -40,7 +40,6 @@ from .kernels import (
 __all__ = ["ImplicitCKTransformer", "ImplicitCKKernel"]
 
 _METHODS = ("exact", "linearized", "monte_carlo")
-_KERNEL_NAMES = ("ck", "feature", "ntk")
 
 
 class ImplicitCKTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
@@ -171,7 +170,7 @@ class ImplicitCKTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, B
     _parameter_constraints: ClassVar[dict] = {
         "activation": [ActivationName(), Activation, callable],
         "sigma_a2": [Interval(Real, 0, 1, closed="neither")],
-        "kernel": [SortedStrOptions(set(_KERNEL_NAMES))],
+        "kernel": [SortedStrOptions(set(KERNELS))],
         "method": [SortedStrOptions(set(_METHODS))],
         "sigma_b2": [Interval(Real, 0, None, closed="neither"), None],
         "input_scaling": [SortedStrOptions(set(INPUT_SCALING))],

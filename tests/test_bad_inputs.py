@@ -299,7 +299,7 @@ def test_kernel_called_directly_validates_its_input(unit_rows, call, error, mess
     [
         ({"sigma_a2": 1.5}, "sigma_a2 must lie in the open interval"),
         ({"tau0": -1.0}, "tau0 must be positive"),
-        ({"kernel": "nngp"}, "kernel must be one of"),
+        ({"kernel": "nngp"}, "kernel must be "),
         ({"activation": "cosh2"}, "Unknown activation 'cosh2'"),
     ],
 )
