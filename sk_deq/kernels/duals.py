@@ -16,7 +16,7 @@ import numpy as np
 from scipy import special
 
 from .._inputs import squared_norms
-from .. import activations as _acts
+from ..activations._families import _gelu, _relu
 from ..activations import Activation, LeakyReLU, Quadratic
 from .memory import CHUNK_ENTRIES
 from .numerics import hermite_table, newton, polar_expectation, safeguarded_newton, sample_nodes, vector_fixed_point
@@ -746,12 +746,12 @@ def dual_for(act: Activation, sa: float, sb: float, c: float, tol: float) -> _Du
     func = getattr(act, "_func", None)
     if isinstance(act, LeakyReLU):
         return _ReluDual(act, sa, sb, c, tol, (act.a, act.b))
-    if func is _acts._relu:
+    if func is _relu:
         return _ReluDual(act, sa, sb, c, tol, (1.0, 0.0))
     if isinstance(act, Quadratic):
         return _QuadraticDual(act, sa, sb, c, tol)
     if func is special.erf:
         return _ErfDual(act, sa, sb, c, tol)
-    if func is _acts._gelu:
+    if func is _gelu:
         return _GeluDual(act, sa, sb, c, tol)
     return _MehlerDual(act, sa, sb, c, tol)

@@ -12,7 +12,7 @@ import numpy as np
 from scipy import special
 
 from .._inputs import EXPLICIT_KERNELS, check_kernel, check_samples, check_tau0, data_tau0, squared_norms
-from .. import activations as _acts
+from ..activations._families import _gelu, _relu
 from ..activations import Activation, HardTanh, LeakyReLU, Quadratic
 from ..theory import explicit_coefficients
 from .duals import _ErfDual, _GeluDual, _QuadraticDual
@@ -124,7 +124,7 @@ def _layer_dual(act: Activation, c: float):
 
         return (lambda a: np.zeros_like(np.asarray(a, float))), pair
     func = getattr(act, "_func", None)
-    if isinstance(act, LeakyReLU) or func is _acts._relu:
+    if isinstance(act, LeakyReLU) or func is _relu:
         al, be = (act.a, act.b) if isinstance(act, LeakyReLU) else (1.0, 0.0)
         mu = (al - be) * _INV_SQRT_2PI
 
@@ -145,7 +145,7 @@ def _layer_dual(act: Activation, c: float):
             return F, D
 
         return mean, pair
-    dual = {special.erf: _ErfDual, _acts._gelu: _GeluDual}.get(func)
+    dual = {special.erf: _ErfDual, _gelu: _GeluDual}.get(func)
     if dual is None and isinstance(act, Quadratic):
         dual = _QuadraticDual
     if dual is None:
