@@ -14,13 +14,16 @@ moments of the activation centred at the same ``t``.
 
 This package does not import torch at import time; :meth:`Activation.torch`
 imports it when first called.  Its modules: ``_base`` (:class:`Activation`,
-:class:`GaussianMoments` and the numpy/torch bridge) and ``_families`` (the
-named activations, the parametric families and :func:`get_activation`).
+:class:`GaussianMoments` and the numpy/torch bridge), ``_duals`` (the
+:class:`DualFormula` of each activation with closed forms, which the exact
+kernels use) and ``_families`` (the named activations, the parametric
+families and :func:`get_activation`).
 """
 
 from __future__ import annotations
 
 from ._base import Activation, GaussianMoments
+from ._duals import DualFormula
 from ._families import ACTIVATION_NAMES, ACTIVATIONS, HardTanh, LeakyReLU, Quadratic, get_activation
 
 __all__ = [
@@ -32,4 +35,5 @@ __all__ = [
     "ACTIVATIONS",
     "ACTIVATION_NAMES",
     "get_activation",
+    "DualFormula",
 ]

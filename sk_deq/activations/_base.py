@@ -13,6 +13,7 @@ from collections.abc import Callable
 import numpy as np
 
 from .. import _gaussian
+from ._duals import DualFormula
 
 __all__ = ["Activation", "GaussianMoments"]
 
@@ -169,6 +170,12 @@ class Activation:
         Torch form of ``phi0``.  If omitted, chosen as described above.
     odd : bool, optional
         Whether ``phi0 - phi0(0)`` is odd.  Detected numerically when omitted.
+    dual : DualFormula, optional
+        Closed forms of the activation's Gaussian expectations (its dual
+        activation, see :class:`DualFormula`), used by the exact kernels.
+        Without one, :func:`sk_deq.kernels.implicit_kernel` uses a Hermite
+        expansion and :func:`sk_deq.kernels.explicit_kernel` does not accept
+        the activation.
 
     Raises
     ------
@@ -194,6 +201,7 @@ class Activation:
         breakpoints: tuple[float, ...] = (),
         torch_func: Callable | None = None,
         odd: bool | None = None,
+        dual: DualFormula | None = None,
     ):
         if not callable(func):
             raise TypeError(f"activation must be callable, got {type(func).__name__}.")
@@ -203,6 +211,7 @@ class Activation:
         self.breakpoints = tuple(float(b) for b in breakpoints)
         self._torch_func = torch_func
         self._odd = odd
+        self._dual = dual
         self._speaks = None  # 'numpy' or 'torch', found at first use
         self._on_tensors = None  # how to evaluate on tensors, found at first use
 
@@ -320,6 +329,11 @@ class Activation:
     def params(self) -> dict:
         """Parameters of a parametric activation (empty for named ones)."""
         return {}
+
+    @property
+    def dual(self) -> DualFormula | None:
+        """Closed forms of the Gaussian expectations (:class:`DualFormula`), or None where there are none."""
+        return self._dual
 
     # -- Gaussian moments ---------------------------------------------------
     def mean(self, t: float) -> float:

@@ -8,6 +8,7 @@ import numpy as np
 from scipy import special
 
 from ._base import Activation, GaussianMoments
+from ._duals import ErfDual, GeluDual, HardTanhDual, LeakyReLUDual, QuadraticDual
 
 __all__ = [
     "ACTIVATIONS",
@@ -147,6 +148,11 @@ class LeakyReLU(Activation):
     def params(self):
         return {"a": self.a, "b": self.b}
 
+    @property
+    def dual(self):
+        """The arc-cosine closed forms for these slopes."""
+        return LeakyReLUDual(self.a, self.b)
+
     def mean(self, t):
         return (self.a - self.b) * float(t) / _SQRT_2PI
 
@@ -209,6 +215,11 @@ class HardTanh(Activation):
     def params(self):
         return {"a": self.a, "c": self.c}
 
+    @property
+    def dual(self):
+        """The Gauss-Legendre quadrature of closed-form conditionals (explicit layers only)."""
+        return HardTanhDual(self.a, self.c)
+
     def mean(self, t):
         return 0.0
 
@@ -265,6 +276,11 @@ class Quadratic(Activation):
     def params(self):
         return {"c2": self.c2, "c1": self.c1}
 
+    @property
+    def dual(self):
+        """The polynomial closed forms for these coefficients."""
+        return QuadraticDual(self.c2, self.c1)
+
     def mean(self, t):
         return self.c2 * float(t) ** 2
 
@@ -289,11 +305,19 @@ class Quadratic(Activation):
 
 def _named():
     return {
-        "relu": Activation(_relu, "relu", derivative=_relu_d, breakpoints=(0.0,), torch_func=_TORCH["relu"], odd=False),
+        "relu": Activation(
+            _relu,
+            "relu",
+            derivative=_relu_d,
+            breakpoints=(0.0,),
+            torch_func=_TORCH["relu"],
+            odd=False,
+            dual=LeakyReLUDual(1.0, 0.0),
+        ),
         "tanh": Activation(np.tanh, "tanh", derivative=_tanh_d, torch_func=_TORCH["tanh"], odd=True),
-        "erf": Activation(special.erf, "erf", derivative=_erf_d, torch_func=_TORCH["erf"], odd=True),
+        "erf": Activation(special.erf, "erf", derivative=_erf_d, torch_func=_TORCH["erf"], odd=True, dual=ErfDual()),
         "sigmoid": Activation(_sigmoid, "sigmoid", derivative=_sigmoid_d, torch_func=_TORCH["sigmoid"], odd=True),
-        "gelu": Activation(_gelu, "gelu", derivative=_gelu_d, torch_func=_TORCH["gelu"], odd=False),
+        "gelu": Activation(_gelu, "gelu", derivative=_gelu_d, torch_func=_TORCH["gelu"], odd=False, dual=GeluDual()),
         "silu": Activation(_silu, "silu", derivative=_silu_d, torch_func=_TORCH["silu"], odd=False),
         "softplus": Activation(_softplus, "softplus", derivative=_sigmoid, torch_func=_TORCH["softplus"], odd=False),
         "elu": Activation(_elu, "elu", derivative=_elu_d, breakpoints=(0.0,), torch_func=_TORCH["elu"], odd=False),

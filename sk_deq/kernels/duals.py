@@ -2,10 +2,11 @@
 
 A solver prepares per-sample quantities (the diagonal fixed points and what
 the off-diagonal solve needs) and solves a block of entries: closed forms of
-the dual activation where one exists (:class:`_ClosedFormDual`, with the
-leaky-ReLU's exact table inversion :class:`_ReluDual`), a Hermite (Mehler)
-expansion with a polar-quadrature fallback otherwise (:class:`_MehlerDual`).
-:func:`dual_for` picks the solver of an activation.
+the dual activation where the activation carries them
+(:class:`sk_deq.activations.DualFormula`; :class:`_ClosedFormDual`, with an
+exact table inversion for piecewise-linear ones, :class:`_ReluDual`), a
+Hermite (Mehler) expansion with a polar-quadrature fallback otherwise
+(:class:`_MehlerDual`).  :func:`dual_for` picks the solver of an activation.
 """
 
 from __future__ import annotations
@@ -13,11 +14,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy import special
 
 from .._inputs import squared_norms
-from ..activations._families import _gelu, _relu
-from ..activations import Activation, LeakyReLU, Quadratic
+from ..activations import Activation, DualFormula
 from .memory import CHUNK_ENTRIES
 from .numerics import hermite_table, newton, polar_expectation, safeguarded_newton, sample_nodes, vector_fixed_point
 
@@ -132,18 +131,23 @@ class _Dual:
 
 
 class _ClosedFormDual(_Dual):
-    """Activations whose dual ``E[phi0(u) phi0(v)]`` has a closed form."""
+    """Activations whose dual ``E[phi0(u) phi0(v)]`` has a closed form: the activation's :class:`DualFormula`."""
+
+    def __init__(self, act: Activation, sa: float, sb: float, c: float, tol: float, formula: DualFormula):
+        super().__init__(act, sa, sb, c, tol)
+        self.formula = formula
+        self.name = formula.name
 
     def pre(self, ai, aj) -> dict:
         """Entry-wise quantities that do not change during the Newton iteration."""
-        return {"ai": ai, "aj": aj}
+        return self.formula.pre(ai, aj)
 
     def pair(self, G, pre):
         """``(E[phi0(u) phi0(v)], E[phi0'(u) phi0'(v)])`` for covariance G."""
-        raise NotImplementedError  # pragma: no cover
+        return self.formula.pair(G, pre)
 
     def mean(self, a):
-        raise NotImplementedError  # pragma: no cover
+        return self.formula.mean(a)
 
     def diagonal(self, n_sq):
         sa, sb, c = self.sa, self.sb, self.c
@@ -207,99 +211,6 @@ class _ClosedFormDual(_Dual):
         return F
 
 
-class _ErfDual(_ClosedFormDual):
-    """``erf``: the arcsine kernel ``(2/pi) arcsin(2G / sqrt((1 + 2a)(1 + 2b)))``."""
-
-    name = "erf (closed form)"
-
-    def pre(self, ai, aj):
-        q = np.sqrt((1.0 + 2.0 * ai) * (1.0 + 2.0 * aj))
-        return {"inv_q2": 2.0 / q, "q2sq": (q * q) / 4.0}
-
-    def pair(self, G, pre):
-        z = G * pre["inv_q2"]
-        np.clip(z, -1.0, 1.0, out=z)
-        F = np.arcsin(z)
-        F *= 2.0 / math.pi
-        R = np.subtract(pre["q2sq"], G * G)
-        np.maximum(R, 1e-300, out=R)
-        np.sqrt(R, out=R)
-        D = np.divide(2.0 / math.pi, R)
-        return F, D
-
-    def mean(self, a):
-        return np.zeros_like(a)
-
-
-class _GeluDual(_ClosedFormDual):
-    """GELU ``x Phi(x)``: closed form from Stein's lemma.
-
-    With ``Q = (1 + a)(1 + b)`` and ``R = Q - G^2``::
-
-        E[gelu(u) gelu(v)] = G (1/4 + arcsin(G / sqrt(Q)) / (2 pi))
-                             + (a b Q + G^2 (1 - a b)) / (2 pi Q sqrt(R))
-
-    and its derivative in ``G`` is ``E[gelu'(u) gelu'(v)]`` (Price's theorem).
-    """
-
-    name = "gelu (closed form)"
-
-    def pre(self, ai, aj):
-        Q = (1.0 + ai) * (1.0 + aj)
-        ab = ai * aj
-        return {
-            "Q": Q,
-            "inv_sqQ": 1.0 / np.sqrt(Q),
-            "abQ": ab * Q,
-            "one_m_ab": 1.0 - ab,
-            "inv_2piQ": 1.0 / (2.0 * math.pi * Q),
-        }
-
-    def pair(self, G, pre):
-        G2 = G * G
-        R = np.subtract(pre["Q"], G2)
-        np.maximum(R, 1e-300, out=R)
-        sqR = np.sqrt(R)
-        z = G * pre["inv_sqQ"]
-        np.clip(z, -1.0, 1.0, out=z)
-        base = np.arcsin(z)
-        base *= 1.0 / (2.0 * math.pi)
-        base += 0.25  # 1/4 + arcsin / (2 pi)
-        t = G2 * pre["one_m_ab"]  # G^2 (1 - ab)
-        N = t + pre["abQ"]
-        N *= pre["inv_2piQ"]  # N / (2 pi Q)
-        F = G * base
-        F += N / sqR
-        # D = base + G / (2 pi sqR) + G (2 (1 - ab) R + N) / (2 pi Q R sqR)
-        D = (2.0 * pre["one_m_ab"] * pre["inv_2piQ"]) * R
-        D += N
-        D *= G
-        D /= R
-        D += G * (1.0 / (2.0 * math.pi))
-        D /= sqR
-        D += base
-        return F, D
-
-    def mean(self, a):
-        return a / np.sqrt(2.0 * math.pi * (1.0 + a))
-
-
-class _QuadraticDual(_ClosedFormDual):
-    """``c2 x^2 + c1 x``: ``E = c2^2 (a b + 2 G^2) + c1^2 G``."""
-
-    name = "quadratic (closed form)"
-
-    def pre(self, ai, aj):
-        return {"ab": ai * aj}
-
-    def pair(self, G, pre):
-        c2, c1 = self.act.c2, self.act.c1
-        return c2 * c2 * (pre["ab"] + 2.0 * G * G) + c1 * c1 * G, 4.0 * c2 * c2 * G + c1 * c1
-
-    def mean(self, a):
-        return self.act.c2 * a
-
-
 class _ReluDual(_Dual):
     """Leaky ReLU ``max(alpha x, beta x)`` (ReLU: ``alpha = 1, beta = 0``).
 
@@ -317,12 +228,12 @@ class _ReluDual(_Dual):
     about 1e-13, with Newton steps for the entries near ``rho = -1``.
     """
 
-    name = "leaky-relu (closed form)"
     _N = 2049
 
-    def __init__(self, act, sa, sb, c, tol, slopes):
+    def __init__(self, act: Activation, sa: float, sb: float, c: float, tol: float, formula: DualFormula):
         super().__init__(act, sa, sb, c, tol)
-        self.alpha, self.beta = map(float, slopes)
+        self.name = formula.name
+        self.alpha, self.beta = map(float, formula.slopes)
         al, be = self.alpha, self.beta
         self.lin = 1.0 - sa * al * be
         self.curv = sa * (al - be) ** 2
@@ -743,15 +654,15 @@ class _MehlerDual(_Dual):
 
 
 def dual_for(act: Activation, sa: float, sb: float, c: float, tol: float) -> _Dual:
-    func = getattr(act, "_func", None)
-    if isinstance(act, LeakyReLU):
-        return _ReluDual(act, sa, sb, c, tol, (act.a, act.b))
-    if func is _relu:
-        return _ReluDual(act, sa, sb, c, tol, (1.0, 0.0))
-    if isinstance(act, Quadratic):
-        return _QuadraticDual(act, sa, sb, c, tol)
-    if func is special.erf:
-        return _ErfDual(act, sa, sb, c, tol)
-    if func is _gelu:
-        return _GeluDual(act, sa, sb, c, tol)
-    return _MehlerDual(act, sa, sb, c, tol)
+    """The solver of ``act``, chosen by its :class:`DualFormula` (``act.dual``).
+
+    The table inversion for piecewise-linear formulas (``slopes``), the
+    formula's closed forms for the others the engine may use
+    (``implicit``), and the Hermite expansion where there is no formula.
+    """
+    formula = act.dual
+    if formula is None or not formula.implicit:
+        return _MehlerDual(act, sa, sb, c, tol)
+    if formula.slopes is not None:
+        return _ReluDual(act, sa, sb, c, tol, formula)
+    return _ClosedFormDual(act, sa, sb, c, tol, formula)

@@ -136,7 +136,8 @@ def implicit_kernel(
     scalar fixed point in ``||x_i||^2``; then every off-diagonal entry as a
     scalar equation in its correlation), solved to ``tol``.  Closed forms
     give the dual activation for ReLU and leaky ReLU (arc-cosine), erf
-    (arcsine), GELU and quadratic activations; any other activation uses a
+    (arcsine), GELU and quadratic activations (and any activation given a
+    :class:`~sk_deq.activations.DualFormula`); any other activation uses a
     Hermite expansion with per-sample coefficient vectors (degree chosen per
     block from an exact truncation bound) and polar quadrature for the few
     entries it cannot resolve.
