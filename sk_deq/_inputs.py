@@ -35,6 +35,7 @@ __all__ = [
     "check_sigma_a2",
     "check_sigma_b2",
     "check_tau0",
+    "data_tau0",
     "fit_input_scaling",
     "squared_norms",
 ]
@@ -123,6 +124,12 @@ def squared_norms(X, name: str = "X") -> np.ndarray:
             "kernels depend on them. Rescale the inputs (e.g. with input_scaling='global')."
         )
     return norms
+
+
+def data_tau0(X) -> float:
+    """Data scale ``tau0 = sqrt((1/n) sum ||x_i||^2)`` of samples in rows."""
+    X = np.asarray(X, dtype=float)
+    return check_tau0(math.sqrt(float(np.mean(squared_norms(X)))))
 
 
 def check_samples(X, name: str = "X", *, n_features: int | None = None, caller: str | None = None) -> np.ndarray:

@@ -31,9 +31,9 @@ from .activations import Activation
 from .kernels import (
     ImplicitKernelEngine,
     MonteCarloDEQSampler,
-    _auto_block_size,
-    _linearized_block,
+    auto_block_size,
     check_kernel_fits_in_memory,
+    linearized_block,
     linearized_kernel_coefficients,
 )
 
@@ -262,7 +262,7 @@ class ImplicitCKTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, B
         return deq_ck_coefficients(self.activation, self.sigma_a2, self.tau0_, sigma_b2=self.sigma_b2)
 
     def _block(self, workers):
-        return self.block_size if self.block_size is not None else _auto_block_size(workers)
+        return self.block_size if self.block_size is not None else auto_block_size(workers)
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None):
@@ -338,7 +338,7 @@ class ImplicitCKTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, B
             nx = self._fit_norms if square else squared_norms(Xs)
             for i0 in range(0, n, b):
                 sl = slice(i0, i0 + b)
-                out[sl] = _linearized_block(self._lin, self.tau0_, Xs[sl], self.X_fit_, nx[sl], self._fit_norms)
+                out[sl] = linearized_block(self._lin, self.tau0_, Xs[sl], self.X_fit_, nx[sl], self._fit_norms)
             return out
         # Monte Carlo: features of the new samples under the fitted networks,
         # in row blocks so that memory stays bounded

@@ -17,7 +17,6 @@ from sk_deq.activations import HardTanh, LeakyReLU, Quadratic, get_activation
 from sk_deq.datasets import load_mnist_digits, make_gaussian_mixture
 from sk_deq.kernels import (
     ImplicitKernelEngine,
-    _polar_expectation,
     check_kernel_fits_in_memory,
     explicit_kernel,
     implicit_kernel,
@@ -26,6 +25,7 @@ from sk_deq.kernels import (
     monte_carlo_implicit_kernel,
     relative_spectral_error,
 )
+from sk_deq.kernels.numerics import polar_expectation
 from sk_deq.theory import deq_ck_coefficients, explicit_kernel_entry, implicit_kernel_entry
 
 SA = 0.2
@@ -146,7 +146,7 @@ def test_polar_quadrature_near_correlation_one_with_kinks():
             integrate.quad(inner, lo, hi, epsabs=1e-14, epsrel=1e-13, limit=200)[0]
             for lo, hi in [(-12 * su, -1), (-1, 1), (1, 12 * su)]
         )
-        got = _polar_expectation(h, h, su, sv, rho, h.breakpoints)[0]
+        got = polar_expectation(h, h, su, sv, rho, h.breakpoints)[0]
         assert got == pytest.approx(ref, abs=1e-11)
 
 
@@ -305,12 +305,12 @@ def test_explicit_kernel_hard_tanh_layer_matches_scalar_references():
 
     from sk_deq._gaussian import expect_pair
     from sk_deq.activations import HardTanh
-    from sk_deq.kernels import _hard_tanh_pair, explicit_kernel, monte_carlo_explicit_kernel, relative_spectral_error
+    from sk_deq.kernels import explicit_kernel, monte_carlo_explicit_kernel, relative_spectral_error
 
     act = HardTanh(0.76, 1.2)
     for a, b, rho in [(1.0, 1.0, 0.3), (0.5, 2.0, -0.7), (1.3, 0.9, 0.99), (1.0, 1.0, 1.0), (0.05, 3.0, 0.2)]:
         G = rho * math.sqrt(a * b)
-        F, D = _hard_tanh_pair(act.a, act.c, G, a, b)
+        F, D = act.dual.expectations(G, a, b)
         assert F == pytest.approx(expect_pair(act, act, a, b, G, act.breakpoints, act.breakpoints), abs=1e-11)
         assert D == pytest.approx(
             expect_pair(act.derivative, act.derivative, a, b, G, act.breakpoints, act.breakpoints), abs=1e-11
@@ -366,7 +366,6 @@ def test_gelu_kernel_tends_to_the_relu_kernel_at_large_scale():
 @pytest.mark.parametrize("a,beta", [(1.0, 0.5), (0.3, -2.0), (2.0, 1.0), (1e-4, 30.0)])
 def test_hard_tanh_pair_of_collinear_samples_is_exact(a, beta):
     """|rho| = 1: v = beta u, the kinks of clip(beta u) are closed-form breakpoints (adaptive quadrature check)."""
-    from sk_deq.kernels import _hard_tanh_pair
 
     gain, c = 0.8, 1.2
     pts = sorted({-c, c, -c / abs(beta), c / abs(beta)})
@@ -387,7 +386,7 @@ def test_hard_tanh_pair_of_collinear_samples_is_exact(a, beta):
     D_ref = integrate.quad(
         lambda u: float(abs(u) < c and abs(beta * u) < c) * density(u), -50 * s, 50 * s, points=pts, limit=200
     )[0]
-    F, D = _hard_tanh_pair(gain, c, beta * a, a, beta * beta * a)
+    F, D = HardTanh(gain, c).dual.expectations(beta * a, a, beta * beta * a)
     assert float(F) == pytest.approx(gain**2 * F_ref, rel=1e-12, abs=1e-16)
     assert float(D) == pytest.approx(gain**2 * D_ref, rel=1e-12, abs=1e-16)
 

@@ -1,45 +1,21 @@
-"""Activations: named ones, user callables and the parametric families.
+"""The :class:`Activation` base class and the :class:`GaussianMoments` of an activation.
 
-Every activation carries a numpy form (used by the theory), a torch form (used
-by :mod:`sk_deq.nn`), its derivative, its breakpoints (kinks or jumps, so the
-Gaussian engine integrates it exactly) and its Gaussian moments at an input
-scale ``t``.  The parametric families used for matching (leaky-ReLU, hard-tanh,
-quadratic) compute their moments in closed form (SPEC §4); all others go
-through the quadrature engine of :mod:`sk_deq._gaussian`.
-
-Centring (SPEC §1): the networks use ``phi(x) = phi0(x) - E_t[phi0]`` with
-``t`` the scale of the pre-activation (``tau`` for a DEQ, ``tau_{l-1}`` for
-layer ``l`` of an explicit net).  :meth:`Activation.moments` returns the
-moments of the activation centred at the same ``t``.
-
-This module does not import torch at import time; :meth:`Activation.torch`
-imports it when first called.
+An activation evaluates on numpy arrays (for the theory) and on torch
+tensors (for :mod:`sk_deq.nn`), converting between the two as described in
+:class:`Activation`; torch is imported only when first needed.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from collections.abc import Callable
 
 import numpy as np
-from scipy import special
 
-from . import _gaussian
+from .. import _gaussian
+from ._duals import DualFormula
 
-__all__ = [
-    "Activation",
-    "GaussianMoments",
-    "LeakyReLU",
-    "HardTanh",
-    "Quadratic",
-    "ACTIVATIONS",
-    "ACTIVATION_NAMES",
-    "get_activation",
-]
-
-_SQRT_2PI = math.sqrt(2.0 * math.pi)
-_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+__all__ = ["Activation", "GaussianMoments"]
 
 
 @dataclass(frozen=True)
@@ -194,6 +170,12 @@ class Activation:
         Torch form of ``phi0``.  If omitted, chosen as described above.
     odd : bool, optional
         Whether ``phi0 - phi0(0)`` is odd.  Detected numerically when omitted.
+    dual : DualFormula, optional
+        Closed forms of the activation's Gaussian expectations (its dual
+        activation, see :class:`DualFormula`), used by the exact kernels.
+        Without one, :func:`sk_deq.kernels.implicit_kernel` uses a Hermite
+        expansion and :func:`sk_deq.kernels.explicit_kernel` does not accept
+        the activation.
 
     Raises
     ------
@@ -219,6 +201,7 @@ class Activation:
         breakpoints: tuple[float, ...] = (),
         torch_func: Callable | None = None,
         odd: bool | None = None,
+        dual: DualFormula | None = None,
     ):
         if not callable(func):
             raise TypeError(f"activation must be callable, got {type(func).__name__}.")
@@ -228,6 +211,7 @@ class Activation:
         self.breakpoints = tuple(float(b) for b in breakpoints)
         self._torch_func = torch_func
         self._odd = odd
+        self._dual = dual
         self._speaks = None  # 'numpy' or 'torch', found at first use
         self._on_tensors = None  # how to evaluate on tensors, found at first use
 
@@ -346,6 +330,11 @@ class Activation:
         """Parameters of a parametric activation (empty for named ones)."""
         return {}
 
+    @property
+    def dual(self) -> DualFormula | None:
+        """Closed forms of the Gaussian expectations (:class:`DualFormula`), or None where there are none."""
+        return self._dual
+
     # -- Gaussian moments ---------------------------------------------------
     def mean(self, t: float) -> float:
         """``E_t[phi0]``, the constant that centres the activation at scale ``t``."""
@@ -407,320 +396,3 @@ def _check_finite_moments(act: Activation, m: GaussianMoments) -> None:
             f"Gaussian moments of activation {act.name!r} at scale t={m.t:.4g} are not finite; "
             "the activation overflows or grows too fast for a Gaussian input."
         )
-
-
-# ---------------------------------------------------------------------------
-# Named activations (module-level functions so that they pickle).
-
-
-def _relu(x):
-    return np.maximum(x, 0.0)
-
-
-def _relu_d(x):
-    return (x > 0).astype(float)
-
-
-def _tanh_d(x):
-    return 1.0 - np.tanh(x) ** 2
-
-
-def _erf_d(x):
-    return 2.0 / math.sqrt(math.pi) * np.exp(-x * x)
-
-
-def _sigmoid(x):
-    return special.expit(x)
-
-
-def _sigmoid_d(x):
-    s = special.expit(x)
-    return s * (1.0 - s)
-
-
-def _gelu(x):
-    return x * special.ndtr(x)
-
-
-def _gelu_d(x):
-    return special.ndtr(x) + x * np.exp(-0.5 * x * x) / _SQRT_2PI
-
-
-def _silu(x):
-    return x * special.expit(x)
-
-
-def _silu_d(x):
-    s = special.expit(x)
-    return s * (1.0 + x * (1.0 - s))
-
-
-def _softplus(x):
-    return np.logaddexp(0.0, x)
-
-
-def _elu(x):
-    return np.where(x > 0, x, np.expm1(np.minimum(x, 0.0)))
-
-
-def _elu_d(x):
-    return np.where(x > 0, 1.0, np.exp(np.minimum(x, 0.0)))
-
-
-class _TorchNamed:
-    """Torch form of a named activation, resolved on first call (picklable)."""
-
-    def __init__(self, name: str):
-        self.name = name
-
-    def __call__(self, x):
-        import torch
-        import torch.nn.functional as F
-
-        table = {
-            "relu": torch.relu,
-            "tanh": torch.tanh,
-            "erf": torch.erf,
-            "sigmoid": torch.sigmoid,
-            "gelu": F.gelu,
-            "silu": F.silu,
-            "softplus": F.softplus,
-            "elu": F.elu,
-        }
-        return table[self.name](x)
-
-
-_TORCH = {name: _TorchNamed(name) for name in ("relu", "tanh", "erf", "sigmoid", "gelu", "silu", "softplus", "elu")}
-
-
-# ---------------------------------------------------------------------------
-# Parametric families with closed-form moments (SPEC §4).
-
-
-class LeakyReLU(Activation):
-    """Leaky-ReLU ``x -> a x`` for ``x >= 0`` and ``b x`` for ``x < 0``.
-
-    Closed forms for an input ``N(0, t^2)`` (centred at ``t``)::
-
-        mean = (a - b) t / sqrt(2 pi)
-        G1 = (a + b)^2 / 4,   G2 = (a - b)^2 / (2 pi t^2)
-        G4 = ((a^2 + b^2)(pi - 1) + 2ab) / pi,   Var = t^2 G4 / 2
-
-    Parameters
-    ----------
-    a : float
-        Slope for ``x >= 0``.
-    b : float
-        Slope for ``x < 0``.
-    """
-
-    def __init__(self, a: float = 1.0, b: float = 0.0, name: str | None = None):
-        self.a, self.b = float(a), float(b)
-        super().__init__(self._f, name=name or "leaky_relu", breakpoints=(0.0,), odd=(self.a == self.b))
-
-    def _f(self, x):
-        return np.where(x >= 0, self.a * x, self.b * x)
-
-    def derivative(self, x):
-        x = np.asarray(x, dtype=float)
-        return np.where(x >= 0, self.a, self.b)
-
-    def torch(self, x):
-        import torch
-
-        return torch.where(x >= 0, self.a * x, self.b * x)
-
-    @property
-    def params(self):
-        return {"a": self.a, "b": self.b}
-
-    def mean(self, t):
-        return (self.a - self.b) * float(t) / _SQRT_2PI
-
-    def variance(self, t):
-        return self.moments(t).var
-
-    def moments(self, t):
-        t = float(t)
-        if not (np.isfinite(t) and t > 0):
-            raise ValueError(f"input scale t must be positive and finite, got {t!r}.")
-        a, b = self.a, self.b
-        sq_d2 = ((a * a + b * b) * (math.pi - 1.0) + 2.0 * a * b) / math.pi
-        return GaussianMoments(
-            t=t,
-            mean=(a - b) * t / _SQRT_2PI,
-            var=t * t * sq_d2 / 2.0,
-            d1=(a + b) / 2.0,
-            d2=(a - b) / (_SQRT_2PI * t),
-            sq_d2=sq_d2,
-            d1_sq=(a * a + b * b) / 2.0,
-        )
-
-
-class HardTanh(Activation):
-    """Hard-tanh ``x -> a * clip(x, -c, c)`` (odd, so already centred).
-
-    Closed forms for an input ``N(0, t^2)`` with ``r = c / (sqrt(2) t)``::
-
-        G1 = a^2 erf(r)^2,   G2 = 0
-        G4 = 2 a^2 (erf(r) - sqrt(2/pi) (c/t) exp(-r^2))
-        Var = a^2 (t^2 erf(r) + c (c erfc(r) - sqrt(2/pi) t exp(-r^2)))
-
-    Parameters
-    ----------
-    a : float
-        Gain.
-    c : float
-        Clipping threshold (``c > 0``).
-    """
-
-    def __init__(self, a: float = 1.0, c: float = 1.0, name: str | None = None):
-        self.a, self.c = float(a), float(c)
-        if not self.c > 0:
-            raise ValueError(f"HardTanh threshold c must be positive, got {c!r}.")
-        super().__init__(self._f, name=name or "hard_tanh", breakpoints=(-self.c, self.c), odd=True)
-
-    def _f(self, x):
-        return self.a * np.clip(x, -self.c, self.c)
-
-    def derivative(self, x):
-        x = np.asarray(x, dtype=float)
-        return np.where(np.abs(x) < self.c, self.a, 0.0)
-
-    def torch(self, x):
-        import torch
-
-        return self.a * torch.clamp(x, -self.c, self.c)
-
-    @property
-    def params(self):
-        return {"a": self.a, "c": self.c}
-
-    def mean(self, t):
-        return 0.0
-
-    def variance(self, t):
-        return self.moments(t).var
-
-    def moments(self, t):
-        t = float(t)
-        if not (np.isfinite(t) and t > 0):
-            raise ValueError(f"input scale t must be positive and finite, got {t!r}.")
-        a, c = self.a, self.c
-        r = c / (math.sqrt(2.0) * t)
-        erf_r, erfc_r, e = math.erf(r), math.erfc(r), math.exp(-r * r)
-        a2 = a * a
-        return GaussianMoments(
-            t=t,
-            mean=0.0,
-            var=a2 * (t * t * erf_r + c * (c * erfc_r - _SQRT_2_OVER_PI * t * e)),
-            d1=a * erf_r,
-            d2=0.0,
-            sq_d2=2.0 * a2 * (erf_r - _SQRT_2_OVER_PI * (c / t) * e),
-            d1_sq=a2 * erf_r,
-        )
-
-
-class Quadratic(Activation):
-    """Quadratic ``x -> c2 x^2 + c1 x`` (the constant ``c0`` only centres).
-
-    Closed forms for an input ``N(0, t^2)``::
-
-        mean = c2 t^2,   G1 = c1^2,   G2 = 4 c2^2
-        G4 = 8 c2^2 t^2 + 2 c1^2,   Var = 2 c2^2 t^4 + c1^2 t^2
-
-    Parameters
-    ----------
-    c2, c1 : float
-        Quadratic and linear coefficients.
-    """
-
-    def __init__(self, c2: float = 0.0, c1: float = 1.0, name: str | None = None):
-        self.c2, self.c1 = float(c2), float(c1)
-        super().__init__(self._f, name=name or "quadratic", odd=(self.c2 == 0.0))
-
-    def _f(self, x):
-        return (self.c2 * x + self.c1) * x
-
-    def derivative(self, x):
-        return 2.0 * self.c2 * np.asarray(x, dtype=float) + self.c1
-
-    def torch(self, x):
-        return (self.c2 * x + self.c1) * x
-
-    @property
-    def params(self):
-        return {"c2": self.c2, "c1": self.c1}
-
-    def mean(self, t):
-        return self.c2 * float(t) ** 2
-
-    def variance(self, t):
-        return self.moments(t).var
-
-    def moments(self, t):
-        t = float(t)
-        if not (np.isfinite(t) and t > 0):
-            raise ValueError(f"input scale t must be positive and finite, got {t!r}.")
-        c2, c1, t2 = self.c2, self.c1, t * t
-        return GaussianMoments(
-            t=t,
-            mean=c2 * t2,
-            var=2.0 * c2 * c2 * t2 * t2 + c1 * c1 * t2,
-            d1=c1,
-            d2=2.0 * c2,
-            sq_d2=8.0 * c2 * c2 * t2 + 2.0 * c1 * c1,
-            d1_sq=4.0 * c2 * c2 * t2 + c1 * c1,
-        )
-
-
-def _named():
-    return {
-        "relu": Activation(_relu, "relu", derivative=_relu_d, breakpoints=(0.0,), torch_func=_TORCH["relu"], odd=False),
-        "tanh": Activation(np.tanh, "tanh", derivative=_tanh_d, torch_func=_TORCH["tanh"], odd=True),
-        "erf": Activation(special.erf, "erf", derivative=_erf_d, torch_func=_TORCH["erf"], odd=True),
-        "sigmoid": Activation(_sigmoid, "sigmoid", derivative=_sigmoid_d, torch_func=_TORCH["sigmoid"], odd=True),
-        "gelu": Activation(_gelu, "gelu", derivative=_gelu_d, torch_func=_TORCH["gelu"], odd=False),
-        "silu": Activation(_silu, "silu", derivative=_silu_d, torch_func=_TORCH["silu"], odd=False),
-        "softplus": Activation(_softplus, "softplus", derivative=_sigmoid, torch_func=_TORCH["softplus"], odd=False),
-        "elu": Activation(_elu, "elu", derivative=_elu_d, breakpoints=(0.0,), torch_func=_TORCH["elu"], odd=False),
-        "leaky_relu": LeakyReLU(1.0, 0.01, name="leaky_relu"),
-    }
-
-
-#: Named activations accepted wherever an ``activation`` parameter is.
-ACTIVATIONS: dict[str, Activation] = _named()
-_ALIASES = {"swish": "silu"}
-#: Every name :func:`get_activation` accepts (case-insensitive), aliases included, sorted.
-ACTIVATION_NAMES: tuple = tuple(sorted(set(ACTIVATIONS) | set(_ALIASES)))
-
-
-def get_activation(activation) -> Activation:
-    """Resolve a name, an :class:`Activation` or a callable to an :class:`Activation`.
-
-    Parameters
-    ----------
-    activation : str, Activation or callable
-        One of ``sorted(ACTIVATIONS)`` (plus the alias ``"swish"`` for
-        ``"silu"``), an :class:`Activation`, or a vectorised numpy callable
-        (wrapped with a finite-difference derivative and no breakpoints; wrap
-        it in :class:`Activation` yourself to give them).
-
-    Raises
-    ------
-    ValueError
-        For an unknown name.
-    TypeError
-        For anything that is neither a string nor callable.
-    """
-    if isinstance(activation, Activation):
-        return activation
-    if isinstance(activation, str):
-        key = _ALIASES.get(activation.lower(), activation.lower())
-        if key not in ACTIVATIONS:
-            known = ", ".join(ACTIVATION_NAMES)
-            raise ValueError(f"Unknown activation {activation!r}; known names: {known}, or pass a callable.")
-        return ACTIVATIONS[key]
-    if callable(activation):
-        return Activation(activation)
-    raise TypeError(f"activation must be a name, an Activation or a callable, got {type(activation).__name__}.")

@@ -1,0 +1,363 @@
+"""Named activations, the parametric families (leaky-ReLU, hard-tanh, quadratic) and :func:`get_activation`."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy import special
+
+from ._base import Activation, GaussianMoments
+from ._duals import ErfDual, GeluDual, HardTanhDual, LeakyReLUDual, QuadraticDual
+
+__all__ = [
+    "ACTIVATIONS",
+    "ACTIVATION_NAMES",
+    "HardTanh",
+    "LeakyReLU",
+    "Quadratic",
+    "get_activation",
+]
+
+_SQRT_2PI = math.sqrt(2.0 * math.pi)
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+
+
+# ---------------------------------------------------------------------------
+# Named activations (module-level functions so that they pickle).
+
+
+def _relu(x):
+    return np.maximum(x, 0.0)
+
+
+def _relu_d(x):
+    return (x > 0).astype(float)
+
+
+def _tanh_d(x):
+    return 1.0 - np.tanh(x) ** 2
+
+
+def _erf_d(x):
+    return 2.0 / math.sqrt(math.pi) * np.exp(-x * x)
+
+
+def _sigmoid(x):
+    return special.expit(x)
+
+
+def _sigmoid_d(x):
+    s = special.expit(x)
+    return s * (1.0 - s)
+
+
+def _gelu(x):
+    return x * special.ndtr(x)
+
+
+def _gelu_d(x):
+    return special.ndtr(x) + x * np.exp(-0.5 * x * x) / _SQRT_2PI
+
+
+def _silu(x):
+    return x * special.expit(x)
+
+
+def _silu_d(x):
+    s = special.expit(x)
+    return s * (1.0 + x * (1.0 - s))
+
+
+def _softplus(x):
+    return np.logaddexp(0.0, x)
+
+
+def _elu(x):
+    return np.where(x > 0, x, np.expm1(np.minimum(x, 0.0)))
+
+
+def _elu_d(x):
+    return np.where(x > 0, 1.0, np.exp(np.minimum(x, 0.0)))
+
+
+class _TorchNamed:
+    """Torch form of a named activation, resolved on first call (picklable)."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __call__(self, x):
+        import torch
+        import torch.nn.functional as F
+
+        table = {
+            "relu": torch.relu,
+            "tanh": torch.tanh,
+            "erf": torch.erf,
+            "sigmoid": torch.sigmoid,
+            "gelu": F.gelu,
+            "silu": F.silu,
+            "softplus": F.softplus,
+            "elu": F.elu,
+        }
+        return table[self.name](x)
+
+
+_TORCH = {name: _TorchNamed(name) for name in ("relu", "tanh", "erf", "sigmoid", "gelu", "silu", "softplus", "elu")}
+
+
+# ---------------------------------------------------------------------------
+# Parametric families with closed-form moments (SPEC §4).
+
+
+class LeakyReLU(Activation):
+    """Leaky-ReLU ``x -> a x`` for ``x >= 0`` and ``b x`` for ``x < 0``.
+
+    Closed forms for an input ``N(0, t^2)`` (centred at ``t``)::
+
+        mean = (a - b) t / sqrt(2 pi)
+        G1 = (a + b)^2 / 4,   G2 = (a - b)^2 / (2 pi t^2)
+        G4 = ((a^2 + b^2)(pi - 1) + 2ab) / pi,   Var = t^2 G4 / 2
+
+    Parameters
+    ----------
+    a : float
+        Slope for ``x >= 0``.
+    b : float
+        Slope for ``x < 0``.
+    """
+
+    def __init__(self, a: float = 1.0, b: float = 0.0, name: str | None = None):
+        self.a, self.b = float(a), float(b)
+        super().__init__(self._f, name=name or "leaky_relu", breakpoints=(0.0,), odd=(self.a == self.b))
+
+    def _f(self, x):
+        return np.where(x >= 0, self.a * x, self.b * x)
+
+    def derivative(self, x):
+        x = np.asarray(x, dtype=float)
+        return np.where(x >= 0, self.a, self.b)
+
+    def torch(self, x):
+        import torch
+
+        return torch.where(x >= 0, self.a * x, self.b * x)
+
+    @property
+    def params(self):
+        return {"a": self.a, "b": self.b}
+
+    @property
+    def dual(self):
+        """The arc-cosine closed forms for these slopes."""
+        return LeakyReLUDual(self.a, self.b)
+
+    def mean(self, t):
+        return (self.a - self.b) * float(t) / _SQRT_2PI
+
+    def variance(self, t):
+        return self.moments(t).var
+
+    def moments(self, t):
+        t = float(t)
+        if not (np.isfinite(t) and t > 0):
+            raise ValueError(f"input scale t must be positive and finite, got {t!r}.")
+        a, b = self.a, self.b
+        sq_d2 = ((a * a + b * b) * (math.pi - 1.0) + 2.0 * a * b) / math.pi
+        return GaussianMoments(
+            t=t,
+            mean=(a - b) * t / _SQRT_2PI,
+            var=t * t * sq_d2 / 2.0,
+            d1=(a + b) / 2.0,
+            d2=(a - b) / (_SQRT_2PI * t),
+            sq_d2=sq_d2,
+            d1_sq=(a * a + b * b) / 2.0,
+        )
+
+
+class HardTanh(Activation):
+    """Hard-tanh ``x -> a * clip(x, -c, c)`` (odd, so already centred).
+
+    Closed forms for an input ``N(0, t^2)`` with ``r = c / (sqrt(2) t)``::
+
+        G1 = a^2 erf(r)^2,   G2 = 0
+        G4 = 2 a^2 (erf(r) - sqrt(2/pi) (c/t) exp(-r^2))
+        Var = a^2 (t^2 erf(r) + c (c erfc(r) - sqrt(2/pi) t exp(-r^2)))
+
+    Parameters
+    ----------
+    a : float
+        Gain.
+    c : float
+        Clipping threshold (``c > 0``).
+    """
+
+    def __init__(self, a: float = 1.0, c: float = 1.0, name: str | None = None):
+        self.a, self.c = float(a), float(c)
+        if not self.c > 0:
+            raise ValueError(f"HardTanh threshold c must be positive, got {c!r}.")
+        super().__init__(self._f, name=name or "hard_tanh", breakpoints=(-self.c, self.c), odd=True)
+
+    def _f(self, x):
+        return self.a * np.clip(x, -self.c, self.c)
+
+    def derivative(self, x):
+        x = np.asarray(x, dtype=float)
+        return np.where(np.abs(x) < self.c, self.a, 0.0)
+
+    def torch(self, x):
+        import torch
+
+        return self.a * torch.clamp(x, -self.c, self.c)
+
+    @property
+    def params(self):
+        return {"a": self.a, "c": self.c}
+
+    @property
+    def dual(self):
+        """The Gauss-Legendre quadrature of closed-form conditionals (explicit layers only)."""
+        return HardTanhDual(self.a, self.c)
+
+    def mean(self, t):
+        return 0.0
+
+    def variance(self, t):
+        return self.moments(t).var
+
+    def moments(self, t):
+        t = float(t)
+        if not (np.isfinite(t) and t > 0):
+            raise ValueError(f"input scale t must be positive and finite, got {t!r}.")
+        a, c = self.a, self.c
+        r = c / (math.sqrt(2.0) * t)
+        erf_r, erfc_r, e = math.erf(r), math.erfc(r), math.exp(-r * r)
+        a2 = a * a
+        return GaussianMoments(
+            t=t,
+            mean=0.0,
+            var=a2 * (t * t * erf_r + c * (c * erfc_r - _SQRT_2_OVER_PI * t * e)),
+            d1=a * erf_r,
+            d2=0.0,
+            sq_d2=2.0 * a2 * (erf_r - _SQRT_2_OVER_PI * (c / t) * e),
+            d1_sq=a2 * erf_r,
+        )
+
+
+class Quadratic(Activation):
+    """Quadratic ``x -> c2 x^2 + c1 x`` (the constant ``c0`` only centres).
+
+    Closed forms for an input ``N(0, t^2)``::
+
+        mean = c2 t^2,   G1 = c1^2,   G2 = 4 c2^2
+        G4 = 8 c2^2 t^2 + 2 c1^2,   Var = 2 c2^2 t^4 + c1^2 t^2
+
+    Parameters
+    ----------
+    c2, c1 : float
+        Quadratic and linear coefficients.
+    """
+
+    def __init__(self, c2: float = 0.0, c1: float = 1.0, name: str | None = None):
+        self.c2, self.c1 = float(c2), float(c1)
+        super().__init__(self._f, name=name or "quadratic", odd=(self.c2 == 0.0))
+
+    def _f(self, x):
+        return (self.c2 * x + self.c1) * x
+
+    def derivative(self, x):
+        return 2.0 * self.c2 * np.asarray(x, dtype=float) + self.c1
+
+    def torch(self, x):
+        return (self.c2 * x + self.c1) * x
+
+    @property
+    def params(self):
+        return {"c2": self.c2, "c1": self.c1}
+
+    @property
+    def dual(self):
+        """The polynomial closed forms for these coefficients."""
+        return QuadraticDual(self.c2, self.c1)
+
+    def mean(self, t):
+        return self.c2 * float(t) ** 2
+
+    def variance(self, t):
+        return self.moments(t).var
+
+    def moments(self, t):
+        t = float(t)
+        if not (np.isfinite(t) and t > 0):
+            raise ValueError(f"input scale t must be positive and finite, got {t!r}.")
+        c2, c1, t2 = self.c2, self.c1, t * t
+        return GaussianMoments(
+            t=t,
+            mean=c2 * t2,
+            var=2.0 * c2 * c2 * t2 * t2 + c1 * c1 * t2,
+            d1=c1,
+            d2=2.0 * c2,
+            sq_d2=8.0 * c2 * c2 * t2 + 2.0 * c1 * c1,
+            d1_sq=4.0 * c2 * c2 * t2 + c1 * c1,
+        )
+
+
+def _named():
+    return {
+        "relu": Activation(
+            _relu,
+            "relu",
+            derivative=_relu_d,
+            breakpoints=(0.0,),
+            torch_func=_TORCH["relu"],
+            odd=False,
+            dual=LeakyReLUDual(1.0, 0.0),
+        ),
+        "tanh": Activation(np.tanh, "tanh", derivative=_tanh_d, torch_func=_TORCH["tanh"], odd=True),
+        "erf": Activation(special.erf, "erf", derivative=_erf_d, torch_func=_TORCH["erf"], odd=True, dual=ErfDual()),
+        "sigmoid": Activation(_sigmoid, "sigmoid", derivative=_sigmoid_d, torch_func=_TORCH["sigmoid"], odd=True),
+        "gelu": Activation(_gelu, "gelu", derivative=_gelu_d, torch_func=_TORCH["gelu"], odd=False, dual=GeluDual()),
+        "silu": Activation(_silu, "silu", derivative=_silu_d, torch_func=_TORCH["silu"], odd=False),
+        "softplus": Activation(_softplus, "softplus", derivative=_sigmoid, torch_func=_TORCH["softplus"], odd=False),
+        "elu": Activation(_elu, "elu", derivative=_elu_d, breakpoints=(0.0,), torch_func=_TORCH["elu"], odd=False),
+        "leaky_relu": LeakyReLU(1.0, 0.01, name="leaky_relu"),
+    }
+
+
+#: Named activations accepted wherever an ``activation`` parameter is.
+ACTIVATIONS: dict[str, Activation] = _named()
+_ALIASES = {"swish": "silu"}
+#: Every name :func:`get_activation` accepts (case-insensitive), aliases included, sorted.
+ACTIVATION_NAMES: tuple = tuple(sorted(set(ACTIVATIONS) | set(_ALIASES)))
+
+
+def get_activation(activation) -> Activation:
+    """Resolve a name, an :class:`Activation` or a callable to an :class:`Activation`.
+
+    Parameters
+    ----------
+    activation : str, Activation or callable
+        One of ``sorted(ACTIVATIONS)`` (plus the alias ``"swish"`` for
+        ``"silu"``), an :class:`Activation`, or a vectorised numpy callable
+        (wrapped with a finite-difference derivative and no breakpoints; wrap
+        it in :class:`Activation` yourself to give them).
+
+    Raises
+    ------
+    ValueError
+        For an unknown name.
+    TypeError
+        For anything that is neither a string nor callable.
+    """
+    if isinstance(activation, Activation):
+        return activation
+    if isinstance(activation, str):
+        key = _ALIASES.get(activation.lower(), activation.lower())
+        if key not in ACTIVATIONS:
+            known = ", ".join(ACTIVATION_NAMES)
+            raise ValueError(f"Unknown activation {activation!r}; known names: {known}, or pass a callable.")
+        return ACTIVATIONS[key]
+    if callable(activation):
+        return Activation(activation)
+    raise TypeError(f"activation must be a name, an Activation or a callable, got {type(activation).__name__}.")

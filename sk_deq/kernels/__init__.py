@@ -1,0 +1,64 @@
+"""Kernel matrices of DEQs and explicit networks (numpy only).
+
+Three ways to obtain the DEQ's Implicit-CK / feature kernel / Implicit-NTK
+(SPEC §3, §5) as a plain function of the data, in the spirit of
+neural-tangents:
+
+* :func:`implicit_kernel`: the exact infinite-width fixed point of every
+  entry (closed forms for ReLU / leaky ReLU, erf, GELU and quadratic
+  activations; a Hermite (Mehler) expansion of the dual activation with a
+  quadrature fallback for any other activation), computed block by block so
+  that memory stays bounded, optionally in parallel through joblib;
+* :func:`monte_carlo_implicit_kernel`: averages over random finite-width
+  DEQs, as in the paper's experiments (also between two data sets, with the
+  features of both computed by the same random networks);
+* :func:`linearized_implicit_kernel`: the label-free high-dimensional
+  equivalent of SPEC §3.
+
+Also the relative spectral-norm error used to compare kernels (SPEC §6) and
+Monte-Carlo kernels of explicit networks.  Networks follow SPEC §1 and §4:
+weights ``N(0, 1)``, features scaled by ``1/sqrt(m)``, no ``1/sqrt(p)`` on
+the input weights (inputs are expected with ``||x||^2`` of order one),
+activations centred at their input scale.
+
+The package has one module per concern: ``montecarlo`` (random networks),
+``engine`` (the exact implicit kernels) with ``duals`` (its per-activation
+solvers) and ``numerics`` (their quadrature and root finding),
+``linearized``, ``explicit`` (exact kernels of explicit networks),
+``memory`` (what fits, block sizes) and ``metrics``.  Everything public is
+importable from ``sk_deq.kernels``.
+"""
+
+from __future__ import annotations
+
+from .._inputs import data_tau0
+from .duals import MEHLER_MAX_DEGREE as MEHLER_MAX_DEGREE
+from .engine import ImplicitKernelEngine, implicit_kernel, implicit_kernel_diagonal
+from .explicit import explicit_kernel
+from .linearized import linearized_block as linearized_block
+from .linearized import linearized_implicit_kernel, linearized_kernel_coefficients
+from .memory import auto_block_size as auto_block_size
+from .memory import check_kernel_fits_in_memory
+from .metrics import relative_spectral_error
+from .montecarlo import (
+    MonteCarloDEQSampler,
+    anderson_fixed_point,
+    monte_carlo_explicit_kernel,
+    monte_carlo_implicit_kernel,
+)
+
+__all__ = [
+    "relative_spectral_error",
+    "data_tau0",
+    "anderson_fixed_point",
+    "monte_carlo_implicit_kernel",
+    "monte_carlo_explicit_kernel",
+    "MonteCarloDEQSampler",
+    "implicit_kernel",
+    "implicit_kernel_diagonal",
+    "linearized_implicit_kernel",
+    "linearized_kernel_coefficients",
+    "check_kernel_fits_in_memory",
+    "ImplicitKernelEngine",
+    "explicit_kernel",
+]

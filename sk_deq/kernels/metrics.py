@@ -1,0 +1,16 @@
+"""Comparing kernels: the relative spectral-norm error (SPEC §6)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["relative_spectral_error"]
+
+
+def relative_spectral_error(reference, other) -> float:
+    """``||reference - other||_2 / ||reference||_2`` (spectral norms, SPEC §6)."""
+    reference = np.asarray(reference, dtype=float)
+    other = np.asarray(other, dtype=float)
+    if reference.shape != other.shape:
+        raise ValueError(f"Kernel shapes differ: {reference.shape} vs {other.shape}.")
+    return float(np.linalg.norm(reference - other, 2) / np.linalg.norm(reference, 2))
