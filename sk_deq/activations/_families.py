@@ -328,6 +328,17 @@ def _named():
 #: Named activations accepted wherever an ``activation`` parameter is.
 ACTIVATIONS: dict[str, Activation] = _named()
 _ALIASES = {"swish": "silu"}
+
+
+def _function_key(func):
+    try:
+        hash(func)
+    except TypeError:
+        return None
+    return func
+
+
+_BY_FUNCTION = {act._func: act for act in ACTIVATIONS.values() if type(act) is Activation}
 #: Every name :func:`get_activation` accepts (case-insensitive), aliases included, sorted.
 ACTIVATION_NAMES: tuple = tuple(sorted(set(ACTIVATIONS) | set(_ALIASES)))
 
@@ -341,7 +352,9 @@ def get_activation(activation) -> Activation:
         One of ``sorted(ACTIVATIONS)`` (plus the alias ``"swish"`` for
         ``"silu"``), an :class:`Activation`, or a vectorised numpy callable
         (wrapped with a finite-difference derivative and no breakpoints; wrap
-        it in :class:`Activation` yourself to give them).
+        it in :class:`Activation` yourself to give them).  The function of a
+        named activation (``scipy.special.erf``, ``np.tanh``) resolves to that
+        activation, with its exact derivative and dual formula.
 
     Raises
     ------
@@ -359,5 +372,6 @@ def get_activation(activation) -> Activation:
             raise ValueError(f"Unknown activation {activation!r}; known names: {known}, or pass a callable.")
         return ACTIVATIONS[key]
     if callable(activation):
-        return Activation(activation)
+        named = _BY_FUNCTION.get(_function_key(activation))
+        return named if named is not None else Activation(activation)
     raise TypeError(f"activation must be a name, an Activation or a callable, got {type(activation).__name__}.")
