@@ -27,14 +27,7 @@ from sk_deq.kernels import relative_spectral_error
 ESTIMATORS = (DEQClassifier, ExplicitClassifier, MatchedExplicitClassifier)
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    # The test machine is small and shared: torch's intra-op threads only add
-    # synchronisation stalls for networks this size.
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _small(cls, **kw):
