@@ -55,14 +55,14 @@ class DEQClassifier(TorchClassifierBase):
 
     Parameters
     ----------
-    n_hidden : int, default=1024
-        Width ``m``.
     activation : str, Activation or callable, default='relu'
         ``phi0``: a name from :data:`sk_deq.activations.ACTIVATIONS`, an
         :class:`~sk_deq.Activation`, or a vectorised callable.
     sigma_a2 : float, default=0.2
         Variance of the recurrent weights, in ``(0, 1)``; the input weights
         have variance ``1 - sigma_a2``.  The paper uses 0.2.
+    n_hidden : int, default=1024
+        Width ``m``.
     trainable : {'readout', 'hidden', 'all'}, default='readout'
         What is trained besides the readout: ``'readout'`` freezes ``A`` and
         ``B`` (the paper's setting; features are computed once); ``'hidden'``
@@ -216,10 +216,10 @@ class DEQClassifier(TorchClassifierBase):
 
     def __init__(
         self,
-        n_hidden=1024,
         activation="relu",
         sigma_a2=0.2,
         *,
+        n_hidden=1024,
         trainable="readout",
         solver="fixed_point",
         max_iter=50,
@@ -241,9 +241,9 @@ class DEQClassifier(TorchClassifierBase):
         random_state=None,
         verbose=0,
     ):
-        self.n_hidden = n_hidden
         self.activation = activation
         self.sigma_a2 = sigma_a2
+        self.n_hidden = n_hidden
         self.trainable = trainable
         self.solver = solver
         self.max_iter = max_iter
@@ -464,8 +464,8 @@ class ExplicitClassifier(_ExplicitBase):
     def __init__(
         self,
         layers=("relu",),
-        n_hidden=1024,
         *,
+        n_hidden=1024,
         trainable="readout",
         input_scaling="global",
         optimizer="auto",
