@@ -56,8 +56,9 @@ class DEQClassifier(TorchClassifierBase):
     Parameters
     ----------
     activation : str, Activation or callable, default='relu'
-        ``phi0``: a name from :data:`sk_deq.activations.ACTIVATIONS`, an
-        :class:`~sk_deq.Activation`, or a vectorised callable.
+        ``phi0``: a name from :data:`sk_deq.activations.ACTIVATIONS` (in any
+        case, aliases included), an :class:`~sk_deq.Activation`, or a
+        vectorised callable.
     sigma_a2 : float, default=0.2
         Variance of the recurrent weights, in ``(0, 1)``; the input weights
         have variance ``1 - sigma_a2``.  The paper uses 0.2.

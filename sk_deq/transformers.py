@@ -72,8 +72,9 @@ class ImplicitCKTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, B
     Parameters
     ----------
     activation : str, Activation or callable, default='relu'
-        DEQ activation ``phi0``: a name from :data:`sk_deq.activations.ACTIVATIONS`,
-        an :class:`~sk_deq.activations.Activation` or a vectorised callable.
+        DEQ activation ``phi0``: a name from :data:`sk_deq.activations.ACTIVATIONS`
+        (in any case, aliases included), an
+        :class:`~sk_deq.activations.Activation` or a vectorised callable.
     sigma_a2 : float, default=0.2
         Variance of the recurrent weights, in (0, 1).
     kernel : {'ck', 'feature', 'ntk'}, default='ck'
@@ -392,7 +393,7 @@ class ImplicitCKKernel(Kernel):
     Parameters
     ----------
     activation : str or Activation, default='relu'
-        DEQ activation.
+        DEQ activation (a name in any case, aliases included).
     sigma_a2 : float, default=0.2
         Recurrent weight variance, in (0, 1).
     sigma_a2_bounds : pair of floats or 'fixed', default=(1e-3, 0.9)

@@ -1,4 +1,4 @@
-"""The public API the five estimators share: signatures and width defaults."""
+"""The public API the five estimators share: signatures, width defaults, activation names."""
 
 import inspect
 
@@ -6,8 +6,11 @@ import numpy as np
 import pytest
 from sklearn.base import clone
 from sklearn.gaussian_process.kernels import WhiteKernel
+from sklearn.utils._param_validation import InvalidParameterError
 
 from sk_deq import DEQClassifier, ExplicitClassifier, ImplicitCKTransformer, MatchedExplicitClassifier
+from sk_deq._param_validation import ActivationName
+from sk_deq.activations import ACTIVATION_NAMES, get_activation
 from sk_deq.kernels import monte_carlo_implicit_kernel
 from sk_deq.transformers import ImplicitCKKernel
 
@@ -79,3 +82,71 @@ def test_gp_kernel_params_clone_and_theta():
     assert (k + WhiteKernel()).get_params()["k1__tau0"] == 0.8
     with pytest.raises(TypeError):
         ImplicitCKKernel("tanh", 0.3, (0.01, 0.5))
+
+
+# -- activation names: any case, aliases included, in every estimator -------------------------------
+
+#: A name in another case or an alias, and the canonical name it stands for.
+NAMES = [("ReLU", "relu"), ("TANH", "tanh"), ("Swish", "silu")]
+
+
+def test_validation_accepts_exactly_the_names_the_lookup_resolves():
+    constraint = ActivationName()
+    variants = [v for n in ACTIVATION_NAMES for v in (n, n.upper(), n.title(), n.swapcase())]
+    for name in [*variants, "ReLU6", "", "re lu", "leaky-relu", "Leaky_ReLU"]:
+        try:
+            get_activation(name)
+            resolves = True
+        except ValueError:
+            resolves = False
+        assert constraint.is_satisfied_by(name) is resolves, name
+    assert constraint.is_satisfied_by("Leaky_ReLU") and not constraint.is_satisfied_by("ReLU6")
+
+
+@pytest.fixture(scope="module")
+def digits():
+    from sklearn.datasets import load_digits
+
+    X, y = load_digits(return_X_y=True)
+    return X[:120], y[:120]
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")  # 5 epochs
+@pytest.mark.parametrize(("name", "canonical"), NAMES)
+@pytest.mark.parametrize("cls", [DEQClassifier, MatchedExplicitClassifier, ExplicitClassifier])
+def test_activation_names_in_any_case_in_the_classifiers(cls, name, canonical, digits):
+    X, y = digits
+
+    def fitted(act):
+        model = {"layers": (act, act)} if cls is ExplicitClassifier else {"activation": act}
+        return cls(**model, n_hidden=16, max_epochs=5, random_state=0).fit(X, y)
+
+    est = fitted(name)  # passes the parameter validation
+    ref = fitted(canonical)
+    np.testing.assert_array_equal(est.predict_proba(X), ref.predict_proba(X))
+    if cls is MatchedExplicitClassifier:
+        assert est.match_.activation == canonical
+
+
+@pytest.mark.parametrize(("name", "canonical"), NAMES)
+def test_activation_names_in_any_case_in_the_kernels(name, canonical):
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((12, 5)) / 2.0
+    for method in ("exact", "linearized", "monte_carlo"):
+        params = dict(method=method, n_hidden=32, random_state=0)
+        K = ImplicitCKTransformer(name, **params).fit_transform(X)
+        np.testing.assert_array_equal(K, ImplicitCKTransformer(canonical, **params).fit_transform(X))
+    np.testing.assert_array_equal(ImplicitCKKernel(name)(X), ImplicitCKKernel(canonical)(X))
+
+
+@pytest.mark.parametrize("cls", [DEQClassifier, MatchedExplicitClassifier, ImplicitCKTransformer])
+def test_unknown_activation_names_are_refused_in_any_case(cls, digits):
+    X, y = digits
+    with pytest.raises(InvalidParameterError, match="'relu'"):
+        cls(activation="ReLU6").fit(X, y)
+
+
+def test_unknown_layer_names_are_refused(digits):
+    X, y = digits
+    with pytest.raises(ValueError, match="Unknown activation 'ReLU6'"):
+        ExplicitClassifier(("ReLU", "ReLU6"), n_hidden=8).fit(X, y)
