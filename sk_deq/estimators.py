@@ -17,7 +17,6 @@ full-batch L-BFGS on the cached features.
 
 from __future__ import annotations
 
-import functools
 import warnings
 from numbers import Integral, Real
 from typing import ClassVar
@@ -514,19 +513,6 @@ class ExplicitClassifier(_ExplicitBase):
         return coefs.layers, tuple(float(c) for c in coefs.centers)
 
 
-@functools.lru_cache(maxsize=64)
-def _cached_match(activation, sigma_a2, tau0, kernel, family, tol):
-    return match_explicit(activation, sigma_a2, tau0, kernel, family, tol=tol)
-
-
-def _match(activation, sigma_a2, tau0, kernel, family, tol):
-    family = family if isinstance(family, str) else tuple(family)
-    try:
-        return _cached_match(activation, float(sigma_a2), float(tau0), kernel, family, tol)
-    except TypeError:  # unhashable activation
-        return match_explicit(activation, sigma_a2, tau0, kernel, family, tol=tol)
-
-
 class MatchedExplicitClassifier(_ExplicitBase):
     __doc__ = (
         """Shallow explicit network whose kernel matches a DEQ's, with a linear readout.
@@ -644,6 +630,7 @@ class MatchedExplicitClassifier(_ExplicitBase):
         self.verbose = verbose
 
     def _layers(self, tau0):
+        # cached by match_explicit: a refit with the same configuration does not solve again
         act = get_activation(self.activation)
-        self.match_ = _match(act, self.sigma_a2, tau0, self.kernel, self.family, self.match_tol)
+        self.match_ = match_explicit(act, self.sigma_a2, tau0, self.kernel, self.family, tol=self.match_tol)
         return tuple(self.match_.layers), tuple(float(c) for c in self.match_.centers)

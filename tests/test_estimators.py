@@ -141,6 +141,22 @@ def test_matched_classifier_builds_its_layers_from_the_match(blobs):
     assert quad.match_.kinds == ("quadratic",) and len(quad.module_.features.weights) == 1
 
 
+def test_refits_with_the_same_configuration_do_not_solve_the_matching_again(blobs, monkeypatch):
+    import sk_deq.matching as matching
+
+    monkeypatch.setattr(matching, "_CACHE", matching._MatchCache())
+    X, y = blobs
+    first = _small(MatchedExplicitClassifier, activation="tanh").fit(X, y)
+    assert matching.match_cache_info()[:2] == (0, 1)  # (hits, misses): solved once
+    # the match depends on activation, sigma_a2, kernel, family, match_tol and the data scale only
+    again = _small(MatchedExplicitClassifier, activation="tanh", n_hidden=16, random_state=5).fit(X[::-1], y[::-1])
+    first.fit(X, y)
+    assert matching.match_cache_info()[:2] == (2, 1)
+    assert again.match_ is first.match_
+    _small(MatchedExplicitClassifier, activation="tanh", sigma_a2=0.3).fit(X, y)
+    assert matching.match_cache_info()[:2] == (2, 2)
+
+
 def test_trainable_modes_change_the_right_weights(blobs):
     X, y = blobs
     kw = dict(optimizer="adam", learning_rate=0.05, max_epochs=3)
