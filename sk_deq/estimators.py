@@ -410,6 +410,11 @@ _EXPLICIT_ATTRS_DOC = """
         The activations, first layer first.
     centers_ : tuple of float
         Centring constant of every layer at its input scale.
+    explicit_coefficients_ : ExplicitCoefficients
+        The network's kernel recursion at ``tau0_``
+        (:func:`sk_deq.explicit_coefficients`): the input scale ``taus`` and
+        centring constant ``centers`` of every layer, and the CK and NTK
+        coefficients after the last one.
     module_ : torch.nn.Module
         ``module_.features`` (a :class:`sk_deq.nn.ExplicitNet`) and
         ``module_.readout``.
@@ -633,4 +638,5 @@ class MatchedExplicitClassifier(_ExplicitBase):
         # cached by match_explicit: a refit with the same configuration does not solve again
         act = get_activation(self.activation)
         self.match_ = match_explicit(act, self.sigma_a2, tau0, self.kernel, self.family, tol=self.match_tol)
+        self.explicit_coefficients_ = self.match_.explicit
         return tuple(self.match_.layers), tuple(float(c) for c in self.match_.centers)

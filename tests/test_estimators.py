@@ -21,7 +21,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from sk_deq import DEQClassifier, ExplicitClassifier, MatchedExplicitClassifier, make_gaussian_mixture
 from sk_deq._torch_base import resolve_device
-from sk_deq.activations import Activation
+from sk_deq.activations import Activation, get_activation
 from sk_deq.kernels import relative_spectral_error
 
 ESTIMATORS = (DEQClassifier, ExplicitClassifier, MatchedExplicitClassifier)
@@ -139,6 +139,21 @@ def test_matched_classifier_builds_its_layers_from_the_match(blobs):
     assert len(ntk.module_.features.weights) == ntk.match_.n_layers >= 2
     quad = _small(MatchedExplicitClassifier, family=["quadratic"], match_tol=None).fit(X, y)
     assert quad.match_.kinds == ("quadratic",) and len(quad.module_.features.weights) == 1
+
+
+def test_explicit_coefficients_describe_the_fitted_layers(blobs):
+    X, y = blobs
+    plain = _small(ExplicitClassifier, layers=("relu", "tanh")).fit(X, y)
+    matched = _small(MatchedExplicitClassifier, input_scaling="none").fit(X / 10, y)
+    for est in (plain, matched):
+        coefs = est.explicit_coefficients_
+        assert tuple(coefs.layers) == est.layers_
+        assert coefs.taus[0] == pytest.approx(est.tau0_)
+        assert tuple(float(c) for c in coefs.centers) == est.centers_
+    assert plain.explicit_coefficients_.taus[1] == pytest.approx(np.sqrt(get_activation("relu").moments(1.0).var))
+    np.testing.assert_allclose(
+        matched.explicit_coefficients_.kernel("ck").equations(), matched.match_.achieved.equations(), rtol=1e-12
+    )
 
 
 def test_refits_with_the_same_configuration_do_not_solve_the_matching_again(blobs, monkeypatch):
