@@ -224,6 +224,7 @@ def test_minibatch_optimizers_learn(optimizer, blobs):
 # equivalence: the matched explicit net behaves like the DEQ
 
 
+@pytest.mark.heavy  # four networks of width 2000
 def test_matched_gram_matrix_is_close_to_the_deq_gram_matrix():
     # SPEC §6 on the paper's GMM: the feature Gram matrix of the matched net is as
     # close to the DEQ's as that of a second DEQ drawn with another seed (the

@@ -274,7 +274,7 @@ TAU0S = np.logspace(-6, 6, 7)
 
 
 @pytest.mark.parametrize("activation", ["relu", "leaky_relu", LeakyReLU(1.0, 0.3)])
-@pytest.mark.parametrize("kernel", ["ck", "ntk"])
+@pytest.mark.parametrize("kernel", ["ck", pytest.param("ntk", marks=pytest.mark.heavy)])  # NTK: 3 layers, 8 solves
 def test_positively_homogeneous_deq_gets_the_same_net_at_every_scale(activation, kernel):
     """ReLU and leaky ReLU are positively homogeneous: the matched net cannot depend on tau0."""
     ref = match_explicit(activation, 0.2, 1.0, kernel)
