@@ -770,9 +770,9 @@ _CACHE = _MatchCache()
 def match_cache_info() -> CacheInfo:
     """Hits, misses, maximum and current size of the cache of :func:`match_explicit`.
 
-    A hit is a call answered from the cache, a miss one that solved and
-    stored its result; calls that are not cached (no seed, or an activation
-    that cannot be hashed) count as neither.
+    A hit is a call answered from the cache, a miss one that had to solve
+    (and stored its result, unless no family matched); calls that are not
+    cached (no seed, or an activation that cannot be hashed) count as neither.
 
     Returns
     -------
