@@ -17,7 +17,6 @@ full-batch L-BFGS on the cached features.
 
 from __future__ import annotations
 
-import functools
 import warnings
 from numbers import Integral, Real
 from typing import ClassVar
@@ -55,14 +54,15 @@ class DEQClassifier(TorchClassifierBase):
 
     Parameters
     ----------
-    n_hidden : int, default=1024
-        Width ``m``.
     activation : str, Activation or callable, default='relu'
-        ``phi0``: a name from :data:`sk_deq.activations.ACTIVATIONS`, an
-        :class:`~sk_deq.Activation`, or a vectorised callable.
+        ``phi0``: a name from :data:`sk_deq.activations.ACTIVATIONS` (in any
+        case, aliases included), an :class:`~sk_deq.Activation`, or a
+        vectorised callable.
     sigma_a2 : float, default=0.2
         Variance of the recurrent weights, in ``(0, 1)``; the input weights
         have variance ``1 - sigma_a2``.  The paper uses 0.2.
+    n_hidden : int, default=1024
+        Width ``m``.
     trainable : {'readout', 'hidden', 'all'}, default='readout'
         What is trained besides the readout: ``'readout'`` freezes ``A`` and
         ``B`` (the paper's setting; features are computed once); ``'hidden'``
@@ -216,10 +216,10 @@ class DEQClassifier(TorchClassifierBase):
 
     def __init__(
         self,
-        n_hidden=1024,
         activation="relu",
         sigma_a2=0.2,
         *,
+        n_hidden=1024,
         trainable="readout",
         solver="fixed_point",
         max_iter=50,
@@ -241,9 +241,9 @@ class DEQClassifier(TorchClassifierBase):
         random_state=None,
         verbose=0,
     ):
-        self.n_hidden = n_hidden
         self.activation = activation
         self.sigma_a2 = sigma_a2
+        self.n_hidden = n_hidden
         self.trainable = trainable
         self.solver = solver
         self.max_iter = max_iter
@@ -410,6 +410,11 @@ _EXPLICIT_ATTRS_DOC = """
         The activations, first layer first.
     centers_ : tuple of float
         Centring constant of every layer at its input scale.
+    explicit_coefficients_ : ExplicitCoefficients
+        The network's kernel recursion at ``tau0_``
+        (:func:`sk_deq.explicit_coefficients`): the input scale ``taus`` and
+        centring constant ``centers`` of every layer, and the CK and NTK
+        coefficients after the last one.
     module_ : torch.nn.Module
         ``module_.features`` (a :class:`sk_deq.nn.ExplicitNet`) and
         ``module_.readout``.
@@ -464,8 +469,8 @@ class ExplicitClassifier(_ExplicitBase):
     def __init__(
         self,
         layers=("relu",),
-        n_hidden=1024,
         *,
+        n_hidden=1024,
         trainable="readout",
         input_scaling="global",
         optimizer="auto",
@@ -511,19 +516,6 @@ class ExplicitClassifier(_ExplicitBase):
         coefs = explicit_coefficients(acts, tau0)
         self.explicit_coefficients_ = coefs
         return coefs.layers, tuple(float(c) for c in coefs.centers)
-
-
-@functools.lru_cache(maxsize=64)
-def _cached_match(activation, sigma_a2, tau0, kernel, family, tol):
-    return match_explicit(activation, sigma_a2, tau0, kernel, family, tol=tol)
-
-
-def _match(activation, sigma_a2, tau0, kernel, family, tol):
-    family = family if isinstance(family, str) else tuple(family)
-    try:
-        return _cached_match(activation, float(sigma_a2), float(tau0), kernel, family, tol)
-    except TypeError:  # unhashable activation
-        return match_explicit(activation, sigma_a2, tau0, kernel, family, tol=tol)
 
 
 class MatchedExplicitClassifier(_ExplicitBase):
@@ -643,6 +635,8 @@ class MatchedExplicitClassifier(_ExplicitBase):
         self.verbose = verbose
 
     def _layers(self, tau0):
+        # cached by match_explicit: a refit with the same configuration does not solve again
         act = get_activation(self.activation)
-        self.match_ = _match(act, self.sigma_a2, tau0, self.kernel, self.family, self.match_tol)
+        self.match_ = match_explicit(act, self.sigma_a2, tau0, self.kernel, self.family, tol=self.match_tol)
+        self.explicit_coefficients_ = self.match_.explicit
         return tuple(self.match_.layers), tuple(float(c) for c in self.match_.centers)

@@ -37,7 +37,10 @@ fluctuations of the sample norms (SPEC §4).
 
 from __future__ import annotations
 
+import threading
+from collections import namedtuple
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 from scipy.optimize import least_squares
@@ -57,6 +60,8 @@ __all__ = [
     "MatchResult",
     "MatchingError",
     "match_explicit",
+    "match_cache_info",
+    "clear_match_cache",
     "matching_targets",
     "equation_scales",
     "parse_family",
@@ -659,7 +664,9 @@ def match_explicit(
         parameters to 1e-6 where the equations determine them; fewer starts
         can miss the best local fit of an inexact family.
     random_state : int or None, default=0
-        Seed of the random starts.
+        Seed of the random starts.  With a seed the result is cached (up to
+        256 results, shared read-only; see :func:`match_cache_info`), so fits
+        with the same configuration (folds, grid searches) solve once.
 
     Returns
     -------
@@ -680,82 +687,197 @@ def match_explicit(
     ('hard_tanh', True)
     """
     act = get_activation(activation)
+    _check_search_options(tol, n_starts)
+    return _CACHE.get_or_solve(
+        act, sigma_a2, tau0, kernel, family, n_layers, sigma_b2, tol, int(n_starts), random_state
+    )
+
+
+def _check_search_options(tol, n_starts) -> None:
     if tol is not None and not (np.isfinite(tol) and tol > 0):
         raise ValueError(f"tol must be a positive number or None, got {tol!r}.")
     if int(n_starts) < 1:
         raise ValueError(f"n_starts must be at least 1, got {n_starts!r}.")
-    fam_key = family if isinstance(family, str) else tuple(family)
-    key = (act, float(sigma_a2), float(tau0), kernel, fam_key, n_layers, sigma_b2, tol, int(n_starts), random_state)
-    if random_state is not None and _hashable(key):
-        # Deterministic for a given seed: repeated fits (cross-validation folds,
-        # grid searches) reuse the result, which is immutable.
-        hit = _CACHE.get(key)
-        if hit is None:
-            hit = _match(act, sigma_a2, tau0, kernel, family, n_layers, sigma_b2, tol, int(n_starts), random_state)
-            if len(_CACHE) >= 256:
-                _CACHE.pop(next(iter(_CACHE)))
-            _CACHE[key] = hit
-        return hit
-    return _match(act, sigma_a2, tau0, kernel, family, n_layers, sigma_b2, tol, int(n_starts), random_state)
 
 
-_CACHE: dict = {}
+# ---------------------------------------------------------------------------
+# the cache of match_explicit
+
+CacheInfo = namedtuple("CacheInfo", ["hits", "misses", "maxsize", "currsize"])
+CacheInfo.__doc__ = (
+    "Statistics of the cache of :func:`match_explicit` (as :func:`functools.lru_cache` reports its own)."
+)
 
 
-def _hashable(key) -> bool:
-    try:
-        hash(key)
-    except TypeError:
-        return False
-    return True
+class _MatchCache:
+    """Results of :func:`_match` by its arguments; the first stored goes first when full.
+
+    Results are immutable, so every caller may share them.  A call without a
+    seed is random and is never cached; nor is one whose arguments cannot be
+    hashed (an activation class that defines ``__eq__`` without ``__hash__``).
+    The bookkeeping is locked (fits may run in threads); the solve is not, so
+    two threads asking for the same new result may both solve it.
+    """
+
+    def __init__(self, maxsize: int = 256):
+        self.maxsize = maxsize
+        self._results: dict = {}
+        self._lock = threading.Lock()
+        self.hits = self.misses = 0
+
+    @staticmethod
+    def key(act, sigma_a2, tau0, kernel, family, n_layers, sigma_b2, tol, n_starts, random_state):
+        """The key of a call, or None where it is not cached."""
+        if random_state is None:
+            return None
+        family = family if isinstance(family, str) else tuple(family)
+        key = (act, float(sigma_a2), float(tau0), kernel, family, n_layers, sigma_b2, tol, n_starts, random_state)
+        try:
+            hash(key)
+        except TypeError:
+            return None
+        return key
+
+    def get_or_solve(self, *args) -> MatchResult:
+        key = self.key(*args)
+        if key is None:
+            return _match(*args)
+        with self._lock:
+            hit = self._results.get(key)
+            if hit is not None:
+                self.hits += 1
+                return hit
+            self.misses += 1
+        result = _match(*args)
+        with self._lock:
+            if key not in self._results and len(self._results) >= self.maxsize:
+                self._results.pop(next(iter(self._results)))
+            return self._results.setdefault(key, result)
+
+    def info(self) -> CacheInfo:
+        with self._lock:
+            return CacheInfo(self.hits, self.misses, self.maxsize, len(self._results))
+
+    def clear(self) -> None:
+        with self._lock:
+            self._results.clear()
+            self.hits = self.misses = 0
+
+
+_CACHE = _MatchCache()
+
+
+def match_cache_info() -> CacheInfo:
+    """Hits, misses, maximum and current size of the cache of :func:`match_explicit`.
+
+    A hit is a call answered from the cache, a miss one that had to solve
+    (and stored its result, unless no family matched); calls that are not
+    cached (no seed, or an activation that cannot be hashed) count as neither.
+
+    Returns
+    -------
+    info : CacheInfo
+        A named tuple ``(hits, misses, maxsize, currsize)``.
+
+    Examples
+    --------
+    >>> from sk_deq.matching import clear_match_cache, match_cache_info, match_explicit
+    >>> clear_match_cache()
+    >>> m = match_explicit("tanh", 0.2, 1.0)
+    >>> match_explicit("tanh", 0.2, 1.0) is m
+    True
+    >>> match_cache_info()
+    CacheInfo(hits=1, misses=1, maxsize=256, currsize=1)
+    """
+    return _CACHE.info()
+
+
+def clear_match_cache() -> None:
+    """Empty the cache of :func:`match_explicit` and reset its statistics.
+
+    The next call with any configuration solves the equations again (to time
+    the solve, for instance).
+    """
+    _CACHE.clear()
+
+
+# ---------------------------------------------------------------------------
+# the phases of a match
+
+
+class _Fit(NamedTuple):
+    """The chosen root of one candidate family."""
+
+    kinds: tuple
+    problem: _Problem
+    theta: np.ndarray
+    residuals: np.ndarray
+    worst: float  # largest absolute residual
 
 
 def _match(act, sigma_a2, tau0, kernel, family, n_layers, sigma_b2, tol, n_starts, random_state) -> MatchResult:
+    """Solve for every candidate family, keep the best fit, check it against ``tol``."""
     candidates = _resolve_family(family, n_layers, act)
     targets, deq = matching_targets(act, sigma_a2, tau0, kernel, sigma_b2=sigma_b2)
-    rng = np.random.default_rng(random_state)
+    fits, best = _fit_candidates(candidates, targets, kernel, n_starts, np.random.default_rng(random_state), tol)
+    tried = tuple((_family_name(f.kinds), f.worst) for f in fits)
+    if tol is not None and best.worst > tol:
+        raise _matching_error(act, deq, targets, kernel, best, tried, tol)
+    return _result(act, deq, targets, kernel, best, tried, tol)
+
+
+def _fit_candidates(candidates, targets, kernel, n_starts, rng, tol) -> tuple[list, _Fit]:
+    """Fit the candidate families in order; returns every fit and the best one.
+
+    A later (deeper or less standard) candidate wins only if it fits clearly
+    better: its largest residual at least 10 % smaller.  The search ends at
+    the first best fit below :data:`_GOOD_ENOUGH`, in the order of the
+    candidates.
+    """
     eff_tol = 0.05 if tol is None else float(tol)
-    results = []
-    best_i = 0
+    fits: list[_Fit] = []
+    best = None
     for kinds in candidates:
         problem = _Problem(kinds, targets, kernel)
         theta, res = _solve(problem, n_starts, rng, eff_tol)
-        results.append((kinds, problem, theta, res, float(np.max(np.abs(res)))))
-        # A later (deeper or less standard) candidate wins only if it fits
-        # clearly better: its largest residual at least 10 % smaller.
-        if results[-1][4] < 0.9 * results[best_i][4] - 1e-9:
-            best_i = len(results) - 1
-        if results[best_i][4] < _GOOD_ENOUGH:  # as good as exact: stop, in the order of the candidates
+        fits.append(_Fit(kinds, problem, theta, res, float(np.max(np.abs(res)))))
+        if best is None or fits[-1].worst < 0.9 * best.worst - 1e-9:
+            best = fits[-1]
+        if best.worst < _GOOD_ENOUGH:
             break
-    kinds, problem, theta, res, worst = results[best_i]
-    tried = tuple((_family_name(r[0]), r[4]) for r in results)
-    if tol is not None and worst > tol:
-        detail = "; ".join(f"{name}: {w:.3g}" for name, w in tried)
-        eqs = ", ".join(f"{n}={v:+.3g}" for n, v in zip(EQUATIONS, res))
-        raise MatchingError(
-            f"No explicit network matches the {kernel.upper()} of the {act.name}-DEQ "
-            f"(sigma_a2={_deq_sigma(deq):g}, tau0={targets.tau0:g}) within tol={tol:g}: best family "
-            f"{_family_name(kinds)!r} leaves relative residuals {eqs} (largest per family: {detail}). "
-            "Try family='auto' or another family, a deeper stack (n_layers), the other kernel, "
-            "or tol=None to accept the best fit."
-        )
-    explicit = problem.coefficients(theta)
+    return fits, best
+
+
+def _matching_error(act, deq, targets, kernel, best: _Fit, tried, tol) -> MatchingError:
+    detail = "; ".join(f"{name}: {w:.3g}" for name, w in tried)
+    eqs = ", ".join(f"{n}={v:+.3g}" for n, v in zip(EQUATIONS, best.residuals))
+    return MatchingError(
+        f"No explicit network matches the {kernel.upper()} of the {act.name}-DEQ "
+        f"(sigma_a2={_deq_sigma(deq):g}, tau0={targets.tau0:g}) within tol={tol:g}: best family "
+        f"{_family_name(best.kinds)!r} leaves relative residuals {eqs} (largest per family: {detail}). "
+        "Try family='auto' or another family, a deeper stack (n_layers), the other kernel, "
+        "or tol=None to accept the best fit."
+    )
+
+
+def _result(act, deq, targets, kernel, best: _Fit, tried, tol) -> MatchResult:
+    """The :class:`MatchResult` of the chosen fit, read-only (results are cached and shared)."""
+    problem, theta = best.problem, best.theta
     layers = tuple(problem.layers(theta))
-    params = tuple(_Params(layer.params) for layer in layers)  # read-only: results are cached
-    res = _readonly_array(res)
+    explicit = problem.coefficients(theta)
     return MatchResult(
         activation=act.name,
         sigma_a2=_deq_sigma(deq),
         sigma_b2=_deq_sigma(deq, "b"),
         tau0=targets.tau0,
         kernel=kernel,
-        family=_family_name(kinds),
-        kinds=tuple(kinds),
-        params=params,
+        family=_family_name(best.kinds),
+        kinds=tuple(best.kinds),
+        params=tuple(_Params(layer.params) for layer in layers),
         layers=layers,
         targets=targets,
         achieved=explicit.kernel(kernel),
-        residuals=res,
+        residuals=_readonly_array(best.residuals),
         scales=_readonly_array(problem.scale),
         tol=tol,
         explicit=explicit,

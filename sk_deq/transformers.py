@@ -72,8 +72,9 @@ class ImplicitCKTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, B
     Parameters
     ----------
     activation : str, Activation or callable, default='relu'
-        DEQ activation ``phi0``: a name from :data:`sk_deq.activations.ACTIVATIONS`,
-        an :class:`~sk_deq.activations.Activation` or a vectorised callable.
+        DEQ activation ``phi0``: a name from :data:`sk_deq.activations.ACTIVATIONS`
+        (in any case, aliases included), an
+        :class:`~sk_deq.activations.Activation` or a vectorised callable.
     sigma_a2 : float, default=0.2
         Variance of the recurrent weights, in (0, 1).
     kernel : {'ck', 'feature', 'ntk'}, default='ck'
@@ -95,7 +96,12 @@ class ImplicitCKTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, B
         norm 1 (``tau0_ = 1``), the protocol of the paper's experiments;
         ``'none'`` uses the inputs as given (``tau0_`` measured).
     n_hidden : int, default=2000
-        Width of the random DEQs (``method='monte_carlo'`` only).
+        Width of the random DEQs (``method='monte_carlo'`` only).  Not the
+        classifiers' 1024: here the width sets no model's capacity but the
+        accuracy of a kernel estimate (its noise is about
+        ``sqrt(n_samples / (n_hidden * n_draws))`` of the kernel's norm), and
+        2000 is also the default of
+        :func:`sk_deq.kernels.monte_carlo_implicit_kernel`.
     n_draws : int, default=1
         Number of random DEQs averaged (``method='monte_carlo'`` only).
     block_size : int, default=None
@@ -387,7 +393,7 @@ class ImplicitCKKernel(Kernel):
     Parameters
     ----------
     activation : str or Activation, default='relu'
-        DEQ activation.
+        DEQ activation (a name in any case, aliases included).
     sigma_a2 : float, default=0.2
         Recurrent weight variance, in (0, 1).
     sigma_a2_bounds : pair of floats or 'fixed', default=(1e-3, 0.9)
@@ -418,7 +424,7 @@ class ImplicitCKKernel(Kernel):
     """
 
     def __init__(
-        self, activation="relu", sigma_a2=0.2, sigma_a2_bounds=(1e-3, 0.9), kernel="ck", tau0=1.0, n_jobs=None
+        self, activation="relu", sigma_a2=0.2, *, sigma_a2_bounds=(1e-3, 0.9), kernel="ck", tau0=1.0, n_jobs=None
     ):
         self.activation = activation
         self.sigma_a2 = sigma_a2

@@ -21,20 +21,13 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from sk_deq import DEQClassifier, ExplicitClassifier, MatchedExplicitClassifier, make_gaussian_mixture
 from sk_deq._torch_base import resolve_device
-from sk_deq.activations import Activation
+from sk_deq.activations import Activation, get_activation
 from sk_deq.kernels import relative_spectral_error
 
 ESTIMATORS = (DEQClassifier, ExplicitClassifier, MatchedExplicitClassifier)
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    # The test machine is small and shared: torch's intra-op threads only add
-    # synchronisation stalls for networks this size.
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _small(cls, **kw):
@@ -148,6 +141,37 @@ def test_matched_classifier_builds_its_layers_from_the_match(blobs):
     assert quad.match_.kinds == ("quadratic",) and len(quad.module_.features.weights) == 1
 
 
+def test_explicit_coefficients_describe_the_fitted_layers(blobs):
+    X, y = blobs
+    plain = _small(ExplicitClassifier, layers=("relu", "tanh")).fit(X, y)
+    matched = _small(MatchedExplicitClassifier, input_scaling="none").fit(X / 10, y)
+    for est in (plain, matched):
+        coefs = est.explicit_coefficients_
+        assert tuple(coefs.layers) == est.layers_
+        assert coefs.taus[0] == pytest.approx(est.tau0_)
+        assert tuple(float(c) for c in coefs.centers) == est.centers_
+    assert plain.explicit_coefficients_.taus[1] == pytest.approx(np.sqrt(get_activation("relu").moments(1.0).var))
+    np.testing.assert_allclose(
+        matched.explicit_coefficients_.kernel("ck").equations(), matched.match_.achieved.equations(), rtol=1e-12
+    )
+
+
+def test_refits_with_the_same_configuration_do_not_solve_the_matching_again(blobs, monkeypatch):
+    import sk_deq.matching as matching
+
+    monkeypatch.setattr(matching, "_CACHE", matching._MatchCache())
+    X, y = blobs
+    first = _small(MatchedExplicitClassifier, activation="tanh").fit(X, y)
+    assert matching.match_cache_info()[:2] == (0, 1)  # (hits, misses): solved once
+    # the match depends on activation, sigma_a2, kernel, family, match_tol and the data scale only
+    again = _small(MatchedExplicitClassifier, activation="tanh", n_hidden=16, random_state=5).fit(X[::-1], y[::-1])
+    first.fit(X, y)
+    assert matching.match_cache_info()[:2] == (2, 1)
+    assert again.match_ is first.match_
+    _small(MatchedExplicitClassifier, activation="tanh", sigma_a2=0.3).fit(X, y)
+    assert matching.match_cache_info()[:2] == (2, 2)
+
+
 def test_trainable_modes_change_the_right_weights(blobs):
     X, y = blobs
     kw = dict(optimizer="adam", learning_rate=0.05, max_epochs=3)
@@ -200,6 +224,7 @@ def test_minibatch_optimizers_learn(optimizer, blobs):
 # equivalence: the matched explicit net behaves like the DEQ
 
 
+@pytest.mark.heavy  # four networks of width 2000
 def test_matched_gram_matrix_is_close_to_the_deq_gram_matrix():
     # SPEC §6 on the paper's GMM: the feature Gram matrix of the matched net is as
     # close to the DEQ's as that of a second DEQ drawn with another seed (the

@@ -25,6 +25,7 @@ def test_examples_are_found():
     } <= names
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("script", EXAMPLES, ids=lambda p: p.stem)
 def test_example_runs(script, tmp_path):
     env = {**os.environ, "MPLBACKEND": "Agg", "PYTHONWARNINGS": "error::RuntimeWarning"}

@@ -63,6 +63,7 @@ def relu_mc(gmm):
     return {k: monte_carlo_implicit_kernel(X, "relu", SA, kernel=k, **kw) for k in ("ck", "feature", "ntk")}
 
 
+@pytest.mark.heavy  # Monte-Carlo kernels of width M
 @pytest.mark.parametrize("act", ["relu", "tanh", "gelu"])
 def test_implicit_ck_equivalent_matches_monte_carlo(gmm, relu_mc, act):
     X, y, stats, t0 = gmm
@@ -80,6 +81,7 @@ def test_implicit_ck_equivalent_matches_monte_carlo(gmm, relu_mc, act):
     assert relative_spectral_error(G, stats.equivalent_kernel(wrong, X, y)) > 3 * err
 
 
+@pytest.mark.heavy  # Monte-Carlo kernels of width M
 def test_feature_kernel_equivalent_matches_monte_carlo(gmm, relu_mc):
     """Without the sigma_b2 X^T X injection the nonlinear part is measured alone."""
     X, y, stats, t0 = gmm
@@ -89,6 +91,7 @@ def test_feature_kernel_equivalent_matches_monte_carlo(gmm, relu_mc):
     assert np.allclose(relu_mc["ck"], SA * relu_mc["feature"] + (1 - SA) * X @ X.T, rtol=1e-10, atol=1e-10)
 
 
+@pytest.mark.heavy  # Monte-Carlo kernels of width M
 def test_ntk_equivalent_matches_monte_carlo(gmm, relu_mc):
     X, y, stats, t0 = gmm
     k = deq_ntk_coefficients("relu", SA, t0)
@@ -117,11 +120,13 @@ def test_exact_kernel_shrinks_towards_equivalent_with_dimension():
     assert all(e < s for e, s in zip(errs, errs_spec))
 
 
+@pytest.mark.heavy  # Monte-Carlo kernels of width M
 def test_exact_reference_matches_monte_carlo(gmm, relu_mc):
     X, _, _, t0 = gmm
     assert relative_spectral_error(exact_relu_feature_kernel(X, SA, t0), relu_mc["feature"]) < 0.15
 
 
+@pytest.mark.heavy  # Monte-Carlo kernels of width M
 @pytest.mark.parametrize(
     "act,kernel,family,tol",
     [

@@ -204,6 +204,7 @@ def test_feature_and_ntk_relations():
 # -- exact vs Monte Carlo and vs the linearized equivalent ---------------------------
 
 
+@pytest.mark.heavy  # random DEQs of width 3000
 @pytest.mark.parametrize("act", ["relu", "tanh"])
 def test_exact_matches_monte_carlo_at_large_width(act):
     X, _ = make_gaussian_mixture(200, 160, random_state=0)
@@ -300,12 +301,11 @@ def test_bad_inputs():
 
 
 def test_explicit_kernel_hard_tanh_layer_matches_scalar_references():
-    """Hard-tanh layers (the matched family of odd DEQs) against 2-D quadrature and Monte Carlo."""
+    """Hard-tanh layers (the matched family of odd DEQs) against 2-D quadrature."""
     import math
 
     from sk_deq._gaussian import expect_pair
     from sk_deq.activations import HardTanh
-    from sk_deq.kernels import explicit_kernel, monte_carlo_explicit_kernel, relative_spectral_error
 
     act = HardTanh(0.76, 1.2)
     for a, b, rho in [(1.0, 1.0, 0.3), (0.5, 2.0, -0.7), (1.3, 0.9, 0.99), (1.0, 1.0, 1.0), (0.05, 3.0, 0.2)]:
@@ -315,8 +315,16 @@ def test_explicit_kernel_hard_tanh_layer_matches_scalar_references():
         assert D == pytest.approx(
             expect_pair(act.derivative, act.derivative, a, b, G, act.breakpoints, act.breakpoints), abs=1e-11
         )
+
+
+@pytest.mark.heavy  # random networks of width 4000
+def test_explicit_kernel_hard_tanh_layers_match_monte_carlo():
+    """Two hard-tanh layers' exact CK and NTK against random networks."""
+    from sk_deq.activations import HardTanh
+    from sk_deq.kernels import explicit_kernel, monte_carlo_explicit_kernel, relative_spectral_error
+
     X, _ = make_gaussian_mixture(120, 100, random_state=0)
-    layers = [act, HardTanh(1.1, 0.8)]
+    layers = [HardTanh(0.76, 1.2), HardTanh(1.1, 0.8)]
     K = explicit_kernel(X, layers=layers)
     assert (
         relative_spectral_error(K, monte_carlo_explicit_kernel(X, layers, n_hidden=4000, n_draws=3, random_state=0))

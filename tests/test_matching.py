@@ -5,8 +5,16 @@ import json
 import numpy as np
 import pytest
 
-from sk_deq.activations import HardTanh, LeakyReLU, Quadratic
-from sk_deq.matching import FAMILIES, MatchingError, _Problem, match_explicit, matching_targets
+from sk_deq.activations import Activation, HardTanh, LeakyReLU, Quadratic
+from sk_deq.matching import (
+    FAMILIES,
+    MatchingError,
+    _Problem,
+    clear_match_cache,
+    match_cache_info,
+    match_explicit,
+    matching_targets,
+)
 from sk_deq.theory import explicit_coefficients
 
 
@@ -146,7 +154,7 @@ def test_same_random_state_same_result_and_cache(monkeypatch):
 
     a = match_explicit("gelu", 0.25, 0.9, random_state=3)
     assert match_explicit("gelu", 0.25, 0.9, random_state=3) is a  # cached
-    monkeypatch.setattr(matching, "_CACHE", {})
+    monkeypatch.setattr(matching, "_CACHE", matching._MatchCache())
     b = match_explicit("gelu", 0.25, 0.9, random_state=3)  # solved again
     assert b is not a and [dict(p) for p in b.params] == [dict(p) for p in a.params]
     # cached results are immutable
@@ -158,6 +166,62 @@ def test_same_random_state_same_result_and_cache(monkeypatch):
     assert match_explicit("tanh", 0.2, 1.0, random_state=None) is not match_explicit(
         "tanh", 0.2, 1.0, random_state=None
     )
+
+
+@pytest.fixture
+def solves(monkeypatch):
+    """An empty cache, and a list that records every solve of the matching equations."""
+    import sk_deq.matching as matching
+
+    monkeypatch.setattr(matching, "_CACHE", matching._MatchCache())
+    calls = []
+    solve = matching._match
+
+    def counted(*args):
+        calls.append(args)
+        return solve(*args)
+
+    monkeypatch.setattr(matching, "_match", counted)
+    return calls
+
+
+def test_cache_info_counts_hits_and_solves(solves):
+    assert match_cache_info() == (0, 0, 256, 0)
+    a = match_explicit("tanh", 0.2, 1.0)
+    assert match_explicit("tanh", 0.2, np.float32(1.0), "ck", ["hard_tanh"]) is not a  # another family
+    assert match_explicit("tanh", np.float64(0.2), 1, family="auto") is a  # same numbers, other types
+    assert len(solves) == 2
+    assert match_cache_info() == (1, 2, 256, 2)
+    clear_match_cache()
+    assert match_cache_info() == (0, 0, 256, 0)
+    assert match_explicit("tanh", 0.2, 1.0) is not a and len(solves) == 3
+
+
+def test_cache_drops_its_oldest_result_when_full(solves, monkeypatch):
+    import sk_deq.matching as matching
+
+    monkeypatch.setattr(matching, "_CACHE", matching._MatchCache(maxsize=2))
+    first = match_explicit("tanh", 0.2, 1.0)
+    match_explicit("tanh", 0.3, 1.0)
+    match_explicit("tanh", 0.4, 1.0)
+    assert match_cache_info().currsize == 2 and len(solves) == 3
+    assert match_explicit("tanh", 0.4, 1.0) is match_explicit("tanh", 0.4, 1.0)
+    assert match_explicit("tanh", 0.2, 1.0) is not first and len(solves) == 4
+
+
+class _UnhashableTanh(Activation):
+    __hash__ = None  # e.g. a subclass that defines __eq__ only
+
+
+def test_unhashable_activations_are_matched_without_the_cache(solves):
+    act = _UnhashableTanh(np.tanh, "my_tanh", odd=True)
+    with pytest.raises(TypeError):
+        hash(act)
+    a, b = match_explicit(act, 0.2, 1.0), match_explicit(act, 0.2, 1.0)
+    assert a is not b and len(solves) == 2 and match_cache_info() == (0, 0, 256, 0)
+    assert a.family == b.family == "hard_tanh" and [dict(p) for p in a.params] == [dict(p) for p in b.params]
+    ref = match_explicit("tanh", 0.2, 1.0)
+    np.testing.assert_allclose(params(a), params(ref), rtol=1e-6)
 
 
 @pytest.mark.parametrize(
@@ -210,7 +274,7 @@ TAU0S = np.logspace(-6, 6, 7)
 
 
 @pytest.mark.parametrize("activation", ["relu", "leaky_relu", LeakyReLU(1.0, 0.3)])
-@pytest.mark.parametrize("kernel", ["ck", "ntk"])
+@pytest.mark.parametrize("kernel", ["ck", pytest.param("ntk", marks=pytest.mark.heavy)])  # NTK: 3 layers, 8 solves
 def test_positively_homogeneous_deq_gets_the_same_net_at_every_scale(activation, kernel):
     """ReLU and leaky ReLU are positively homogeneous: the matched net cannot depend on tau0."""
     ref = match_explicit(activation, 0.2, 1.0, kernel)

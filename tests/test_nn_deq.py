@@ -13,12 +13,7 @@ from sk_deq.nn import DEQDivergenceError, DEQLayer, ExplicitNet
 from sk_deq.theory import deq_ck_coefficients, explicit_coefficients
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _layer(m=8, p=3, activation="tanh", sigma_a2=0.3, solver="fixed_point", train=True, seed=0, **kw):

@@ -11,12 +11,7 @@ from sk_deq.nn.solvers import SOLVERS, anderson, fixed_point_iteration, get_solv
 ALL = sorted(SOLVERS)
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _linear_problem(d=60, bsz=5, radius=0.7, seed=0):

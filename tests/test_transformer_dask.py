@@ -7,6 +7,8 @@ listen on the loopback interface only.
 import numpy as np
 import pytest
 
+pytestmark = pytest.mark.heavy  # a two-process cluster
+
 distributed = pytest.importorskip("distributed")
 joblib = pytest.importorskip("joblib")
 

@@ -1,0 +1,188 @@
+"""Input validation and scaling of sk_deq._inputs against hand computations."""
+
+import math
+
+import numpy as np
+import pytest
+from scipy import sparse
+
+from sk_deq._inputs import (
+    EXPLICIT_KERNELS,
+    KERNELS,
+    apply_input_scaling,
+    check_kernel,
+    check_samples,
+    check_sigma_a2,
+    check_sigma_b2,
+    check_tau0,
+    fit_input_scaling,
+    squared_norms,
+)
+
+# three samples, two features: mean (2, 1); centred rows (-1, 1), (1, -2), (0, 1)
+X3 = np.array([[1.0, 2.0], [3.0, -1.0], [2.0, 2.0]])
+
+
+# -- input scaling ----------------------------------------------------------------------------------
+
+
+def test_global_scaling_by_hand():
+    mean, scale, tau0 = fit_input_scaling(X3, "global")
+    np.testing.assert_array_equal(mean, [2.0, 1.0])
+    # centred squared norms 2, 5, 1: mean 8/3
+    assert scale == pytest.approx(math.sqrt(8 / 3), rel=1e-15)
+    assert tau0 == 1.0
+    Xs = apply_input_scaling(X3, mean, scale)
+    np.testing.assert_allclose(Xs, (X3 - [2.0, 1.0]) / math.sqrt(8 / 3), rtol=1e-15)
+    assert np.mean(np.sum(Xs**2, axis=1)) == pytest.approx(1.0, rel=1e-14)
+
+
+def test_global_scaling_with_sample_weights_by_hand():
+    w = np.array([1.0, 2.0, 1.0])
+    mean, scale, tau0 = fit_input_scaling(X3, "global", sample_weight=w)
+    m = (1 * X3[0] + 2 * X3[1] + 1 * X3[2]) / 4  # (2.25, 0.5)
+    np.testing.assert_allclose(mean, [2.25, 0.5], rtol=1e-15)
+    sq = np.sum((X3 - m) ** 2, axis=1)
+    assert scale == pytest.approx(math.sqrt((sq[0] + 2 * sq[1] + sq[2]) / 4), rel=1e-14)
+    assert tau0 == 1.0
+    # integer weights act as repeated rows
+    rep_mean, rep_scale, _ = fit_input_scaling(X3[[0, 1, 1, 2]], "global")
+    np.testing.assert_allclose(mean, rep_mean, rtol=1e-14)
+    assert scale == pytest.approx(rep_scale, rel=1e-14)
+
+
+def test_zero_weights_drop_samples():
+    X = np.vstack([X3, [[100.0, -50.0]]])
+    got = fit_input_scaling(X, "global", sample_weight=[1.0, 1.0, 1.0, 0.0])
+    ref = fit_input_scaling(X3, "global")
+    np.testing.assert_allclose(got[0], ref[0], rtol=1e-15)
+    assert got[1] == pytest.approx(ref[1], rel=1e-15)
+
+
+def test_no_scaling_measures_tau0_by_hand():
+    mean, scale, tau0 = fit_input_scaling(X3, "none")
+    assert mean is None and scale == 1.0
+    # squared norms 5, 10, 8
+    assert tau0 == pytest.approx(math.sqrt(23 / 3), rel=1e-15)
+    _, _, tau0_w = fit_input_scaling(X3, "none", sample_weight=[0.0, 1.0, 3.0])
+    assert tau0_w == pytest.approx(math.sqrt((10 + 3 * 8) / 4), rel=1e-15)
+    np.testing.assert_array_equal(apply_input_scaling(X3, mean, scale), X3)
+
+
+@pytest.mark.parametrize("factor", [1e-150, 1e200])
+def test_scaling_of_tiny_and_huge_inputs_does_not_overflow(factor):
+    mean, scale, _ = fit_input_scaling(X3 * factor, "global")
+    assert scale == pytest.approx(factor * math.sqrt(8 / 3), rel=1e-14)
+    np.testing.assert_allclose(
+        apply_input_scaling(X3 * factor, mean, scale), apply_input_scaling(X3, [2, 1], math.sqrt(8 / 3))
+    )
+
+
+def test_input_scaling_errors():
+    with pytest.raises(ValueError, match="identical"):
+        fit_input_scaling(np.ones((4, 3)), "global")
+    with pytest.raises(ValueError, match="identical"):
+        fit_input_scaling(X3, "global", sample_weight=[0.0, 1.0, 0.0])  # one sample with positive weight
+    with pytest.raises(ValueError, match="are zero"):
+        fit_input_scaling(np.zeros((4, 3)), "none")
+    with pytest.raises(ValueError, match="too large for the theory"):
+        fit_input_scaling(X3 * 1e151, "none")
+    with pytest.raises(ValueError, match=r"input_scaling must be one of \('global', 'none'\), got 'standard'"):
+        fit_input_scaling(X3, "standard")
+
+
+# -- squared norms ----------------------------------------------------------------------------------
+
+
+def test_squared_norms():
+    np.testing.assert_array_equal(squared_norms(X3), [5.0, 10.0, 8.0])
+    assert squared_norms(np.zeros((0, 2))).shape == (0,)
+    assert np.isfinite(squared_norms([[1e153, 1e153]])).all()
+
+
+def test_squared_norms_overflow_is_a_clear_error():
+    X = np.array([[1.0, 2.0], [3e154, 0.0]])
+    with pytest.raises(ValueError, match=r"samples of Y overflow float64 \(largest \|value\| 3e\+154\)"):
+        squared_norms(X, "Y")
+
+
+# -- samples ----------------------------------------------------------------------------------------
+
+
+def test_check_samples_returns_a_float64_2d_array():
+    X = check_samples([[1, 2], [3, 4]])
+    assert X.dtype == np.float64 and X.shape == (2, 2)
+    Y = check_samples(np.ones((3, 2), dtype=np.float32), "Y", n_features=2)
+    assert Y.dtype == np.float64
+
+
+@pytest.mark.parametrize(
+    ("bad", "error", "message"),
+    [
+        (np.array([[np.nan, 1.0]]), ValueError, "Input Y contains NaN"),
+        (np.array([[np.inf, 1.0]]), ValueError, "Input Y contains infinity"),
+        (np.array([1.0, 2.0]), ValueError, "Expected 2D array"),
+        (np.zeros((2, 2, 2)), ValueError, "dim 3.*MyKernel"),
+        (np.zeros((0, 3)), ValueError, "0 sample.*MyKernel"),
+        (sparse.csr_matrix(np.eye(3)), TypeError, "Sparse data was passed for Y"),
+        ([["a", "b"]], ValueError, "could not convert string"),
+    ],
+    ids=["nan", "inf", "1d", "3d", "empty", "sparse", "strings"],
+)
+def test_check_samples_messages(bad, error, message):
+    with pytest.raises(error, match=message):
+        check_samples(bad, "Y", caller="MyKernel")
+
+
+def test_check_samples_feature_mismatch_names_both_arrays_and_the_caller():
+    with pytest.raises(ValueError, match=r"^Y has 3 features, but X has 4 \(MyKernel\): they must match\.$"):
+        check_samples(np.ones((2, 3)), "Y", n_features=4, caller="MyKernel")
+    with pytest.raises(ValueError, match=r"^Y has 3 features, but X has 4: they must match\.$"):
+        check_samples(np.ones((2, 3)), "Y", n_features=4)
+
+
+# -- scalars ----------------------------------------------------------------------------------------
+
+
+def test_check_kernel():
+    for k in KERNELS:
+        assert check_kernel(k) == k
+    assert check_kernel("ntk", EXPLICIT_KERNELS) == "ntk"
+    with pytest.raises(ValueError, match=r"^kernel must be 'ck', 'feature' or 'ntk', got 'rbf'\.$"):
+        check_kernel("rbf")
+    with pytest.raises(ValueError, match=r"^kernel must be 'ck' or 'ntk', got 'feature'\.$"):
+        check_kernel("feature", EXPLICIT_KERNELS)
+    with pytest.raises(ValueError, match="got 'CK'"):  # kernel names are case-sensitive
+        check_kernel("CK")
+    with pytest.raises(ValueError, match="got None"):
+        check_kernel(None)
+
+
+def test_check_sigma_a2():
+    assert check_sigma_a2(0.2) == 0.2
+    value = check_sigma_a2(np.float32(0.5))
+    assert value == 0.5 and type(value) is float
+    for bad in (0, 1, 1.5, -0.1, np.nan, np.inf):
+        with pytest.raises(ValueError, match=r"open interval \(0, 1\)"):
+            check_sigma_a2(bad)
+    for bad in (None, "strong", [0.2, 0.3]):
+        with pytest.raises(TypeError, match="sigma_a2 must be a real number"):
+            check_sigma_a2(bad)
+
+
+def test_check_sigma_b2():
+    assert check_sigma_b2(None, 0.3) == pytest.approx(0.7)
+    assert check_sigma_b2(2.0, 0.3) == 2.0
+    for bad in (0.0, -1.0, np.inf, np.nan):
+        with pytest.raises(ValueError, match="sigma_b2 must be positive and finite"):
+            check_sigma_b2(bad, 0.3)
+
+
+def test_check_tau0():
+    assert check_tau0(2) == 2.0 and type(check_tau0(np.float32(0.5))) is float
+    for bad in (0.0, -1.0, np.inf, np.nan):
+        with pytest.raises(ValueError, match=r"tau0 must be positive and finite.*mean squared sample norm"):
+            check_tau0(bad)
+    for bad in (None, "one"):
+        with pytest.raises(TypeError, match="tau0 must be a real number"):
+            check_tau0(bad)
