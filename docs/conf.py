@@ -65,3 +65,13 @@ html_sidebars = {"**": []}
 # matplotlib without a display
 os.environ.setdefault("MPLBACKEND", "Agg")
 warnings.filterwarnings("ignore", message="Matplotlib is currently using agg")
+
+# numpydoc validation of the public API (warnings, which ``-W`` turns into errors):
+# every docstring exists, documents every parameter with a type and a
+# description in signature order, and says what it returns.
+numpydoc_validate = True
+numpydoc_validation_checks = {"GL02", "GL08", "PR01", "PR02", "PR03", "PR04", "PR06", "PR07", "PR10", "RT01", "RT02"}
+numpydoc_validation_exclude = {
+    r"\._[A-Za-z]",  # private helpers
+    r"\.__[a-z]+__$",  # dunder methods
+}
