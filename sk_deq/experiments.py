@@ -39,6 +39,7 @@ from numbers import Integral
 import numpy as np
 
 from ._inputs import EXPLICIT_KERNELS, KERNELS
+from ._progress import STEPS, ProgressBar
 
 __all__ = [
     "DATASETS",
@@ -287,38 +288,9 @@ class CompareResult(_JSONResult):
 # running
 
 
-class _Ticker:
-    """One-line progress display on a stream (stderr): step count, label, elapsed, ETA."""
-
-    def __init__(self, total: int, enabled: bool, stream=None):
-        self.total = max(int(total), 1)
-        self.enabled = bool(enabled)
-        self.stream = stream
-        self.n = 0
-        self.t0 = time.perf_counter()
-        self._width = 0
-
-    def show(self, label: str):
-        if not self.enabled:
-            return
-        elapsed = time.perf_counter() - self.t0
-        eta = f", ~{elapsed / self.n * (self.total - self.n):.0f}s left" if 0 < self.n < self.total else ""
-        done = int(20 * self.n / self.total)
-        text = f"[{'#' * done}{'-' * (20 - done)}] {self.n}/{self.total} {label} ({elapsed:.0f}s{eta})"
-        pad = max(self._width - len(text), 0)
-        self._width = len(text)
-        stream = self.stream or sys.stderr
-        stream.write("\r" + text + " " * pad)
-        stream.flush()
-
-    def step(self):
-        self.n += 1
-
-    def close(self):
-        if self.enabled:
-            self.show("done")
-            (self.stream or sys.stderr).write("\n")
-            (self.stream or sys.stderr).flush()
+def _steps(total: int, enabled: bool, stream) -> ProgressBar:
+    """The experiments' progress display: a 20-character bar, the step running, elapsed time and time left."""
+    return ProgressBar(total, enabled=enabled, stream=stream, width=20, template=STEPS, min_interval=0.0)
 
 
 def _validate(datasets, activations, widths, repeats, test_size, n_samples, plain_depth):
@@ -801,7 +773,7 @@ def compare_widths(
             result.match_seconds[activation] = time.perf_counter() - t0
 
         total = len(names) * len(activations) * len(widths) * int(repeats) * len(MODELS)
-        ticker = _Ticker(total, progress, out)
+        ticker = _steps(total, progress, out)
         try:
             for name in names:
                 X, y = loaded[name]
@@ -814,7 +786,7 @@ def compare_widths(
                 if len(np.unique(y_w)) < 2:
                     X_w, y_w = splits[0][0], splits[0][2]
                 for activation in activations:
-                    ticker.show(f"{name} {activation}: warm-up")
+                    ticker.set_description(f"{name} {activation}: warm-up")
                     for model in MODELS:
                         with warnings.catch_warnings():
                             warnings.simplefilter("ignore")
@@ -824,13 +796,13 @@ def compare_widths(
                         for r in range(int(repeats)):
                             order = MODELS[r % 3 :] + MODELS[: r % 3]
                             for model in order:
-                                ticker.show(f"{name} {activation} width {width} repeat {r + 1}: {model}")
+                                ticker.set_description(f"{name} {activation} width {width} repeat {r + 1}: {model}")
                                 est, rec = _fit_one(model, activation, width, random_state + r, splits[r], opts)
                                 rec = {"dataset": name, "activation": activation, "width": width, "repeat": r, **rec}
                                 result.records.append(rec)
                                 if model == "matched" and activation not in result.matches.setdefault(name, {}):
                                     result.matches[name][activation] = est.match_.to_dict()
-                                ticker.step()
+                                ticker.update(refresh=False)
                         if verbose:
                             recs = [
                                 x
@@ -847,7 +819,7 @@ def compare_widths(
                             out.write(f"{name} {activation} width {width}: " + ", ".join(parts) + "\n")
                             out.flush()
         finally:
-            ticker.close()
+            ticker.close("done")
     return result
 
 
@@ -1072,7 +1044,7 @@ def spectrum(
     steps = len(activations) * len(sizes) + len(matched) * len(sizes) * len(matched_kernels)
     if histograms:
         steps += 2 * (1 + (mnist_samples is not None))
-    ticker = _Ticker(steps, enabled=verbose > 0)
+    ticker = _steps(steps, verbose > 0, sys.stderr)
     result = SpectrumResult(
         settings={
             "activations": list(activations),
@@ -1107,8 +1079,8 @@ def spectrum(
                 K = _implicit(X, act, sigma_a2, kern, *mc, random_state)
                 err = relative_spectral_error(K, st.equivalent_kernel(coefs, X, y))
                 result.errors.append({"activation": act, "n": n, "p": X.shape[1], "kernel": kern, "error": err})
-            ticker.show(f"{act} n={n}")
-            ticker.step()
+            ticker.set_description(f"{act} n={n}")
+            ticker.update(refresh=False)
 
     for act in matched:
         for kern in matched_kernels:
@@ -1131,8 +1103,8 @@ def spectrum(
                         "plain": relative_spectral_error(ref, U),
                     }
                 )
-                ticker.show(f"matched {act} {kern} n={n}")
-                ticker.step()
+                ticker.set_description(f"matched {act} {kern} n={n}")
+                ticker.update(refresh=False)
 
     if histograms:
         n, p = (int(v) for v in gmm_size)
@@ -1167,8 +1139,8 @@ def spectrum(
                         "eigenvalues_equivalent": np.linalg.eigvalsh(Gb),
                     }
                 )
-                ticker.show(f"spectra {name} {act}")
-                ticker.step()
-    ticker.close()
+                ticker.set_description(f"spectra {name} {act}")
+                ticker.update(refresh=False)
+    ticker.close("done")
     result.seconds = time.perf_counter() - start
     return result

@@ -39,67 +39,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .._progress import ProgressBar  # re-exported: sk_deq.nn.training.ProgressBar is imported elsewhere
+
 __all__ = ["OPTIMIZERS", "TrainResult", "ProgressBar", "train", "predict_logits"]
 
 #: Optimizers accepted by :func:`train`.
 OPTIMIZERS = ("adam", "sgd", "lbfgs")
-
-
-class ProgressBar:
-    """A minimal text progress bar (no dependency), redrawn at most every 0.1 s.
-
-    Parameters
-    ----------
-    total : int
-        Number of steps.
-    desc : str
-        Label printed before the bar.
-    enabled : bool
-        Print nothing when False.
-    stream : file-like, optional
-        Defaults to ``sys.stdout``.
-    width : int, default=30
-        Bar width in characters.
-    """
-
-    def __init__(self, total: int, desc: str = "", enabled: bool = True, stream=None, width: int = 30):
-        self.total = max(int(total), 1)
-        self.desc = desc
-        self.enabled = bool(enabled)
-        self.stream = stream
-        self.width = int(width)
-        self.n = 0
-        self.t0 = time.perf_counter()
-        self._last = -1.0
-
-    def _draw(self, force: bool = False):
-        now = time.perf_counter()
-        if not force and now - self._last < 0.1:
-            return
-        self._last = now
-        filled = int(self.width * self.n / self.total)
-        bar = "#" * filled + "-" * (self.width - filled)
-        stream = self.stream or sys.stdout
-        stream.write(f"\r{self.desc} |{bar}| {self.n}/{self.total} [{now - self.t0:.1f}s]")
-        stream.flush()
-
-    def update(self, n: int = 1):
-        self.n = min(self.n + int(n), self.total)
-        if self.enabled:
-            self._draw(force=self.n == self.total)
-
-    def close(self):
-        if self.enabled:
-            self._draw(force=True)
-            (self.stream or sys.stdout).write("\n")
-            (self.stream or sys.stdout).flush()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-        return False
 
 
 @dataclass
