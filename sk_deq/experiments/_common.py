@@ -69,6 +69,38 @@ def _steps(total: int, enabled: bool, stream) -> ProgressBar:
     return ProgressBar(total, enabled=enabled, stream=stream, width=20, template=STEPS, min_interval=0.0)
 
 
+#: The data scale ``tau0`` the estimators match their explicit networks at:
+#: ``input_scaling='global'`` scales every training set to ``tau0 = 1``.
+SCALED_TAU0 = 1.0
+
+
+def _solve_match(activation, sigma_a2):
+    """The matching solve the matched estimators make (it is cached for them) and its time in seconds."""
+    from ..matching import match_explicit
+
+    t0 = time.perf_counter()
+    match = match_explicit(activation, sigma_a2, SCALED_TAU0, "ck")
+    return match, time.perf_counter() - t0
+
+
+def _environment(threads: int) -> dict:
+    """Versions of Python, torch, numpy and scikit-learn, the machine and the torch threads of a run."""
+    import platform
+
+    import sklearn
+    import torch
+
+    return {
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+        "torch": torch.__version__,
+        "numpy": np.__version__,
+        "scikit-learn": sklearn.__version__,
+        "torch_threads": threads,
+        "cuda_available": bool(torch.cuda.is_available()),
+    }
+
+
 @contextlib.contextmanager
 def _torch_threads(n_threads):
     import torch

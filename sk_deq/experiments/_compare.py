@@ -21,17 +21,26 @@ command is a thin wrapper around it.
 from __future__ import annotations
 
 import math
-import platform
 import statistics
 import sys
-import time
 import warnings
 from dataclasses import dataclass, field
 from numbers import Integral
 
 import numpy as np
 
-from ._common import DATASETS, MODELS, _fit_one, _JSONResult, _make, _steps, _torch_threads, load_dataset
+from ._common import (
+    DATASETS,
+    MODELS,
+    _environment,
+    _fit_one,
+    _JSONResult,
+    _make,
+    _solve_match,
+    _steps,
+    _torch_threads,
+    load_dataset,
+)
 
 _MODEL_LABELS = {"deq": "DEQ", "matched": "matched", "plain": "plain"}
 
@@ -211,7 +220,7 @@ class CompareResult(_JSONResult):
         return self.format_table()
 
 
-def _validate(datasets, activations, widths, repeats, test_size, n_samples, plain_depth):
+def _validate(datasets, activations, widths, repeats, test_size, n_samples, plain_depth, n_threads):
     if isinstance(datasets, str):
         datasets = (datasets,)
     datasets = tuple(datasets)
@@ -262,6 +271,8 @@ def _validate(datasets, activations, widths, repeats, test_size, n_samples, plai
         raise ValueError(f"n_samples must be None or an integer of at least 20, got {n_samples!r}.")
     if isinstance(plain_depth, bool) or not isinstance(plain_depth, Integral) or plain_depth < 1:
         raise ValueError(f"plain_depth must be a positive integer, got {plain_depth!r}.")
+    if n_threads is not None and (isinstance(n_threads, bool) or not isinstance(n_threads, Integral) or n_threads < 1):
+        raise ValueError(f"n_threads must be None or a positive integer, got {n_threads!r}.")
     return datasets, names, activations, widths
 
 
@@ -371,14 +382,8 @@ def compare_widths(
     True
     """
     datasets, names, activations, widths = _validate(
-        datasets, activations, widths, repeats, test_size, n_samples, plain_depth
+        datasets, activations, widths, repeats, test_size, n_samples, plain_depth, n_threads
     )
-    if n_threads is not None and (isinstance(n_threads, bool) or not isinstance(n_threads, Integral) or n_threads < 1):
-        raise ValueError(f"n_threads must be None or a positive integer, got {n_threads!r}.")
-    from sklearn.model_selection import train_test_split
-
-    from ..matching import match_explicit
-
     out = stream or sys.stderr
     opts = {
         "sigma_a2": float(sigma_a2),
@@ -388,6 +393,49 @@ def compare_widths(
     # Cheap checks of the estimator settings (fail before any long work).
     for model in MODELS:
         _make(model, activations[0], widths[0], 0, opts).get_params()
+    loaded, info = _load(datasets, names, n_samples, test_size, random_state)
+
+    with _torch_threads(n_threads) as threads:
+        result = CompareResult(
+            config={
+                "datasets": names,
+                "activations": list(activations),
+                "widths": list(widths),
+                "repeats": int(repeats),
+                "sigma_a2": float(sigma_a2),
+                "test_size": float(test_size),
+                "n_samples": n_samples,
+                "plain_depth": int(plain_depth),
+                "device": device,
+                "dtype": dtype,
+                "random_state": int(random_state),
+                "models": list(MODELS),
+            },
+            environment=_environment(threads),
+            datasets=info,
+        )
+        # One matching solve per activation, timed on its own: every fit reuses it.
+        for activation in activations:
+            _, result.match_seconds[activation] = _solve_match(activation, sigma_a2)
+
+        total = len(names) * len(activations) * len(widths) * int(repeats) * len(MODELS)
+        ticker = _steps(total, progress, out)
+        try:
+            for name in names:
+                splits = _splits(*loaded[name], test_size, random_state, int(repeats))
+                _warm_up(name, splits[0], activations, widths[0], opts, ticker)
+                for activation in activations:
+                    for width in widths:
+                        _fit_width(result, name, activation, width, splits, random_state, opts, ticker)
+                        if verbose:
+                            _report_width(result, name, activation, width, out, after_progress=progress)
+        finally:
+            ticker.close("done")
+    return result
+
+
+def _load(datasets, names, n_samples, test_size, random_state):
+    """Every data set as ``(X, y)`` (subsampled) by name, and its description and sizes by name."""
     loaded = {}
     info = {}
     for spec, name in zip(datasets, names):
@@ -409,90 +457,58 @@ def compare_widths(
             "n_features": int(X.shape[1]),
             "n_classes": len(np.unique(y)),
         }
+    return loaded, info
 
-    import sklearn
-    import torch
 
-    with _torch_threads(n_threads) as threads:
-        result = CompareResult(
-            config={
-                "datasets": names,
-                "activations": list(activations),
-                "widths": list(widths),
-                "repeats": int(repeats),
-                "sigma_a2": float(sigma_a2),
-                "test_size": float(test_size),
-                "n_samples": n_samples,
-                "plain_depth": int(plain_depth),
-                "device": device,
-                "dtype": dtype,
-                "random_state": int(random_state),
-                "models": list(MODELS),
-            },
-            environment={
-                "python": platform.python_version(),
-                "machine": platform.machine(),
-                "torch": torch.__version__,
-                "numpy": np.__version__,
-                "scikit-learn": sklearn.__version__,
-                "torch_threads": threads,
-                "cuda_available": bool(torch.cuda.is_available()),
-            },
-            datasets=info,
-        )
-        # One matching solve per activation, timed on its own: every fit reuses
-        # it (input_scaling='global' gives tau0 = 1 on every training set).
-        for activation in activations:
-            t0 = time.perf_counter()
-            match_explicit(activation, sigma_a2, 1.0, "ck")  # the call the estimators make: cached for them
-            result.match_seconds[activation] = time.perf_counter() - t0
+def _splits(X, y, test_size, random_state, repeats):
+    """One stratified train/test split per repeat (seed ``random_state + repeat``)."""
+    from sklearn.model_selection import train_test_split
 
-        total = len(names) * len(activations) * len(widths) * int(repeats) * len(MODELS)
-        ticker = _steps(total, progress, out)
-        try:
-            for name in names:
-                X, y = loaded[name]
-                splits = [
-                    train_test_split(X, y, test_size=test_size, stratify=y, random_state=random_state + r)
-                    for r in range(int(repeats))
-                ]
-                # Untimed warm-up of every model on a few samples.
-                X_w, y_w = splits[0][0][:60], splits[0][2][:60]
-                if len(np.unique(y_w)) < 2:
-                    X_w, y_w = splits[0][0], splits[0][2]
-                for activation in activations:
-                    ticker.set_description(f"{name} {activation}: warm-up")
-                    for model in MODELS:
-                        with warnings.catch_warnings():
-                            warnings.simplefilter("ignore")
-                            _make(model, activation, widths[0], 0, opts).fit(X_w, y_w)
-                for activation in activations:
-                    for width in widths:
-                        for r in range(int(repeats)):
-                            order = MODELS[r % 3 :] + MODELS[: r % 3]
-                            for model in order:
-                                ticker.set_description(f"{name} {activation} width {width} repeat {r + 1}: {model}")
-                                est, rec = _fit_one(model, activation, width, random_state + r, splits[r], opts)
-                                rec = {"dataset": name, "activation": activation, "width": width, "repeat": r, **rec}
-                                result.records.append(rec)
-                                if model == "matched" and activation not in result.matches.setdefault(name, {}):
-                                    result.matches[name][activation] = est.match_.to_dict()
-                                ticker.update(refresh=False)
-                        if verbose:
-                            recs = [
-                                x
-                                for x in result.records
-                                if x["dataset"] == name and x["activation"] == activation and x["width"] == width
-                            ]
-                            parts = []
-                            for model in MODELS:
-                                acc = statistics.fmean(x["accuracy"] for x in recs if x["model"] == model)
-                                sec = statistics.median(x["seconds"] for x in recs if x["model"] == model)
-                                parts.append(f"{_MODEL_LABELS[model]} {100 * acc:.2f}% {sec:.2f}s")
-                            if progress:
-                                out.write("\n")
-                            out.write(f"{name} {activation} width {width}: " + ", ".join(parts) + "\n")
-                            out.flush()
-        finally:
-            ticker.close("done")
-    return result
+    return [
+        train_test_split(X, y, test_size=test_size, stratify=y, random_state=random_state + r) for r in range(repeats)
+    ]
+
+
+def _warm_up(name, split, activations, width, opts, ticker):
+    """Fit every model once on a few samples, untimed: one-off costs stay out of the timings."""
+    X_w, y_w = split[0][:60], split[2][:60]
+    if len(np.unique(y_w)) < 2:
+        X_w, y_w = split[0], split[2]
+    for activation in activations:
+        ticker.set_description(f"{name} {activation}: warm-up")
+        for model in MODELS:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                _make(model, activation, width, 0, opts).fit(X_w, y_w)
+
+
+def _fit_width(result, name, activation, width, splits, random_state, opts, ticker):
+    """Fit the three models on every repeat's split at one width and record them.
+
+    The order of the models rotates from one repeat to the next; the matched
+    network of the first fit is kept in ``result.matches``.
+    """
+    for r, split in enumerate(splits):
+        order = MODELS[r % 3 :] + MODELS[: r % 3]
+        for model in order:
+            ticker.set_description(f"{name} {activation} width {width} repeat {r + 1}: {model}")
+            est, rec = _fit_one(model, activation, width, random_state + r, split, opts)
+            rec = {"dataset": name, "activation": activation, "width": width, "repeat": r, **rec}
+            result.records.append(rec)
+            if model == "matched" and activation not in result.matches.setdefault(name, {}):
+                result.matches[name][activation] = est.match_.to_dict()
+            ticker.update(refresh=False)
+
+
+def _report_width(result, name, activation, width, out, *, after_progress: bool):
+    """The verbose line of one width: mean accuracy and median time of every model."""
+    recs = [x for x in result.records if x["dataset"] == name and x["activation"] == activation and x["width"] == width]
+    parts = []
+    for model in MODELS:
+        acc = statistics.fmean(x["accuracy"] for x in recs if x["model"] == model)
+        sec = statistics.median(x["seconds"] for x in recs if x["model"] == model)
+        parts.append(f"{_MODEL_LABELS[model]} {100 * acc:.2f}% {sec:.2f}s")
+    if after_progress:
+        out.write("\n")
+    out.write(f"{name} {activation} width {width}: " + ", ".join(parts) + "\n")
+    out.flush()

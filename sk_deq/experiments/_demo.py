@@ -9,7 +9,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ._common import DATASETS, _fit_one, _JSONResult, _make, _torch_threads, load_dataset
+from ._common import DATASETS, _fit_one, _JSONResult, _make, _solve_match, _torch_threads, load_dataset
+
+# The models of the demo's table by their row label.
+_MODELS = {"DEQ": "deq", "matched explicit": "matched", "plain explicit": "plain"}
 
 
 @dataclass
@@ -134,43 +137,74 @@ def demo(
     """
     from sklearn.model_selection import train_test_split
 
-    from ..matching import match_explicit
-
     if int(repeats) < 1:
         raise ValueError(f"repeats must be a positive integer, got {repeats!r}.")
     start = time.perf_counter()
     X, y = load_dataset(dataset)
     split = train_test_split(X, y, test_size=0.3, stratify=y, random_state=random_state)
-    X_tr, X_te, y_tr, y_te = split
     opts = {"estimator": {}, "sigma_a2": sigma_a2, "plain_depth": 1}
-    models = {"DEQ": "deq", "matched explicit": "matched", "plain explicit": "plain"}
     with _torch_threads(n_threads) as threads:
+        match, match_seconds = _solve_match(activation, sigma_a2)  # what the matched fits use
+        _warm_up(split, activation, n_hidden, random_state, opts)
+        times, accuracy = _timed_runs(split, activation, n_hidden, random_state, opts, repeats, latency_samples)
+    _, _, y_tr, y_te = split
+    return DemoResult(
+        dataset=DATASETS[dataset],
+        n_train=len(y_tr),
+        n_test=len(y_te),
+        n_hidden=int(n_hidden),
+        activation=str(activation),
+        sigma_a2=float(sigma_a2),
+        repeats=int(repeats),
+        torch_threads=int(threads),
+        match=match.to_dict(),
+        match_seconds=match_seconds,
+        rows=_rows(times, accuracy),
+        seconds=time.perf_counter() - start,
+    )
+
+
+def _warm_up(split, activation, n_hidden, random_state, opts):
+    """Fit (5 epochs, 300 samples) and use every model once: first-call costs of torch and BLAS."""
+    X_tr, X_te, y_tr, _ = split
+    warm = np.arange(min(300, len(y_tr)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for model in _MODELS.values():
+            est = _make(model, activation, n_hidden, random_state, opts).set_params(max_epochs=5)
+            est.fit(X_tr[warm], y_tr[warm]).predict(X_te[:1])
+
+
+def _timed_runs(split, activation, n_hidden, random_state, opts, repeats, latency_samples):
+    """Fit and prediction times, one-sample latencies and accuracy of every model, ``repeats`` times interleaved."""
+    X_te = split[1]
+    times = {name: {"fit": [], "predict": [], "latency": []} for name in _MODELS}
+    accuracy = {}
+    for _ in range(int(repeats)):
+        for name, model in _MODELS.items():
+            est, record = _fit_one(model, activation, n_hidden, random_state, split, opts)
+            times[name]["latency"].append(_latency(est, X_te, latency_samples))
+            times[name]["fit"].append(record["fit_seconds"])
+            times[name]["predict"].append(record["predict_seconds"])
+            accuracy[name] = record["accuracy"]
+    return times, accuracy
+
+
+def _latency(est, X_te, n_samples):
+    """Median time of a prediction for one sample, over the first ``n_samples`` test samples."""
+    one = []
+    for i in range(min(int(n_samples), len(X_te))):
         t0 = time.perf_counter()
-        match = match_explicit(activation, sigma_a2, 1.0, "ck")  # what the matched fits use (tau0 = 1)
-        match_seconds = time.perf_counter() - t0
-        warm = np.arange(min(300, len(y_tr)))
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            for model in models.values():  # warm-up: first-call costs of torch and BLAS
-                est = _make(model, activation, n_hidden, random_state, opts).set_params(max_epochs=5)
-                est.fit(X_tr[warm], y_tr[warm]).predict(X_te[:1])
-        times = {name: {"fit": [], "predict": [], "latency": []} for name in models}
-        accuracy = {}
-        for _ in range(int(repeats)):
-            for name, model in models.items():
-                est, record = _fit_one(model, activation, n_hidden, random_state, split, opts)
-                one = []
-                for i in range(min(int(latency_samples), len(y_te))):
-                    t3 = time.perf_counter()
-                    est.predict(X_te[i : i + 1])
-                    one.append(time.perf_counter() - t3)
-                times[name]["fit"].append(record["fit_seconds"])
-                times[name]["predict"].append(record["predict_seconds"])
-                times[name]["latency"].append(statistics.median(one))
-                accuracy[name] = record["accuracy"]
+        est.predict(X_te[i : i + 1])
+        one.append(time.perf_counter() - t0)
+    return statistics.median(one)
+
+
+def _rows(times, accuracy):
+    """The table rows: accuracy, median times and speed-ups over the DEQ of every model."""
     med = {name: {k: statistics.median(v) for k, v in t.items()} for name, t in times.items()}
     deq = med["DEQ"]
-    rows = [
+    return [
         {
             "model": name,
             "accuracy": accuracy[name],
@@ -184,19 +218,5 @@ def demo(
             "predict_seconds_all": times[name]["predict"],
             "latency_seconds_all": times[name]["latency"],
         }
-        for name in models
+        for name in _MODELS
     ]
-    return DemoResult(
-        dataset=DATASETS[dataset],
-        n_train=len(y_tr),
-        n_test=len(y_te),
-        n_hidden=int(n_hidden),
-        activation=str(activation),
-        sigma_a2=float(sigma_a2),
-        repeats=int(repeats),
-        torch_threads=int(threads),
-        match=match.to_dict(),
-        match_seconds=match_seconds,
-        rows=rows,
-        seconds=time.perf_counter() - start,
-    )

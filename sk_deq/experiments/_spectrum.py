@@ -20,6 +20,9 @@ from ._common import _JSONResult, _steps
 # Activations spectrum uses by default, the paper's two and two more (documented in __init__).
 SPECTRUM_ACTIVATIONS = ("relu", "tanh", "gelu", "erf")
 
+# How spectrum computes the DEQ's kernels: infinite-width (exact) or Monte-Carlo estimates.
+METHODS = ("exact", "monte_carlo")
+
 
 @dataclass
 class SpectrumResult(_JSONResult):
@@ -215,22 +218,7 @@ def spectrum(
     -------
     SpectrumResult
     """
-    from .._inputs import apply_input_scaling, fit_input_scaling
-    from ..datasets import make_gaussian_mixture
-    from ..kernels import data_tau0, relative_spectral_error
-    from ..matching import match_explicit
-    from ..theory import deq_ck_coefficients, deq_ntk_coefficients, gmm_equivalent_kernel
-
-    if method not in ("exact", "monte_carlo"):
-        raise ValueError(f"method must be 'exact' or 'monte_carlo', got {method!r}.")
-    sizes = [int(n) for n in sizes]
-    if not sizes or min(sizes) < 4:
-        raise ValueError(f"sizes must be sample sizes of at least 4, got {sizes!r}.")
-    if not 0 < ratio:
-        raise ValueError(f"ratio must be positive, got {ratio!r}.")
-    for k in matched_kernels:
-        if k not in EXPLICIT_KERNELS:
-            raise ValueError(f"matched_kernels must contain 'ck' or 'ntk', got {k!r}.")
+    sizes = _validate(method, sizes, ratio, matched_kernels)
     start = time.perf_counter()
     steps = len(activations) * len(sizes) + len(matched) * len(sizes) * len(matched_kernels)
     if histograms:
@@ -255,14 +243,50 @@ def spectrum(
         }
     )
     mc = (method, n_hidden, n_draws)
-    data = {}
+    mixtures = _mixtures(sizes, ratio, random_state)
+    _equivalence_errors(result, mixtures, activations, sigma_a2, mc, random_state, ticker)
+    _matched_errors(result, mixtures, matched, matched_kernels, sigma_a2, mc, random_state, ticker)
+    if histograms:
+        sets = _spectrum_sets(gmm_size, mnist_samples, mnist_digits, random_state)
+        _eigenvalues(result, sets, sigma_a2, mc, random_state, ticker)
+    ticker.close("done")
+    result.seconds = time.perf_counter() - start
+    return result
+
+
+def _validate(method, sizes, ratio, matched_kernels) -> list:
+    """Check the arguments :func:`spectrum` does not pass on unchecked; return the sizes as a list of int."""
+    if method not in METHODS:
+        raise ValueError(f"method must be 'exact' or 'monte_carlo', got {method!r}.")
+    sizes = [int(n) for n in sizes]
+    if not sizes or min(sizes) < 4:
+        raise ValueError(f"sizes must be sample sizes of at least 4, got {sizes!r}.")
+    if not 0 < ratio:
+        raise ValueError(f"ratio must be positive, got {ratio!r}.")
+    for k in matched_kernels:
+        if k not in EXPLICIT_KERNELS:
+            raise ValueError(f"matched_kernels must contain 'ck' or 'ntk', got {k!r}.")
+    return sizes
+
+
+def _mixtures(sizes, ratio, random_state) -> list:
+    """``(n, X, y, stats)`` of the two-class mixture with ``p = ratio * n`` for every size ``n``."""
+    from ..datasets import make_gaussian_mixture
+
+    mixtures = []
     for n in sizes:
         p = max(1, round(ratio * n))
-        data[n] = make_gaussian_mixture(n, p, random_state=random_state, return_stats=True)
+        mixtures.append((n, *make_gaussian_mixture(n, p, random_state=random_state, return_stats=True)))
+    return mixtures
+
+
+def _equivalence_errors(result, mixtures, activations, sigma_a2, mc, random_state, ticker):
+    """``result.errors``: every implicit kernel against its high-dimensional equivalent."""
+    from ..kernels import data_tau0, relative_spectral_error
+    from ..theory import deq_ck_coefficients, deq_ntk_coefficients
 
     for act in activations:
-        for n in sizes:
-            X, y, st = data[n]
+        for n, X, y, st in mixtures:
             t0 = data_tau0(X)
             c = deq_ck_coefficients(act, sigma_a2, t0)
             k = deq_ntk_coefficients(act, sigma_a2, t0)
@@ -273,10 +297,15 @@ def spectrum(
             ticker.set_description(f"{act} n={n}")
             ticker.update(refresh=False)
 
+
+def _matched_errors(result, mixtures, matched, matched_kernels, sigma_a2, mc, random_state, ticker):
+    """``result.matched``: the DEQ's feature kernel or NTK against the matched network's and a plain layer's."""
+    from ..kernels import data_tau0, relative_spectral_error
+    from ..matching import match_explicit
+
     for act in matched:
         for kern in matched_kernels:
-            for n in sizes:
-                X, _, _ = data[n]
+            for n, X, _, _ in mixtures:
                 t0 = data_tau0(X)
                 m = match_explicit(act, sigma_a2, t0, kern)
                 ref = _implicit(X, act, sigma_a2, "feature" if kern == "ck" else "ntk", *mc, random_state)
@@ -297,41 +326,47 @@ def spectrum(
                 ticker.set_description(f"matched {act} {kern} n={n}")
                 ticker.update(refresh=False)
 
-    if histograms:
-        n, p = (int(v) for v in gmm_size)
-        X, y, st = make_gaussian_mixture(n, p, random_state=random_state, return_stats=True)
-        sets = [("gmm", X, y, st.means, st.covariances)]
-        if mnist_samples is not None:
-            from ..datasets import load_mnist_digits
 
-            Xm, ym = load_mnist_digits(digits=mnist_digits)
-            if mnist_samples < len(ym):
-                rng = np.random.default_rng(random_state)
-                keep = np.sort(rng.choice(len(ym), int(mnist_samples), replace=False))
-                Xm, ym = Xm[keep], ym[keep]
-            mean, scale, _ = fit_input_scaling(Xm, "global")
-            Xm = apply_input_scaling(Xm, mean, scale)
-            sets.append(("mnist", Xm, ym, *_class_statistics(Xm, ym)))
-        for name, Xs, ys, means, covs in sets:
-            t0 = data_tau0(Xs)
-            for act in ("relu", "tanh"):
-                G = _implicit(Xs, act, sigma_a2, "ck", *mc, random_state)
-                Gb = gmm_equivalent_kernel(
-                    deq_ck_coefficients(act, sigma_a2, t0).implicit_kernel(), Xs, ys, means, covs
-                )
-                result.spectra.append(
-                    {
-                        "dataset": name,
-                        "activation": act,
-                        "n": Xs.shape[0],
-                        "p": Xs.shape[1],
-                        "error": relative_spectral_error(G, Gb),
-                        "eigenvalues_deq": np.linalg.eigvalsh(G),
-                        "eigenvalues_equivalent": np.linalg.eigvalsh(Gb),
-                    }
-                )
-                ticker.set_description(f"spectra {name} {act}")
-                ticker.update(refresh=False)
-    ticker.close("done")
-    result.seconds = time.perf_counter() - start
-    return result
+def _spectrum_sets(gmm_size, mnist_samples, mnist_digits, random_state) -> list:
+    """``(name, X, y, class means, class covariances)`` of the mixture and, unless ``mnist_samples`` is None, MNIST."""
+    from .._inputs import apply_input_scaling, fit_input_scaling
+    from ..datasets import load_mnist_digits, make_gaussian_mixture
+
+    n, p = (int(v) for v in gmm_size)
+    X, y, st = make_gaussian_mixture(n, p, random_state=random_state, return_stats=True)
+    sets = [("gmm", X, y, st.means, st.covariances)]
+    if mnist_samples is not None:
+        Xm, ym = load_mnist_digits(digits=mnist_digits)
+        if mnist_samples < len(ym):
+            rng = np.random.default_rng(random_state)
+            keep = np.sort(rng.choice(len(ym), int(mnist_samples), replace=False))
+            Xm, ym = Xm[keep], ym[keep]
+        mean, scale, _ = fit_input_scaling(Xm, "global")
+        Xm = apply_input_scaling(Xm, mean, scale)
+        sets.append(("mnist", Xm, ym, *_class_statistics(Xm, ym)))
+    return sets
+
+
+def _eigenvalues(result, sets, sigma_a2, mc, random_state, ticker):
+    """``result.spectra``: eigenvalues of the Implicit-CK and of its equivalent on every set, for ReLU and tanh."""
+    from ..kernels import data_tau0, relative_spectral_error
+    from ..theory import deq_ck_coefficients, gmm_equivalent_kernel
+
+    for name, Xs, ys, means, covs in sets:
+        t0 = data_tau0(Xs)
+        for act in ("relu", "tanh"):
+            G = _implicit(Xs, act, sigma_a2, "ck", *mc, random_state)
+            Gb = gmm_equivalent_kernel(deq_ck_coefficients(act, sigma_a2, t0).implicit_kernel(), Xs, ys, means, covs)
+            result.spectra.append(
+                {
+                    "dataset": name,
+                    "activation": act,
+                    "n": Xs.shape[0],
+                    "p": Xs.shape[1],
+                    "error": relative_spectral_error(G, Gb),
+                    "eigenvalues_deq": np.linalg.eigvalsh(G),
+                    "eigenvalues_equivalent": np.linalg.eigvalsh(Gb),
+                }
+            )
+            ticker.set_description(f"spectra {name} {act}")
+            ticker.update(refresh=False)
