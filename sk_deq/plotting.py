@@ -99,91 +99,106 @@ def plot_compare_widths(result, *, show_time: bool = True, axes=None, title: str
         If matplotlib is not installed.
     """
     plt = require_matplotlib()
-    import numpy as np
-
     rows, config, datasets, matches = _summary(result)
     panels = [(d, a) for d in config["datasets"] for a in config["activations"]]
     panels = [p for p in panels if any(r["dataset"] == p[0] and r["activation"] == p[1] for r in rows)]
     if not panels:
         raise ValueError("result holds no measurements to plot.")
-    n_rows = 2 if show_time else 1
-    if axes is None:
-        fig, axes = plt.subplots(
-            n_rows,
-            len(panels),
-            figsize=(3.6 * len(panels), 3.0 * n_rows + 0.6),
-            sharex="col",
-            squeeze=False,
-            layout="constrained",
-        )
-    else:
-        axes = np.asarray(axes, dtype=object).reshape(n_rows, len(panels))
-        fig = axes[0, 0].figure
+    fig, axes = _panel_axes(plt, axes, 2 if show_time else 1, len(panels))
     for j, (dataset, activation) in enumerate(panels):
         block = sorted(
             (r for r in rows if r["dataset"] == dataset and r["activation"] == activation), key=lambda r: r["width"]
         )
-        widths = [r["width"] for r in block]
-        ax = axes[0, j]
-        for model, style in MODEL_STYLES.items():
-            if model not in block[0]["models"]:
-                continue
-            mean = np.array([100 * r["models"][model]["accuracy_mean"] for r in block])
-            std = np.array([100 * r["models"][model]["accuracy_std"] for r in block])
-            label = style["label"]
-            if model == "matched":
-                fam = matches.get(dataset, {}).get(activation, {}).get("family")
-                label = f"{label} ({fam})" if fam else label
-            elif model == "plain":
-                label = f"{label} ({activation})"
-            ax.errorbar(widths, mean, yerr=std, color=style["color"], marker=style["marker"], capsize=3, label=label)
-        ax.set_xscale("log", base=2)
-        ax.set_xticks(widths, [str(w) for w in widths])
+        family = matches.get(dataset, {}).get(activation, {}).get("family")
         name = datasets.get(dataset, {}).get("description", dataset).split(" (")[0]
-        ax.set_title(f"{name}, {_ACT_LABELS.get(activation, activation)}-DEQ", fontsize="medium")
-        if j == 0:
-            ax.set_ylabel("test accuracy (%)")
-        ax.grid(True, alpha=0.3)
-        ax.legend(fontsize="small", loc="best")
+        title_j = f"{name}, {_ACT_LABELS.get(activation, activation)}-DEQ"
+        _accuracy_panel(axes[0, j], block, activation, family, title_j, first=j == 0)
         if show_time:
-            ax_t = axes[1, j]
-            for model, style in MODEL_STYLES.items():
-                if model not in block[0]["models"]:
-                    continue
-                secs = [r["models"][model]["seconds_median"] for r in block]
-                ax_t.plot(widths, secs, color=style["color"], marker=style["marker"], label=style["label"])
-            for r in block:
-                ratio = r["time_ratio_median"]
-                if ratio is not None and math.isfinite(ratio):
-                    ax_t.annotate(
-                        f"{ratio:.1f}x",
-                        (r["width"], r["models"]["deq"]["seconds_median"]),
-                        textcoords="offset points",
-                        xytext=(0, 6),
-                        ha="center",
-                        fontsize="x-small",
-                        color=MODEL_STYLES["deq"]["color"],
-                    )
-            ax_t.set_xscale("log", base=2)
-            ax_t.set_yscale("log")
-            ax_t.margins(y=0.2)
-            ax_t.set_xticks(widths, [str(w) for w in widths])
-            ax_t.set_xlabel("width m")
-            if j == 0:
-                ax_t.set_ylabel("fit + predict (s)")
-            ax_t.grid(True, which="both", alpha=0.3)
-            if j == 0:
-                ax_t.legend(
-                    fontsize="small",
-                    loc="upper left",
-                    title="DEQ/matched time ratio above DEQ",
-                    title_fontsize="x-small",
-                )
+            _time_panel(axes[1, j], block, first=j == 0)
         else:
-            ax.set_xlabel("width m")
+            axes[0, j].set_xlabel("width m")
     if title:
         fig.suptitle(title)
     return fig
+
+
+def _panel_axes(plt, axes, n_rows: int, n_panels: int):
+    """The figure and its axes as an array of shape ``(n_rows, n_panels)``: new ones, or ``axes`` reshaped."""
+    import numpy as np
+
+    if axes is None:
+        return plt.subplots(
+            n_rows,
+            n_panels,
+            figsize=(3.6 * n_panels, 3.0 * n_rows + 0.6),
+            sharex="col",
+            squeeze=False,
+            layout="constrained",
+        )
+    axes = np.asarray(axes, dtype=object).reshape(n_rows, n_panels)
+    return axes[0, 0].figure, axes
+
+
+def _accuracy_panel(ax, block, activation, family, title: str, *, first: bool):
+    """Test accuracy (mean and one standard deviation over the repeats) of every model versus width."""
+    import numpy as np
+
+    widths = [r["width"] for r in block]
+    for model, style in MODEL_STYLES.items():
+        if model not in block[0]["models"]:
+            continue
+        mean = np.array([100 * r["models"][model]["accuracy_mean"] for r in block])
+        std = np.array([100 * r["models"][model]["accuracy_std"] for r in block])
+        label = style["label"]
+        if model == "matched":
+            label = f"{label} ({family})" if family else label
+        elif model == "plain":
+            label = f"{label} ({activation})"
+        ax.errorbar(widths, mean, yerr=std, color=style["color"], marker=style["marker"], capsize=3, label=label)
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(widths, [str(w) for w in widths])
+    ax.set_title(title, fontsize="medium")
+    if first:
+        ax.set_ylabel("test accuracy (%)")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize="small", loc="best")
+
+
+def _time_panel(ax_t, block, *, first: bool):
+    """Median fit+predict time of every model versus width, the DEQ/matched ratio written above the DEQ's."""
+    widths = [r["width"] for r in block]
+    for model, style in MODEL_STYLES.items():
+        if model not in block[0]["models"]:
+            continue
+        secs = [r["models"][model]["seconds_median"] for r in block]
+        ax_t.plot(widths, secs, color=style["color"], marker=style["marker"], label=style["label"])
+    for r in block:
+        ratio = r["time_ratio_median"]
+        if ratio is not None and math.isfinite(ratio):
+            ax_t.annotate(
+                f"{ratio:.1f}x",
+                (r["width"], r["models"]["deq"]["seconds_median"]),
+                textcoords="offset points",
+                xytext=(0, 6),
+                ha="center",
+                fontsize="x-small",
+                color=MODEL_STYLES["deq"]["color"],
+            )
+    ax_t.set_xscale("log", base=2)
+    ax_t.set_yscale("log")
+    ax_t.margins(y=0.2)
+    ax_t.set_xticks(widths, [str(w) for w in widths])
+    ax_t.set_xlabel("width m")
+    if first:
+        ax_t.set_ylabel("fit + predict (s)")
+    ax_t.grid(True, which="both", alpha=0.3)
+    if first:
+        ax_t.legend(
+            fontsize="small",
+            loc="upper left",
+            title="DEQ/matched time ratio above DEQ",
+            title_fontsize="x-small",
+        )
 
 
 # ---------------------------------------------------------------------------

@@ -131,3 +131,58 @@ def test_console_script_is_installed():
     cmd = [exe] if exe else [sys.executable, "-m", "sk_deq.cli"]
     res = subprocess.run(cmd + ["match", "--activation", "erf", "--json"], capture_output=True, text=True, check=True)
     assert json.loads(res.stdout)["family"] == "hard_tanh"
+
+
+def _subcommand_defaults(name):
+    from sk_deq.cli import build_parser
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command").choices[name]
+    return {a.dest: a.default for a in sub._actions if a.dest != "help"}
+
+
+@pytest.mark.parametrize("command", ["demo", "compare", "spectrum"])
+def test_option_defaults_are_the_library_defaults(command):
+    import inspect
+
+    from sk_deq import experiments
+
+    func = {"demo": experiments.demo, "compare": experiments.compare_widths, "spectrum": experiments.spectrum}[command]
+    library = {k: p.default for k, p in inspect.signature(func).parameters.items()}
+    options = _subcommand_defaults(command)
+    library["threads"] = library.pop("n_threads", None)
+    shared = set(options) & set(library)
+    assert {"sigma_a2", "random_state"} <= shared
+    # None: the library's default, or --quick's
+    deferred = {"demo": set(), "compare": {"widths", "repeats", "n_samples"}, "spectrum": {"sizes"}}[command]
+    for name in shared - deferred:
+        assert options[name] == library[name], name
+    for name in deferred:
+        assert options[name] is None
+        text = ",".join(map(str, library[name])) if isinstance(library[name], tuple) else str(library[name])
+        assert f"(default: {'all' if library[name] is None else text}" in _help(command)
+
+
+def _help(command):
+    import contextlib
+    import io
+
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf), pytest.raises(SystemExit):
+        main([command, "--help"])
+    return " ".join(buf.getvalue().split())
+
+
+def test_match_defaults_are_the_demos_matched_network():
+    import inspect
+
+    from sk_deq.experiments import demo
+    from sk_deq.matching import match_explicit
+
+    options = _subcommand_defaults("match")
+    demo_defaults = inspect.signature(demo).parameters
+    assert options["activation"] == demo_defaults["activation"].default
+    assert options["sigma_a2"] == demo_defaults["sigma_a2"].default
+    assert options["tau0"] == 1.0  # the data scale input_scaling='global' gives the estimators
+    for name in ("kernel", "family", "n_layers", "sigma_b2", "tol"):
+        assert options[name] == inspect.signature(match_explicit).parameters[name].default, name

@@ -276,12 +276,7 @@ def anderson(
     info : SolverInfo
     """
     tol, max_iter = _check(tol, max_iter)
-    memory = int(memory)
-    if memory < 1:
-        raise ValueError(f"memory must be at least 1, got {memory!r}.")
-    beta = float(beta)
-    if not 0.0 < beta <= 1.0:
-        raise ValueError(f"beta must lie in (0, 1], got {beta!r}.")
+    memory, beta = _check_anderson(memory, beta)
     g, x, shape = _flatten(f, z0)
     bsz, dim = x.shape
     track = _Tracker(x, tol)
@@ -314,23 +309,44 @@ def anderson(
         if n == 1:
             x = fx
             continue
-        Hn = H[:, :n, :n]
-        scale = Hn.diagonal(dim1=1, dim2=2).amax(dim=1).clamp_min(_TINY)
-        Hn = Hn + (lam * scale)[:, None, None] * eye[:n, :n]
-        # min alpha^T H alpha  s.t.  sum(alpha) = 1   ->   alpha = H^-1 1 / (1^T H^-1 1)
-        ones = torch.ones(bsz, n, 1, dtype=torch.float64, device=x.device)
-        sol, status = torch.linalg.solve_ex(Hn, ones)
-        alpha = sol / sol.sum(dim=1, keepdim=True)
-        bad = (status != 0) | ~torch.isfinite(alpha).all(dim=1).squeeze(1)
-        alpha = torch.where(bad[:, None, None], torch.zeros_like(alpha), alpha)
-        alpha = alpha.transpose(1, 2).to(x.dtype)  # (bsz, 1, n)
-        mixed = torch.bmm(alpha, F[:, :n]).squeeze(1)
-        if beta != 1.0:  # beta sum a f + (1 - beta) sum a x  =  sum a f - (1 - beta) sum a g
-            mixed = mixed - (1.0 - beta) * torch.bmm(alpha, G[:, :n]).squeeze(1)
+        mixed, bad = _anderson_mix(H[:, :n, :n], F[:, :n], G[:, :n], lam, beta, eye[:n, :n])
         # A singular mixing problem (e.g. a sample that stopped moving) or a
         # stalled sample: plain step.
         x = torch.where((bad | plain)[:, None], fx, mixed)
     return track.out.reshape(shape), track.info("anderson", max_iter)
+
+
+def _check_anderson(memory, beta):
+    memory = int(memory)
+    if memory < 1:
+        raise ValueError(f"memory must be at least 1, got {memory!r}.")
+    beta = float(beta)
+    if not 0.0 < beta <= 1.0:
+        raise ValueError(f"beta must lie in (0, 1], got {beta!r}.")
+    return memory, beta
+
+
+def _anderson_mix(Hn, Fn, Gn, lam: float, beta: float, eye):
+    """One Anderson mixing step for every sample, from the last ``n`` images and residuals.
+
+    ``Hn`` (bsz, n, n) is the Gram matrix of the residuals ``Gn`` (bsz, n,
+    dim), ``Fn`` the images.  Returns the mixed iterates (bsz, dim) and a mask
+    of the samples whose mixing problem is singular (their weights are zero).
+    """
+    bsz, n = Hn.shape[0], Hn.shape[1]
+    scale = Hn.diagonal(dim1=1, dim2=2).amax(dim=1).clamp_min(_TINY)
+    Hn = Hn + (lam * scale)[:, None, None] * eye
+    # min alpha^T H alpha  s.t.  sum(alpha) = 1   ->   alpha = H^-1 1 / (1^T H^-1 1)
+    ones = torch.ones(bsz, n, 1, dtype=torch.float64, device=Hn.device)
+    sol, status = torch.linalg.solve_ex(Hn, ones)
+    alpha = sol / sol.sum(dim=1, keepdim=True)
+    bad = (status != 0) | ~torch.isfinite(alpha).all(dim=1).squeeze(1)
+    alpha = torch.where(bad[:, None, None], torch.zeros_like(alpha), alpha)
+    alpha = alpha.transpose(1, 2).to(Fn.dtype)  # (bsz, 1, n)
+    mixed = torch.bmm(alpha, Fn).squeeze(1)
+    if beta != 1.0:  # beta sum a f + (1 - beta) sum a x  =  sum a f - (1 - beta) sum a g
+        mixed = mixed - (1.0 - beta) * torch.bmm(alpha, Gn).squeeze(1)
+    return mixed, bad
 
 
 #: Solvers by name.

@@ -39,67 +39,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .._progress import ProgressBar  # re-exported: sk_deq.nn.training.ProgressBar is imported elsewhere
+
 __all__ = ["OPTIMIZERS", "TrainResult", "ProgressBar", "train", "predict_logits"]
 
 #: Optimizers accepted by :func:`train`.
 OPTIMIZERS = ("adam", "sgd", "lbfgs")
-
-
-class ProgressBar:
-    """A minimal text progress bar (no dependency), redrawn at most every 0.1 s.
-
-    Parameters
-    ----------
-    total : int
-        Number of steps.
-    desc : str
-        Label printed before the bar.
-    enabled : bool
-        Print nothing when False.
-    stream : file-like, optional
-        Defaults to ``sys.stdout``.
-    width : int, default=30
-        Bar width in characters.
-    """
-
-    def __init__(self, total: int, desc: str = "", enabled: bool = True, stream=None, width: int = 30):
-        self.total = max(int(total), 1)
-        self.desc = desc
-        self.enabled = bool(enabled)
-        self.stream = stream
-        self.width = int(width)
-        self.n = 0
-        self.t0 = time.perf_counter()
-        self._last = -1.0
-
-    def _draw(self, force: bool = False):
-        now = time.perf_counter()
-        if not force and now - self._last < 0.1:
-            return
-        self._last = now
-        filled = int(self.width * self.n / self.total)
-        bar = "#" * filled + "-" * (self.width - filled)
-        stream = self.stream or sys.stdout
-        stream.write(f"\r{self.desc} |{bar}| {self.n}/{self.total} [{now - self.t0:.1f}s]")
-        stream.flush()
-
-    def update(self, n: int = 1):
-        self.n = min(self.n + int(n), self.total)
-        if self.enabled:
-            self._draw(force=self.n == self.total)
-
-    def close(self):
-        if self.enabled:
-            self._draw(force=True)
-            (self.stream or sys.stdout).write("\n")
-            (self.stream or sys.stdout).flush()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-        return False
 
 
 @dataclass
@@ -346,112 +291,168 @@ def train(
     if not params:
         raise ValueError("The model has no trainable parameters.")
     penalized = list(penalized)
-    n = X.shape[0]
-    w = _normalised_weights(sample_weight, n, X.device)
+    w = _normalised_weights(sample_weight, X.shape[0], X.device)
     use_val = X_val is not None and y_val is not None and len(y_val) > 0
     w_val = _normalised_weights(val_weight, len(y_val), X.device) if use_val and val_weight is not None else None
     monitor = _Monitor(params, use_val, n_iter_no_change, improvement_tol)
     printer = _Printer(verbose >= 1, use_val, stream)
-    result = TrainResult()
+    epochs = _Epochs(model, monitor, printer, epoch_offset, chunk_size, (X_val, y_val, w_val) if use_val else None)
 
-    def validate():
-        if not use_val:
+    if optimizer == "lbfgs":
+        _train_lbfgs(model, X, y, w, params, penalized, alpha, max_epochs, improvement_tol, epochs, after_step)
+    else:
+        if optimizer == "adam":
+            opt = torch.optim.Adam(params, lr=learning_rate)
+        else:
+            opt = torch.optim.SGD(params, lr=learning_rate, momentum=0.9, nesterov=True)
+        _train_minibatch(
+            model,
+            X,
+            y,
+            w,
+            opt,
+            penalized,
+            alpha,
+            epochs,
+            batch_size=batch_size,
+            max_epochs=max_epochs,
+            rng=rng,
+            verbose=verbose,
+            stream=stream,
+            after_step=after_step,
+            n_iter_no_change=n_iter_no_change,
+            improvement_tol=improvement_tol,
+        )
+    return epochs.finish()
+
+
+class _Epochs:
+    """The end of every epoch: validation, the stopping rule's bookkeeping, the history and the verbose row."""
+
+    def __init__(self, model, monitor: _Monitor, printer: _Printer, epoch_offset: int, chunk_size, valid=None):
+        self.model = model
+        self.monitor = monitor
+        self.printer = printer
+        self.epoch_offset = epoch_offset
+        self.chunk_size = chunk_size
+        self.valid = valid  # (X_val, y_val, w_val) or None
+        self.result = TrainResult()
+
+    @property
+    def number(self) -> int:
+        """Number of the epoch running (for labels)."""
+        return self.epoch_offset + self.result.n_epochs + 1
+
+    def validate(self):
+        """Loss and accuracy on the validation set (``(None, None)`` without one)."""
+        if self.valid is None:
             return None, None
-        logits = predict_logits(model, X_val, chunk_size)
+        X_val, y_val, w_val = self.valid
+        logits = predict_logits(self.model, X_val, self.chunk_size)
         m = len(y_val)
         loss = float(_loss_sum(logits, y_val, w_val)) / m
         correct = _correct(logits, y_val)
         score = float(correct.double().mean()) if w_val is None else float((correct.double() * w_val).sum()) / m
         return loss, score
 
-    def end_epoch(loss, t0):
-        valid_loss, score = validate()
-        best = monitor.update(loss, valid_loss, score)
+    def end(self, loss, t0):
+        """Record an epoch of training loss ``loss`` started at ``t0``."""
+        valid_loss, score = self.validate()
+        best = self.monitor.update(loss, valid_loss, score)
         rec = {
-            "epoch": epoch_offset + result.n_epochs + 1,
+            "epoch": self.number,
             "train_loss": float(loss),
             "valid_loss": valid_loss,
             "valid_score": score,
             "best": bool(best),
             "dur": time.perf_counter() - t0,
         }
-        result.history.append(rec)
-        result.n_epochs += 1
-        printer.row(rec)
+        self.result.history.append(rec)
+        self.result.n_epochs += 1
+        self.printer.row(rec)
         if not math.isfinite(loss):
             raise FloatingPointError(
                 f"The training loss became {loss} at epoch {rec['epoch']}; lower the learning_rate."
             )
 
-    if optimizer == "lbfgs":
-        _train_lbfgs(
-            model,
-            X,
-            y,
-            w,
-            params,
-            penalized,
-            alpha,
-            max_epochs,
-            improvement_tol,
-            monitor,
-            result,
-            end_epoch,
-            chunk_size,
-            after_step,
-        )
-    else:
-        if optimizer == "adam":
-            opt = torch.optim.Adam(params, lr=learning_rate)
-        else:
-            opt = torch.optim.SGD(params, lr=learning_rate, momentum=0.9, nesterov=True)
-        bs = max(1, min(int(batch_size), n))
-        n_batches = math.ceil(n / bs)
-        for _ in range(int(max_epochs)):
-            t0 = time.perf_counter()
-            order = torch.from_numpy(rng.permutation(n)).to(X.device)
-            total = 0.0
-            with ProgressBar(
-                n_batches, f"epoch {epoch_offset + result.n_epochs + 1}", enabled=verbose >= 2, stream=stream
-            ) as bar:
-                for i in range(0, n, bs):
-                    idx = order[i : i + bs]
-                    opt.zero_grad(set_to_none=True)
-                    data = _loss_sum(model(X[idx]), y[idx], None if w is None else w[idx])
-                    loss = data / len(idx)
-                    pen = _penalty(penalized, alpha)
-                    if pen is not None:
-                        loss = loss + pen
-                    loss.backward()
-                    opt.step()
-                    if after_step is not None:
-                        after_step()
-                    total += float(data.detach()) + (float(pen.detach()) * len(idx) if pen is not None else 0.0)
-                    bar.update()
-            end_epoch(total / n, t0)
-            if monitor.stop:
-                result.converged = True
-                result.stopped_early = use_val
-                what = "validation loss" if use_val else "training loss"
-                result.message = f"{what} did not improve by {improvement_tol:g} for {n_iter_no_change} epochs"
-                break
-        else:
-            result.message = f"reached max_epochs={max_epochs}"
-    monitor.restore()
-    result.best_score = monitor.best_score if use_val else None
-    result.best_valid_loss = monitor.best_valid_loss if use_val else None
-    result.best_loss = monitor.best_loss
-    return result
+    def finish(self) -> TrainResult:
+        """Restore the best parameters (with a validation set) and fill in the result."""
+        monitor, result, use_val = self.monitor, self.result, self.monitor.use_val
+        monitor.restore()
+        result.best_score = monitor.best_score if use_val else None
+        result.best_valid_loss = monitor.best_valid_loss if use_val else None
+        result.best_loss = monitor.best_loss
+        return result
 
 
-def _train_lbfgs(
-    model, X, y, w, params, penalized, alpha, max_epochs, tol, monitor, result, end_epoch, chunk_size, after_step
+def _train_minibatch(
+    model,
+    X,
+    y,
+    w,
+    opt,
+    penalized,
+    alpha,
+    epochs,
+    *,
+    batch_size,
+    max_epochs,
+    rng,
+    verbose,
+    stream,
+    after_step,
+    n_iter_no_change,
+    improvement_tol,
 ):
+    """Epochs of shuffled minibatch steps until the stopping rule or ``max_epochs``."""
+    n = X.shape[0]
+    bs = max(1, min(int(batch_size), n))
+    n_batches = math.ceil(n / bs)
+    monitor, result = epochs.monitor, epochs.result
+    for _ in range(int(max_epochs)):
+        t0 = time.perf_counter()
+        order = torch.from_numpy(rng.permutation(n)).to(X.device)
+        with ProgressBar(n_batches, f"epoch {epochs.number}", enabled=verbose >= 2, stream=stream) as bar:
+            total = _minibatch_epoch(model, X, y, w, order, bs, opt, penalized, alpha, after_step, bar)
+        epochs.end(total / n, t0)
+        if monitor.stop:
+            result.converged = True
+            result.stopped_early = monitor.use_val
+            what = "validation loss" if monitor.use_val else "training loss"
+            result.message = f"{what} did not improve by {improvement_tol:g} for {n_iter_no_change} epochs"
+            return
+    result.message = f"reached max_epochs={max_epochs}"
+
+
+def _minibatch_epoch(model, X, y, w, order, bs, opt, penalized, alpha, after_step, bar) -> float:
+    """One pass over the minibatches of ``order``; returns the summed loss (data and penalty)."""
+    n = X.shape[0]
+    total = 0.0
+    for i in range(0, n, bs):
+        idx = order[i : i + bs]
+        opt.zero_grad(set_to_none=True)
+        data = _loss_sum(model(X[idx]), y[idx], None if w is None else w[idx])
+        loss = data / len(idx)
+        pen = _penalty(penalized, alpha)
+        if pen is not None:
+            loss = loss + pen
+        loss.backward()
+        opt.step()
+        if after_step is not None:
+            after_step()
+        total += float(data.detach()) + (float(pen.detach()) * len(idx) if pen is not None else 0.0)
+        bar.update()
+    return total
+
+
+def _train_lbfgs(model, X, y, w, params, penalized, alpha, max_epochs, tol, epochs, after_step):
+    """Full-batch L-BFGS-B (scipy) on the flattened parameters; one iteration is one epoch."""
     from scipy.optimize import minimize
     from threadpoolctl import threadpool_limits
 
+    monitor, result, end_epoch = epochs.monitor, epochs.result, epochs.end
     n = X.shape[0]
-    chunk = n if not chunk_size else int(chunk_size)
+    chunk = n if not epochs.chunk_size else int(epochs.chunk_size)
     sizes = [p.numel() for p in params]
     last = {"loss": math.nan, "t0": time.perf_counter()}
 

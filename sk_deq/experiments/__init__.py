@@ -1,0 +1,56 @@
+"""Experiments: the paper's figures as functions.
+
+:func:`spectrum` measures how closely the DEQ's kernels follow their
+high-dimensional equivalents and how closely matched explicit networks follow
+the DEQ (the paper's Fig. 1-2, SPEC §3, §5, §6); :func:`compare_widths`
+measures accuracy and cost versus width (Fig. 3).
+
+:func:`compare_widths` runs the predictive comparison of SPEC §6 (the paper's
+accuracy-versus-width figure) on real data: for every data set, activation and
+width it fits, on the same stratified train/test split,
+
+- ``"deq"``: :class:`~sk_deq.DEQClassifier` with that activation;
+- ``"matched"``: :class:`~sk_deq.MatchedExplicitClassifier`, the shallow
+  explicit network whose conjugate kernel matches the DEQ's (two leaky-ReLU
+  layers for a ReLU-DEQ, one hard-tanh layer for a Tanh-DEQ);
+- ``"plain"``: :class:`~sk_deq.ExplicitClassifier` with the plain activation
+  (one layer by default), the unmatched baseline;
+
+all readout-trained (the random weights frozen, the paper's setting), and
+records test accuracy and fit+predict wall time.  The result is a
+:class:`CompareResult`, which prints as a table, serialises to JSON and is
+drawn by :func:`sk_deq.plotting.plot_compare_widths`.  The ``sk-deq compare``
+command is a thin wrapper around it.
+"""
+
+# One private module per experiment (_compare, _spectrum, _demo) and _common for
+# what they share; everything public is imported from here.
+from . import _common, _spectrum
+from ._common import load_dataset
+from ._compare import CompareResult, compare_widths
+from ._demo import DemoResult, demo
+from ._spectrum import SpectrumResult, spectrum
+
+__all__ = [
+    "DATASETS",
+    "MODELS",
+    "SPECTRUM_ACTIVATIONS",
+    "CompareResult",
+    "DemoResult",
+    "SpectrumResult",
+    "compare_widths",
+    "demo",
+    "load_dataset",
+    "spectrum",
+]
+
+# The constants are bound here, where the documentation finds their comments.
+
+#: Data sets known to :func:`compare_widths` by name, with a description.
+DATASETS = _common.DATASETS
+
+#: The three models compared at every width, in table order.
+MODELS = _common.MODELS
+
+#: Activations :func:`spectrum` uses by default (the paper's two and two more).
+SPECTRUM_ACTIVATIONS = _spectrum.SPECTRUM_ACTIVATIONS

