@@ -1,6 +1,7 @@
 """The commands the README gives are the ones CI runs."""
 
 import re
+import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -19,3 +20,9 @@ def test_ci_runs_the_readme_test_command():
     assert command in ci
     # CI runs the heavy tests the quick default run leaves out, and lists the slowest
     assert re.search(r'-m "not slow"', command) and "--durations=15" in command
+
+
+def test_every_run_executes_the_docstring_examples():
+    options = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]
+    assert "--doctest-modules" in options["addopts"].split()
+    assert "sk_deq" in options["testpaths"]
