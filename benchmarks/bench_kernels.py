@@ -24,7 +24,7 @@ Sections (each can be run alone with ``--only``):
     Kernel ridge regression / classification on real data (MNIST digits,
     10 classes; scikit-learn's diabetes regression set) with the implicit CK
     and NTK, RBF, the linear kernel and the exact NNGP of explicit networks:
-    the shallow network matched to the DEQ (SPEC §4) and a plain
+    the shallow network matched to the DEQ (theory page, 'Explicit networks') and a plain
     one-hidden-layer ReLU network.  Hyperparameters by 3-fold CV on the
     training set; the kernel time is reported next to the score.
 

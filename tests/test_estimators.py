@@ -226,7 +226,7 @@ def test_minibatch_optimizers_learn(optimizer, blobs):
 
 @pytest.mark.heavy  # four networks of width 2000
 def test_matched_gram_matrix_is_close_to_the_deq_gram_matrix():
-    # SPEC §6 on the paper's GMM: the feature Gram matrix of the matched net is as
+    # theory page, 'What "equivalent" means in numbers', on the paper's GMM: the feature Gram matrix of the matched net is as
     # close to the DEQ's as that of a second DEQ drawn with another seed (the
     # finite-width noise), while a plain ReLU net of the same depth is far off.
     X, y = make_gaussian_mixture(320, 400, random_state=0)

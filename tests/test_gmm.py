@@ -1,4 +1,4 @@
-"""High-dimensional equivalents on the paper's Gaussian mixture (SPEC §3, §5, §6).
+"""High-dimensional equivalents on the paper's Gaussian mixture (theory page: 'High-dimensional equivalent on a Gaussian mixture', 'Implicit-NTK').
 
 References: Monte-Carlo DEQs (``sk_deq.kernels``) and, where noise would hide
 the signal, an exact ReLU Implicit-CK written out here from the arc-cosine
@@ -116,7 +116,7 @@ def test_exact_kernel_shrinks_towards_equivalent_with_dimension():
         errs_spec.append(relative_spectral_error(F, stats.equivalent_kernel(fk, X, y, centred_T=True)))
     assert errs[0] > errs[1] > errs[2]
     assert errs[2] < 0.03
-    # T_ab = tr(C_a C_b)/p beats the centred T of SPEC §3 at every size
+    # T_ab = tr(C_a C_b)/p beats the paper's centred T at every size
     assert all(e < s for e, s in zip(errs, errs_spec))
 
 
@@ -168,7 +168,7 @@ def test_gmm_statistics_shapes_and_values(gmm):
     assert s_c.T == pytest.approx(np.outer(cc, cc), rel=1e-10)
     # psi averages to ~0 with O(1/sqrt(p)) spread
     assert abs(s.psi.mean()) < 0.02 and 0.5 / math.sqrt(p) < s.psi.std() < 3 / math.sqrt(p)
-    # t_a/sqrt(p) + psi_i ~= ||x_i||^2 - tau0^2 (SPEC §3 note)
+    # t_a/sqrt(p) + psi_i ~= ||x_i||^2 - tau0^2 (theory page, 'High-dimensional equivalent on a Gaussian mixture')
     approx = s.J @ s.t / math.sqrt(p) + s.psi
     sq = np.sum(X**2, axis=1)
     assert np.corrcoef(approx, sq - sq.mean())[0, 1] > 0.97
@@ -192,7 +192,7 @@ def test_full_and_diagonal_covariances_agree(gmm):
 
 @pytest.mark.slow
 def test_monte_carlo_converges_to_exact_and_exact_to_equivalent():
-    """SPEC Fig. 1 at test scale, in two steps that compose.
+    """The paper's Fig. 1 at test scale, in two steps that compose.
 
     A direct Monte-Carlo check that ||G* - G-bar|| shrinks with p is out of reach: the
     finite-width noise is about sqrt(n / (m * draws)) (0.1 at n = 375, m = 2000, 3 draws),

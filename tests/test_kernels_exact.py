@@ -229,7 +229,7 @@ def test_linearized_matches_exact_on_gmm():
     L = linearized_implicit_kernel(X, activation="relu", sigma_a2=SA, kernel="feature", tau0=t0)
     err = relative_spectral_error(E, L)
     assert err < 0.015  # measured 0.0077
-    # and it is closer than the label-based equivalent of SPEC §3
+    # and it is closer than the label-based Gaussian-mixture equivalent
     co = deq_ck_coefficients("relu", SA, t0).feature_kernel()
     assert err < relative_spectral_error(E, st.equivalent_kernel(co, X, y))
     # the CK, dominated by alpha1 X X^T, is matched to 1e-3

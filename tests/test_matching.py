@@ -42,8 +42,8 @@ def test_relu_ck_two_leaky_layers_exact_root_closest_to_plain():
     np.testing.assert_allclose(recomputed_residuals(m), m.residuals, atol=1e-12)
     (a1, b1), (a2, b2) = [(p["a"], p["b"]) for p in m.params]
     assert min(a1, b1, a2, b2) >= 0  # non-negative slopes
-    # The root of SPEC §4 up to the positive rescaling (s a1, s b1, a2/s, b2/s) that leaves the
-    # kernel unchanged: ratios are gauge-free.  SPEC's root (1.15, 0.005, 1.02, 0.58) was
+    # The root of the ReLU system (theory page, 'Matching') up to the positive rescaling (s a1, s b1, a2/s, b2/s) that leaves the
+    # kernel unchanged: ratios are gauge-free.  The published root (1.15, 0.005, 1.02, 0.58) was
     # reported with residuals ~2 %; the exact root has b2/a2 = 0.593 and b1/a1 = 0.004.
     assert b2 / a2 == pytest.approx(0.5926, abs=2e-3)
     assert b1 / a1 == pytest.approx(0.00396, abs=5e-4)

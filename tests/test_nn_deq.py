@@ -115,7 +115,7 @@ def test_forward_matches_numpy_reference(activation, sigma_a2):
     A, B = layer.A.detach().numpy(), layer.B.detach().numpy()
     act = get_activation(activation)
     c = deq_ck_coefficients(act, sigma_a2, 1.0).moments.mean
-    U = math.sqrt(1 - sigma_a2) * B @ X.T  # columns are samples, as in SPEC
+    U = math.sqrt(1 - sigma_a2) * B @ X.T  # columns are samples, as on the theory page
 
     def f(Z):
         return (act(math.sqrt(sigma_a2) * A @ Z + U) - c) / math.sqrt(120)
@@ -126,7 +126,7 @@ def test_forward_matches_numpy_reference(activation, sigma_a2):
 
 
 def test_feature_scale_and_centring_follow_the_theory():
-    # SPEC §1-2: ||z*||^2 -> E_tau[phi^2] = Var_tau[phi0], and the centred features have mean ~ 0
+    # theory page, 'The DEQ' and 'The four equations': ||z*||^2 -> E_tau[phi^2] = Var_tau[phi0], and the centred features have mean ~ 0
     m, p, n = 1500, 200, 60
     sa2 = 0.2
     coefs = deq_ck_coefficients("relu", sa2, 1.0)
@@ -189,7 +189,7 @@ def test_explicit_net_matches_numpy_reference():
 
 
 def test_explicit_feature_scale_follows_the_recursion():
-    # SPEC §4: ||y_L||^2 -> tau_L^2 for the matched ReLU-DEQ equivalent
+    # theory page, 'Explicit networks': ||y_L||^2 -> tau_L^2 for the matched ReLU-DEQ equivalent
     match = match_explicit("relu", 0.2, 1.0)
     m, p, n = 2000, 300, 60
     net = ExplicitNet(

@@ -27,7 +27,7 @@ def test_structure_and_numbers(small):
     assert {r["kernel"] for r in small.errors} == {"ck", "feature", "ntk"}
     assert all(0 < r["error"] < 0.5 for r in small.errors)
     assert [r["p"] for r in small.errors if r["activation"] == "relu" and r["kernel"] == "ck"] == [80, 320]
-    # the equivalent gets better as n and p grow (SPEC §3)
+    # the equivalent gets better as n and p grow (theory page, 'High-dimensional equivalent on a Gaussian mixture')
     for act in ("relu", "tanh"):
         for kern in ("ck", "feature", "ntk"):
             e = [r["error"] for r in small.errors if r["activation"] == act and r["kernel"] == kern]

@@ -171,7 +171,7 @@ def test_four_equations_are_the_taylor_coefficients_of_the_exact_implicit_ck(act
 
 
 def test_exact_implicit_ck_entry_matches_a_random_deq():
-    """The per-entry fixed point of SPEC §3 is the limit of sigma_a2 Z^T Z + sigma_b2 X^T X."""
+    """The per-entry fixed point of the exact Implicit-CK is the limit of sigma_a2 Z^T Z + sigma_b2 X^T X."""
     rng = np.random.default_rng(3)
     sa, m, draws = 0.3, 1500, 6
     X = np.array([[1.1, 0.0, 0.0], [0.5, 0.8, 0.0], [-0.2, 0.3, 0.9]])
@@ -190,7 +190,7 @@ def test_exact_implicit_ck_entry_matches_a_random_deq():
 
 
 # ---------------------------------------------------------------------------
-# NTK (SPEC §5)
+# NTK (theory page, 'Implicit-NTK')
 
 
 @pytest.mark.parametrize("act", ["relu", "tanh"])
@@ -251,7 +251,7 @@ def test_implicit_ntk_is_the_ntk_of_readout_and_recurrent_weights():
 
 
 # ---------------------------------------------------------------------------
-# explicit networks (SPEC §4)
+# explicit networks (theory page, 'Explicit networks')
 
 EXPLICIT_STACKS = [
     [LeakyReLU(1.215, 0.0048), LeakyReLU(0.945, 0.56)],
