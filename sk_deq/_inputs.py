@@ -1,9 +1,10 @@
-"""Input validation and scaling shared by the estimators, kernels and theory (SPEC §6).
+"""Input validation and scaling shared by the estimators, kernels and theory.
 
 The theory takes inputs with ``||x||^2`` of order one and unscaled ``N(0, 1)``
-input weights (SPEC §1, §4).  A scikit-learn user's features are usually
-standardised instead (``||x||^2`` about ``p``), which saturates tanh-like
-activations.  The estimators therefore follow the paper's experimental
+input weights (see :ref:`theory-deq` and :ref:`theory-explicit`; the user
+guide's :ref:`input-scaling` explains the choice).  A scikit-learn user's
+features are usually standardised instead (``||x||^2`` about ``p``), which
+saturates tanh-like activations.  The estimators therefore follow the paper's experimental
 protocol by default:
 
 ``input_scaling='global'``

@@ -1,8 +1,8 @@
 """Shared scikit-learn machinery of the torch classifiers.
 
 :class:`TorchClassifierBase` does everything that does not depend on the
-network: input validation, label encoding, the input scaling of SPEC §6,
-seeding, device choice, the validation split, feature caching when only the
+network: input validation, label encoding, the input scaling (see
+:ref:`input-scaling`), seeding, device choice, the validation split, feature caching when only the
 readout is trained, the call to :func:`sk_deq.nn.train`, prediction, and
 pickling.  Subclasses say how to build the feature module (a DEQ or an
 explicit net) through three hooks: :meth:`_prepare`, :meth:`_make_features`

@@ -1,12 +1,13 @@
 """Scikit-learn classifiers: a DEQ and its shallow explicit equivalents.
 
-- :class:`DEQClassifier`: the random-feature DEQ of SPEC §1 with a linear
-  readout.
-- :class:`ExplicitClassifier`: an explicit network of SPEC §4 with the
-  activations you name (the unmatched baseline).
+- :class:`DEQClassifier`: the random-feature DEQ (see :ref:`theory-deq`)
+  with a linear readout.
+- :class:`ExplicitClassifier`: an explicit network (see
+  :ref:`theory-explicit`) with the activations you name (the unmatched
+  baseline).
 - :class:`MatchedExplicitClassifier`: the explicit network whose CK or NTK
-  matches a DEQ's (SPEC §4, §5), built from :func:`sk_deq.match_explicit` at
-  fit time.
+  matches a DEQ's (see :ref:`theory-matching`), built from
+  :func:`sk_deq.match_explicit` at fit time.
 
 All three share one base (:mod:`sk_deq._torch_base`) and one training loop
 (:func:`sk_deq.nn.train`).  With ``trainable='readout'`` (the default and the
@@ -43,7 +44,7 @@ __all__ = ["DEQClassifier", "ExplicitClassifier", "MatchedExplicitClassifier"]
 class DEQClassifier(TorchClassifierBase):
     """Deep equilibrium classifier: a random-feature DEQ with a linear readout.
 
-    The hidden features solve the fixed point (SPEC §1)::
+    The hidden features solve the fixed point (see :ref:`theory-deq`)::
 
         z* = (phi0(sqrt(sigma_a2) A z* + sqrt(sigma_b2) B x) - c) / sqrt(m)
 
@@ -86,8 +87,8 @@ class DEQClassifier(TorchClassifierBase):
     input_scaling : {'global', 'none'}, default='global'
         ``'global'`` centres every feature with its training mean and divides
         by one factor so that the mean squared norm of the training samples is
-        1 (``tau0_ = 1``, the paper's protocol, SPEC §6); ``'none'`` uses the
-        inputs as given and measures ``tau0_``.
+        1 (``tau0_ = 1``, the paper's protocol, see :ref:`input-scaling`);
+        ``'none'`` uses the inputs as given and measures ``tau0_``.
     optimizer : {'auto', 'lbfgs', 'adam', 'sgd'}, default='auto'
         ``'auto'`` is full-batch L-BFGS when only the readout is trained (a
         convex problem on cached features) and Adam otherwise.
@@ -431,8 +432,9 @@ class ExplicitClassifier(_ExplicitBase):
 
     ``y_0 = x``, ``y_l = (sigma_l(W_l y_{l-1}) - c_l) / sqrt(m)`` with
     ``N(0, 1)`` weights and every activation centred at its input scale
-    (SPEC §4); a linear readout on ``y_L``.  With plain activations this is
-    the unmatched baseline of :class:`MatchedExplicitClassifier`.
+    (see :ref:`theory-explicit`); a linear readout on ``y_L``.  With plain
+    activations this is the unmatched baseline of
+    :class:`MatchedExplicitClassifier`.
 
     Parameters
     ----------
@@ -526,8 +528,9 @@ class MatchedExplicitClassifier(_ExplicitBase):
     measured, :func:`sk_deq.match_explicit` finds the explicit activations
     whose conjugate kernel (``kernel='ck'``) or neural tangent kernel
     (``'ntk'``) equals that of the DEQ with ``activation`` and ``sigma_a2``
-    (SPEC §4, §5), and the network of SPEC §4 is built from them.  With a
-    ReLU DEQ this is two leaky-ReLU layers; with tanh one hard-tanh layer.
+    (see :ref:`theory-matching`), and the network of :ref:`theory-explicit`
+    is built from them.  With a ReLU DEQ this is two leaky-ReLU layers; with
+    tanh one hard-tanh layer.
 
     Parameters
     ----------

@@ -1,4 +1,4 @@
-"""Match a DEQ's kernel with a shallow explicit network (SPEC §4, §5).
+"""Match a DEQ's kernel with a shallow explicit network (see :ref:`theory-matching`).
 
 :func:`match_explicit` solves the matching equations M1-M4::
 
@@ -32,7 +32,7 @@ enumeration, over the positive factors by exact minimisation -- so the
 returned parameters are a function of the root, not of the solver's path.
 Among the good fits the root whose canonical point is closest to plain is
 returned, with non-negative slopes: large-gain roots amplify finite-sample
-fluctuations of the sample norms (SPEC §4).
+fluctuations of the sample norms (see :ref:`theory-matching`).
 """
 
 from __future__ import annotations
@@ -326,8 +326,9 @@ def matching_targets(activation, sigma_a2: float, tau0: float, kernel: str = "ck
 
     Returns ``(targets, deq)``: for ``kernel='ck'`` the feature-kernel
     coefficients ``((alpha1 - sigma_b2)/sigma_a2, alpha2/sigma_a2,
-    alpha3/sigma_a2, tau^2 ...)`` (M1-M4 of SPEC §4); for ``kernel='ntk'`` the
-    Implicit-NTK coefficients ``(beta1, beta2, beta3, kappa^2)`` (SPEC §5).
+    alpha3/sigma_a2, tau^2 ...)`` (M1-M4 of :ref:`theory-matching`); for
+    ``kernel='ntk'`` the Implicit-NTK coefficients ``(beta1, beta2, beta3,
+    kappa^2)`` (see :ref:`theory-ntk`).
     """
     if check_kernel(kernel, EXPLICIT_KERNELS) == "ck":
         deq = deq_ck_coefficients(activation, sigma_a2, tau0, sigma_b2=sigma_b2)

@@ -1,12 +1,14 @@
-"""The four equations and the kernel coefficients (SPEC §2-§5).
+"""The four equations and the kernel coefficients.
 
 Everything here is plain numpy/scipy: the fixed point ``tau``, the DEQ's CK
 coefficients ``alpha1..alpha4`` and NTK coefficients ``beta1..beta3, kappa``,
 the coefficient recursion of explicit networks (CK and NTK), exact
 infinite-width kernel *entries* (scalar references), and the high-dimensional
-equivalents of SPEC §3 on Gaussian-mixture data.
+equivalents on Gaussian-mixture data.  The formulas are stated on the theory
+page: :ref:`theory-equations`, :ref:`theory-exact`, :ref:`theory-gmm`,
+:ref:`theory-ntk` and :ref:`theory-explicit`.
 
-All kernels share one form (SPEC §3, §4, §5)::
+All kernels share one form (see :ref:`theory-gmm`)::
 
     K ~= linear * X^T X + V C V^T + (diagonal - tau0^2 * linear) * I
     C  = [[norm * t t^T + inner * T, norm * t], [norm * t^T, norm]]
@@ -59,7 +61,8 @@ class KernelCoefficients:
     """Coefficients of the high-dimensional kernel form shared by all kernels.
 
     ``K ~= linear X^T X + V C V^T + (diagonal - tau0^2 linear) I`` with
-    ``C = [[norm t t^T + inner T, norm t], [norm t^T, norm]]`` (SPEC §3).
+    ``C = [[norm t t^T + inner T, norm t], [norm t^T, norm]]`` (see
+    :ref:`theory-gmm`).
 
     Attributes
     ----------
@@ -107,7 +110,9 @@ class KernelCoefficients:
 
 @dataclass(frozen=True)
 class DEQCoefficients:
-    """The DEQ's CK coefficients: the solution of the four equations (SPEC §2).
+    """The DEQ's CK coefficients: the solution of the four equations.
+
+    See :ref:`theory-equations`.
 
     Attributes
     ----------
@@ -180,7 +185,7 @@ class DEQCoefficients:
 
 @dataclass(frozen=True)
 class DEQNTKCoefficients:
-    """The DEQ's Implicit-NTK coefficients (SPEC §5).
+    """The DEQ's Implicit-NTK coefficients (see :ref:`theory-ntk`).
 
     ``K* = lim (Z*^T Z*) / (1 - sigma_a2 Zdot^T Zdot)`` is the NTK with respect
     to the readout and the recurrent weights ``A``; its high-dimensional
@@ -192,7 +197,7 @@ class DEQNTKCoefficients:
     beta1, beta2, beta3, kappa : float
         NTK coefficients.
     a1, a2, a3, a4, delta0, delta1, z : float
-        Intermediate quantities of SPEC §5.
+        Intermediate quantities of :ref:`theory-ntk`.
     ck : DEQCoefficients
         The CK solution the NTK is built on.
     """
@@ -237,7 +242,7 @@ class DEQNTKCoefficients:
 
 @dataclass(frozen=True)
 class ExplicitCoefficients:
-    """CK and NTK coefficients of an explicit network (SPEC §4, §5).
+    """CK and NTK coefficients of an explicit network (see :ref:`theory-explicit`).
 
     Attributes
     ----------
@@ -373,7 +378,7 @@ def _denominator(value: float, what: str, act: str, sigma_a2: float) -> float:
 
 
 def deq_ck_coefficients(activation, sigma_a2: float, tau0: float, *, sigma_b2: float | None = None) -> DEQCoefficients:
-    """Solve the four equations of SPEC §2 for a DEQ.
+    """Solve the four equations for a DEQ (see :ref:`theory-equations`).
 
     Parameters
     ----------
@@ -416,7 +421,7 @@ def deq_ck_coefficients(activation, sigma_a2: float, tau0: float, *, sigma_b2: f
 def deq_ntk_coefficients(
     activation, sigma_a2: float, tau0: float, *, sigma_b2: float | None = None
 ) -> DEQNTKCoefficients:
-    """Coefficients ``beta1, beta2, beta3, kappa`` of the Implicit-NTK (SPEC §5).
+    """Coefficients ``beta1, beta2, beta3, kappa`` of the Implicit-NTK (see :ref:`theory-ntk`).
 
     Parameters are those of :func:`deq_ck_coefficients`.
 
@@ -450,7 +455,9 @@ def deq_ntk_coefficients(
 
 
 def explicit_coefficients(layers: Sequence, tau0: float, *, ntk_input_layer: bool = False) -> ExplicitCoefficients:
-    """Run the layer recursion of SPEC §4 (CK) and its NTK counterpart.
+    """Run the layer recursion of an explicit network (CK) and its NTK counterpart.
+
+    See :ref:`theory-explicit`.
 
     The net is ``y_0 = x``, ``y_l = sigma_l(W_l y_{l-1}) / sqrt(m)`` with
     ``N(0, 1)`` weights and a linear readout; layer ``l`` is centred at its
@@ -478,8 +485,9 @@ def explicit_coefficients(layers: Sequence, tau0: float, *, ntk_input_layer: boo
     ``W_2 ... W_L`` that map features to features, with the input layer
     ``W_1`` frozen (``Theta_0 = 0``): this is the counterpart of the DEQ's
     Implicit-NTK, which differentiates with respect to the readout and ``A``
-    but not the input weights ``B`` (SPEC §5).  ``ntk_input_layer=True``
-    includes ``W_1`` (``Theta_0 = X^T X``, the usual full NTK).
+    but not the input weights ``B`` (see :ref:`theory-ntk`).
+    ``ntk_input_layer=True`` includes ``W_1`` (``Theta_0 = X^T X``, the usual
+    full NTK).
 
     Parameters
     ----------
@@ -576,8 +584,9 @@ def implicit_kernel_entry(
 ) -> float:
     """One entry of the exact infinite-width Implicit-CK, feature kernel or NTK.
 
-    Solves the scalar fixed points of SPEC §3 (diagonal entries first, then
-    the off-diagonal one) for two inputs with ``||x||^2 = x_sq``,
+    Solves the scalar fixed points of the Implicit-CK recursion (see
+    :ref:`theory-exact`; diagonal entries first, then the off-diagonal one)
+    for two inputs with ``||x||^2 = x_sq``,
     ``||y||^2 = y_sq`` and ``x^T y = xy``; ``phi`` is centred at the DEQ's
     ``tau`` for data scale ``tau0``.  A slow scalar reference (2-D quadrature
     per step), used to check the coefficient formulas and the vectorised
@@ -588,7 +597,7 @@ def implicit_kernel_entry(
     kernel : {'ck', 'feature', 'ntk'}
         ``'ck'``: ``G*`` (with the ``sigma_b2 x^T y`` injection);
         ``'feature'``: ``Sigma* = (G* - sigma_b2 x^T y) / sigma_a2``;
-        ``'ntk'``: ``Sigma* / (1 - sigma_a2 Sigmadot*)`` (SPEC §5).
+        ``'ntk'``: ``Sigma* / (1 - sigma_a2 Sigmadot*)`` (see :ref:`theory-ntk`).
     """
     check_kernel(kernel)
     ck = deq_ck_coefficients(activation, sigma_a2, tau0, sigma_b2=sigma_b2)
@@ -650,7 +659,8 @@ def explicit_kernel_entry(
 
 
 # ---------------------------------------------------------------------------
-# Gaussian-mixture equivalents (SPEC §3, §5)
+# Gaussian-mixture equivalents (theory page, 'High-dimensional equivalent on a
+# Gaussian mixture' and 'Implicit-NTK')
 
 
 @dataclass(frozen=True)
@@ -693,7 +703,7 @@ def _cov_array(covariances, K: int, p: int) -> np.ndarray:
 
 
 def gmm_statistics(X, y, means, covariances, *, centred_T: bool = False) -> GMMStatistics:
-    """Compute ``J, t, T, psi`` of SPEC §3 for mixture data.
+    """Compute ``J, t, T, psi`` for mixture data (see :ref:`theory-gmm`).
 
     Parameters
     ----------
@@ -706,7 +716,8 @@ def gmm_statistics(X, y, means, covariances, *, centred_T: bool = False) -> GMMS
     covariances : array of shape (K,), (K, p) or (K, p, p)
         Class covariances ``C_a``: isotropic scales, diagonals or full matrices.
     centred_T : bool, default=False
-        ``True`` uses ``T_ab = tr(C°_a C°_b) / p`` as SPEC §3 writes it.
+        ``True`` uses the centred ``T_ab = tr(C°_a C°_b) / p``, the form
+        before the measured correction of :ref:`theory-gmm`.
         ``False`` uses ``T_ab = tr(C_a C_b) / p``: the ``inner`` term then
         carries the mean of ``(x_i^T x_j)^2``, which includes the constant
         ``tr(C°^2) / p^2`` whose all-ones matrix has operator norm of order
@@ -746,8 +757,8 @@ def gmm_equivalent_kernel(
 ) -> np.ndarray:
     """High-dimensional equivalent of a kernel on Gaussian-mixture data.
 
-    ``K-bar = linear X X^T + V C V^T + identity I`` (SPEC §3), with
-    ``V = [J / sqrt(p), psi]`` and
+    ``K-bar = linear X X^T + V C V^T + identity I`` (see
+    :ref:`theory-gmm`), with ``V = [J / sqrt(p), psi]`` and
     ``C = [[norm t t^T + inner T, norm t], [norm t^T, norm]]``.
 
     Parameters
@@ -757,7 +768,7 @@ def gmm_equivalent_kernel(
         ``deq_ntk_coefficients(...).kernel()`` for ``K-bar`` or
         ``explicit_coefficients(...).kernel()`` for an explicit net.
     X, y, means, covariances, centred_T
-        As in :func:`gmm_statistics` (``centred_T=True`` is SPEC §3 verbatim).
+        As in :func:`gmm_statistics` (``centred_T=True`` is the centred form of :ref:`theory-gmm`).
 
     Returns
     -------

@@ -53,7 +53,8 @@ class ImplicitCKTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, B
     fits and predicts with the DEQ kernel, and a grid search can tune
     ``sigma_a2`` and ``activation`` next to the ridge penalty.
 
-    The kernels (SPEC §3, §5), all fixed points of entrywise recursions, are
+    The kernels (see :ref:`theory-exact` and :ref:`theory-ntk`), all fixed
+    points of entrywise recursions, are
 
     * ``kernel='ck'``: the Implicit-CK ``G*`` of the paper,
       ``G_ij = sigma_a2 E[phi(u) phi(v)] + sigma_b2 x_i^T x_j``, which keeps
@@ -84,7 +85,7 @@ class ImplicitCKTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, B
         forms for ReLU / leaky ReLU, erf, GELU and quadratic activations; a
         Hermite expansion of the dual activation with quadrature fallback for
         any other).  ``'linearized'``: the label-free high-dimensional
-        equivalent of SPEC §3 (see
+        equivalent (see :ref:`theory-gmm`, and
         :func:`sk_deq.kernels.linearized_implicit_kernel` for when it is
         accurate).  ``'monte_carlo'``: the average over ``n_draws`` random
         DEQs of width ``n_hidden``, as in the paper's experiments.

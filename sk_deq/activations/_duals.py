@@ -6,7 +6,8 @@ For ``(u, v) ~ N(0, [[a_i, G], [G, a_j]])`` the *dual* of an activation
 for ``u ~ N(0, a)`` gives the centring.  These three are all the
 infinite-width kernels need of a layer: a layer centred at ``c`` maps the
 covariance ``G`` to ``F(G) - c (m(a_i) + m(a_j)) + c^2`` and carries the NTK
-through ``D(G)`` (SPEC §3-§5).
+through ``D(G)`` (see :ref:`theory-exact`, :ref:`theory-ntk` and
+:ref:`theory-explicit`).
 
 An :class:`~sk_deq.activations.Activation` carries its formula as
 ``activation.dual``: a :class:`DualFormula` where it has closed forms, else

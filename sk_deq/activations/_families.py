@@ -108,7 +108,7 @@ _TORCH = {name: _TorchNamed(name) for name in ("relu", "tanh", "erf", "sigmoid",
 
 
 # ---------------------------------------------------------------------------
-# Parametric families with closed-form moments (SPEC §4).
+# Parametric families with closed-form moments (theory page, 'Explicit networks').
 
 
 class LeakyReLU(Activation):

@@ -1,4 +1,6 @@
-"""The exact infinite-width implicit kernels of a DEQ (SPEC §3, §5).
+"""The exact infinite-width implicit kernels of a DEQ.
+
+The recursions are those of :ref:`theory-exact` and :ref:`theory-ntk`.
 
 :class:`ImplicitKernelEngine` fixes the activation, ``sigma_a2``,
 ``sigma_b2``, the training scale and the kernel; it prepares per-sample
@@ -132,9 +134,10 @@ def implicit_kernel(
 ) -> np.ndarray:
     """Exact infinite-width Implicit-CK, feature kernel or Implicit-NTK of a DEQ.
 
-    Every entry is the fixed point of SPEC §3 (diagonal entries first, each a
-    scalar fixed point in ``||x_i||^2``; then every off-diagonal entry as a
-    scalar equation in its correlation), solved to ``tol``.  Closed forms
+    Every entry is the fixed point of the Implicit-CK recursion (see
+    :ref:`theory-exact`; diagonal entries first, each a scalar fixed point
+    in ``||x_i||^2``; then every off-diagonal entry as a scalar equation in
+    its correlation), solved to ``tol``.  Closed forms
     give the dual activation for ReLU and leaky ReLU (arc-cosine), erf
     (arcsine), GELU and quadratic activations (and any activation given a
     :class:`~sk_deq.activations.DualFormula`); any other activation uses a
@@ -155,7 +158,7 @@ def implicit_kernel(
         injection (the paper's kernel); ``'feature'``: ``Sigma* = (G* -
         sigma_b2 x^T y) / sigma_a2``, the Gram matrix of the DEQ features its
         readout sees; ``'ntk'``: the Implicit-NTK ``Sigma* / (1 - sigma_a2
-        Sigma-dot*)`` (SPEC §5).
+        Sigma-dot*)`` (see :ref:`theory-ntk`).
     tau0 : float, optional
         Data scale fixing the centring constant; measured from ``X`` by
         default.

@@ -1,4 +1,4 @@
-"""Exact infinite-width kernels of explicit networks (SPEC §4, §5).
+"""Exact infinite-width kernels of explicit networks (see :ref:`theory-explicit`).
 
 :func:`explicit_kernel` evaluates the CK (NNGP) or NTK of a stack of
 closed-form layers, one dual-activation evaluation per layer and entry: each
@@ -35,7 +35,9 @@ def _layer_pair(act: Activation, c: float):
 def explicit_kernel(
     X, Y=None, *, layers, kernel: str = "ck", tau0: float | None = None, block_size: int | None = None
 ) -> np.ndarray:
-    """Exact infinite-width CK (NNGP) or NTK of an explicit network (SPEC §4, §5).
+    """Exact infinite-width CK (NNGP) or NTK of an explicit network.
+
+    The network and both recursions are those of :ref:`theory-explicit`.
 
     ``y_0 = x``, ``y_l = (sigma_l(W_l y_{l-1}) - c_l) / sqrt(m)`` with ``c_l``
     centring layer ``l`` at its input scale ``tau_{l-1}`` for the data scale

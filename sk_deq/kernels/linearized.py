@@ -1,5 +1,7 @@
-"""Label-free high-dimensional equivalent of the implicit kernels (SPEC §3, §5).
+"""Label-free high-dimensional equivalent of the implicit kernels.
 
+The label-based equivalent on Gaussian-mixture data is that of
+:ref:`theory-gmm` and :ref:`theory-ntk`.
 :func:`linearized_implicit_kernel` expands every entry to second order in the
 inner products and the norm fluctuations, with the coefficients of
 :func:`linearized_kernel_coefficients`; :func:`linearized_block` computes one
@@ -42,9 +44,10 @@ def linearized_implicit_kernel(
     tau0: float | None = None,
     sigma_b2: float | None = None,
 ) -> np.ndarray:
-    """Label-free high-dimensional equivalent of the implicit kernels (SPEC §3, §5).
+    """Label-free high-dimensional equivalent of the implicit kernels.
 
-    SPEC §3 writes the equivalent on Gaussian-mixture data with class labels.
+    The theory page writes the equivalent on Gaussian-mixture data with class
+    labels (see :ref:`theory-gmm` and :ref:`theory-ntk`).
     Its terms have label-free counterparts on any data: ``t_a / sqrt(p) +
     psi_i ~= ||x_i||^2 - tau0^2 =: delta_i``, and ``T_ab / p`` is the mean of
     ``(x_i^T x_j)^2`` over pairs of classes ``a, b`` (with the uncentred
@@ -71,7 +74,8 @@ def linearized_implicit_kernel(
     equal norm (high dimension).  Measured relative spectral errors against
     :func:`implicit_kernel`: on the paper's Gaussian mixture (n = 1.25 p)
     the ReLU feature kernel is matched to 0.023 / 0.0077 / 0.0025 at p = 100 /
-    400 / 1600 (the label-based SPEC equivalent: 0.106 / 0.040 / 0.014) and
+    400 / 1600 (the label-based equivalent of
+    :func:`sk_deq.theory.gmm_equivalent_kernel`: 0.106 / 0.040 / 0.014) and
     the CK to 0.0013 / 0.0004 / 0.0001.  Odd activations (tanh) have
     ``alpha2 = alpha3 = 0``, so only the linear part remains: feature kernel
     0.15 / 0.098 / 0.055 (CK 0.009 / 0.007 / 0.004), the remainder being the

@@ -1,4 +1,4 @@
-"""Comparing kernels: the relative spectral-norm error (SPEC §6)."""
+"""Comparing kernels: the relative spectral-norm error (see :ref:`theory-equivalence`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ __all__ = ["relative_spectral_error"]
 
 
 def relative_spectral_error(reference, other) -> float:
-    """``||reference - other||_2 / ||reference||_2`` (spectral norms, SPEC §6)."""
+    """``||reference - other||_2 / ||reference||_2`` (spectral norms, see :ref:`theory-equivalence`)."""
     reference = np.asarray(reference, dtype=float)
     other = np.asarray(other, dtype=float)
     if reference.shape != other.shape:

@@ -1,6 +1,7 @@
-"""Monte-Carlo kernels of random finite-width DEQs and explicit networks (SPEC §1, §3-§5).
+"""Monte-Carlo kernels of random finite-width DEQs and explicit networks.
 
-Averages over random networks, as in the paper's experiments:
+Averages over random networks (those of :ref:`theory-deq` and
+:ref:`theory-explicit`), as in the paper's experiments:
 :func:`monte_carlo_implicit_kernel` (also between two data sets),
 :class:`MonteCarloDEQSampler` (fixed networks, features of any data set) and
 :func:`monte_carlo_explicit_kernel`.  The DEQ features are found by Anderson
@@ -125,7 +126,10 @@ def monte_carlo_implicit_kernel(
     dtype=np.float64,
     Y=None,
 ) -> np.ndarray:
-    """Average kernel of random finite-width DEQs (SPEC §1, §3, §5).
+    """Average kernel of random finite-width DEQs.
+
+    The DEQ is that of :ref:`theory-deq`; as the width grows the average
+    tends to the exact kernels of :ref:`theory-exact` and :ref:`theory-ntk`.
 
     For each draw, ``A`` (m x m) and ``B`` (m x p) have ``N(0, 1)`` entries
     and the features solve ``Z = phi(sqrt(sigma_a2) A Z + sqrt(sigma_b2) B X^T) / sqrt(m)``
@@ -290,7 +294,7 @@ def monte_carlo_explicit_kernel(
     random_state=None,
     dtype=np.float64,
 ) -> np.ndarray:
-    """Average CK or NTK of random finite-width explicit networks (SPEC §4).
+    """Average CK or NTK of random finite-width explicit networks (see :ref:`theory-explicit`).
 
     ``y_0 = x``, ``y_l = (sigma_l(W_l y_{l-1}) - c_l) / sqrt(m)`` with
     ``N(0, 1)`` weights and ``c_l`` centring layer ``l`` at its input scale

@@ -1,4 +1,4 @@
-"""The DEQ layer of SPEC §1 with an implicit backward pass.
+"""The DEQ layer (see :ref:`theory-deq`) with an implicit backward pass.
 
     z* = (phi0(sqrt(sigma_a2) A z* + sqrt(sigma_b2) B x) - c) / sqrt(m)
 
@@ -35,7 +35,7 @@ class DEQDivergenceError(ValueError):
 
 
 class DEQLayer(nn.Module):
-    """Random-feature DEQ layer ``x -> z*`` (SPEC §1).
+    """Random-feature DEQ layer ``x -> z*`` (see :ref:`theory-deq`).
 
     Parameters
     ----------

@@ -1,4 +1,4 @@
-"""The explicit network of SPEC §4.
+"""The explicit network (see :ref:`theory-explicit`).
 
     y_0 = x,   y_l = (sigma_l(W_l y_{l-1}) - c_l) / sqrt(m),   l = 1..L
 
