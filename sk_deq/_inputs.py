@@ -1,9 +1,10 @@
-"""Input validation and scaling shared by the estimators, kernels and theory (SPEC §6).
+"""Input validation and scaling shared by the estimators, kernels and theory.
 
 The theory takes inputs with ``||x||^2`` of order one and unscaled ``N(0, 1)``
-input weights (SPEC §1, §4).  A scikit-learn user's features are usually
-standardised instead (``||x||^2`` about ``p``), which saturates tanh-like
-activations.  The estimators therefore follow the paper's experimental
+input weights (see :ref:`theory-deq` and :ref:`theory-explicit`; the user
+guide's :ref:`input-scaling` explains the choice).  A scikit-learn user's
+features are usually standardised instead (``||x||^2`` about ``p``), which
+saturates tanh-like activations.  The estimators therefore follow the paper's experimental
 protocol by default:
 
 ``input_scaling='global'``
@@ -127,7 +128,30 @@ def squared_norms(X, name: str = "X") -> np.ndarray:
 
 
 def data_tau0(X) -> float:
-    """Data scale ``tau0 = sqrt((1/n) sum ||x_i||^2)`` of samples in rows."""
+    """Data scale ``tau0 = sqrt((1/n) sum ||x_i||^2)`` of samples in rows.
+
+    Parameters
+    ----------
+    X : array-like of shape (n_samples, n_features)
+        Finite samples, one per row.
+
+    Returns
+    -------
+    float
+        The root mean squared norm of the rows.
+
+    Raises
+    ------
+    ValueError
+        If the scale is zero (all samples zero) or a squared norm overflows.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sk_deq.kernels import data_tau0
+    >>> data_tau0(np.array([[3.0, 4.0], [0.0, 5.0]]))
+    5.0
+    """
     X = np.asarray(X, dtype=float)
     return check_tau0(math.sqrt(float(np.mean(squared_norms(X)))))
 

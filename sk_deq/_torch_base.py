@@ -1,8 +1,8 @@
 """Shared scikit-learn machinery of the torch classifiers.
 
 :class:`TorchClassifierBase` does everything that does not depend on the
-network: input validation, label encoding, the input scaling of SPEC §6,
-seeding, device choice, the validation split, feature caching when only the
+network: input validation, label encoding, the input scaling (see
+:ref:`input-scaling`), seeding, device choice, the validation split, feature caching when only the
 readout is trained, the call to :func:`sk_deq.nn.train`, prediction, and
 pickling.  Subclasses say how to build the feature module (a DEQ or an
 explicit net) through three hooks: :meth:`_prepare`, :meth:`_make_features`
@@ -47,6 +47,24 @@ def resolve_device(device, *, strict: bool = True) -> torch.device:
     device on a machine without CUDA is an error when ``strict`` (at fit) and
     falls back to the CPU with a warning otherwise (a model fitted on a GPU
     and loaded on a CPU-only machine).
+
+    Parameters
+    ----------
+    device : str or torch.device
+        ``'auto'``, ``'cpu'``, ``'cuda'``, ``'cuda:N'`` or a device.
+    strict : bool, default=True
+        Whether an unavailable CUDA device is an error (else: the CPU, with a
+        ``UserWarning``).
+
+    Returns
+    -------
+    torch.device
+        The device to compute on.
+
+    Raises
+    ------
+    ValueError
+        For a malformed device, or an unavailable CUDA device when ``strict``.
     """
     if isinstance(device, str) and device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -256,8 +274,8 @@ class TorchClassifierBase(ClassifierMixin, BaseEstimator):
 
         Returns
         -------
-        self : object
-            The fitted classifier.
+        object
+            The fitted classifier (``self``).
         """
         warm = bool(self.warm_start) and hasattr(self, "module_")
         data, classes, sample_weight = self._validate_training_data(X, y, sample_weight, warm)
@@ -498,10 +516,11 @@ class TorchClassifierBase(ClassifierMixin, BaseEstimator):
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
+            Raw inputs (the fitted input scaling is applied).
 
         Returns
         -------
-        scores : ndarray of shape (n_samples,) or (n_samples, n_classes)
+        ndarray of shape (n_samples,) or (n_samples, n_classes)
             For two classes, the logit of ``classes_[1]`` (positive means
             ``classes_[1]``); otherwise one column per class.
         """
@@ -514,10 +533,12 @@ class TorchClassifierBase(ClassifierMixin, BaseEstimator):
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
+            Raw inputs (the fitted input scaling is applied).
 
         Returns
         -------
-        proba : ndarray of shape (n_samples, n_classes)
+        ndarray of shape (n_samples, n_classes)
+            Probability of every class, columns in the order of ``classes_``.
         """
         out = self._logits(X)
         if out.shape[1] == 1:
@@ -531,10 +552,13 @@ class TorchClassifierBase(ClassifierMixin, BaseEstimator):
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
+            Raw inputs (the fitted input scaling is applied).
 
         Returns
         -------
-        log_proba : ndarray of shape (n_samples, n_classes)
+        ndarray of shape (n_samples, n_classes)
+            Log-probability of every class, columns in the order of
+            ``classes_``.
         """
         with np.errstate(divide="ignore"):
             return np.log(self.predict_proba(X))
@@ -545,10 +569,12 @@ class TorchClassifierBase(ClassifierMixin, BaseEstimator):
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
+            Raw inputs (the fitted input scaling is applied).
 
         Returns
         -------
-        y : ndarray of shape (n_samples,)
+        ndarray of shape (n_samples,)
+            The class of largest logit, from ``classes_``.
         """
         out = self._logits(X)
         idx = (out[:, 0] > 0).astype(int) if out.shape[1] == 1 else out.argmax(axis=1)
@@ -564,7 +590,8 @@ class TorchClassifierBase(ClassifierMixin, BaseEstimator):
 
         Returns
         -------
-        Z : ndarray of shape (n_samples, n_hidden)
+        ndarray of shape (n_samples, n_hidden)
+            The features, in float64.
         """
         check_is_fitted(self, "module_")
         X = validate_data(self, X, reset=False, accept_sparse=False, dtype=[np.float64, np.float32])

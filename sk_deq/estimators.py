@@ -1,12 +1,13 @@
 """Scikit-learn classifiers: a DEQ and its shallow explicit equivalents.
 
-- :class:`DEQClassifier`: the random-feature DEQ of SPEC §1 with a linear
-  readout.
-- :class:`ExplicitClassifier`: an explicit network of SPEC §4 with the
-  activations you name (the unmatched baseline).
+- :class:`DEQClassifier`: the random-feature DEQ (see :ref:`theory-deq`)
+  with a linear readout.
+- :class:`ExplicitClassifier`: an explicit network (see
+  :ref:`theory-explicit`) with the activations you name (the unmatched
+  baseline).
 - :class:`MatchedExplicitClassifier`: the explicit network whose CK or NTK
-  matches a DEQ's (SPEC §4, §5), built from :func:`sk_deq.match_explicit` at
-  fit time.
+  matches a DEQ's (see :ref:`theory-matching`), built from
+  :func:`sk_deq.match_explicit` at fit time.
 
 All three share one base (:mod:`sk_deq._torch_base`) and one training loop
 (:func:`sk_deq.nn.train`).  With ``trainable='readout'`` (the default and the
@@ -36,59 +37,8 @@ from .theory import deq_ck_coefficients, explicit_coefficients
 __all__ = ["DEQClassifier", "ExplicitClassifier", "MatchedExplicitClassifier"]
 
 
-# ---------------------------------------------------------------------------
-# DEQ
-
-
-class DEQClassifier(TorchClassifierBase):
-    """Deep equilibrium classifier: a random-feature DEQ with a linear readout.
-
-    The hidden features solve the fixed point (SPEC §1)::
-
-        z* = (phi0(sqrt(sigma_a2) A z* + sqrt(sigma_b2) B x) - c) / sqrt(m)
-
-    with ``A`` (m x m) and ``B`` (m x p) i.i.d. ``N(0, 1)``, ``sigma_b2 = 1 -
-    sigma_a2`` and ``c = E_tau[phi0]`` the centring constant at the DEQ's
-    pre-activation scale ``tau`` (from :func:`sk_deq.deq_ck_coefficients`).
-    A linear readout on ``z*`` gives the logits; the loss is cross-entropy.
-
-    Parameters
-    ----------
-    activation : str, Activation or callable, default='relu'
-        ``phi0``: a name from :data:`sk_deq.activations.ACTIVATIONS` (in any
-        case, aliases included), an :class:`~sk_deq.Activation`, or a
-        vectorised callable.
-    sigma_a2 : float, default=0.2
-        Variance of the recurrent weights, in ``(0, 1)``; the input weights
-        have variance ``1 - sigma_a2``.  The paper uses 0.2.
-    n_hidden : int, default=1024
-        Width ``m``.
-    trainable : {'readout', 'hidden', 'all'}, default='readout'
-        What is trained besides the readout: ``'readout'`` freezes ``A`` and
-        ``B`` (the paper's setting; features are computed once); ``'hidden'``
-        also trains ``A``; ``'all'`` trains ``A`` and ``B``.  Gradients through
-        the fixed point come from implicit differentiation.
-    solver : {'fixed_point', 'anderson'} or callable, default='fixed_point'
-        Fixed-point solver for the forward and the adjoint (backward) solve,
-        see :mod:`sk_deq.nn.solvers`.  The Jacobian of a random DEQ has its
-        spectrum in a disk around zero (circular law), where no polynomial
-        acceleration beats plain iteration: on MNIST at width 1024 plain
-        iteration needs 9.3 steps per sample, Anderson 9.1 at a higher cost
-        per step.  Once training (``trainable='hidden'`` or ``'all'``) pulls
-        eigenvalues of ``A`` out of that disk, Anderson needs fewer steps per
-        sample (measured 20 instead of 61 on digits), though a batch still
-        waits for its slowest sample.
-    max_iter : int, default=50
-        Iteration budget of every fixed-point solve.
-    tol : float, default=1e-4
-        Per-sample relative residual ``||f(z) - z|| / ||f(z)||`` at which a
-        solve stops.
-    input_scaling : {'global', 'none'}, default='global'
-        ``'global'`` centres every feature with its training mean and divides
-        by one factor so that the mean squared norm of the training samples is
-        1 (``tau0_ = 1``, the paper's protocol, SPEC §6); ``'none'`` uses the
-        inputs as given and measures ``tau0_``.
-    optimizer : {'auto', 'lbfgs', 'adam', 'sgd'}, default='auto'
+# The training parameters the three classifiers share, in their signature order.
+_TRAINING_PARAMS_DOC = """    optimizer : {'auto', 'lbfgs', 'adam', 'sgd'}, default='auto'
         ``'auto'`` is full-batch L-BFGS when only the readout is trained (a
         convex problem on cached features) and Adam otherwise.
     learning_rate : float, default=1e-3
@@ -96,8 +46,9 @@ class DEQClassifier(TorchClassifierBase):
     alpha : float, default=1e-5
         L2 penalty ``alpha/2 ||W||^2`` on the readout weights, added to the
         mean cross-entropy (so ``alpha = 1 / (C n_samples)`` in the terms of
-        :class:`~sklearn.linear_model.LogisticRegression`).  ``A`` and ``B``
-        are not penalised: their scale is what the theory fixes.  The default
+        :class:`~sklearn.linear_model.LogisticRegression`).  The hidden
+        weights (``A`` and ``B`` of a DEQ, ``W_l`` of an explicit network) are
+        not penalised: their scale is what the theory fixes.  The default
         was chosen on validation splits of the digits and MNIST data, where
         1e-5 did as well as or better than 1e-6, 1e-4 and 1e-3.
     class_weight : dict, 'balanced' or None, default=None
@@ -145,7 +96,65 @@ class DEQClassifier(TorchClassifierBase):
     verbose : int, default=0
         ``1`` prints one line per epoch and progress bars for long feature
         computations; ``2`` also a progress bar per epoch.
+"""
 
+
+# ---------------------------------------------------------------------------
+# DEQ
+
+
+class DEQClassifier(TorchClassifierBase):
+    __doc__ = (
+        """Deep equilibrium classifier: a random-feature DEQ with a linear readout.
+
+    The hidden features solve the fixed point (see :ref:`theory-deq`)::
+
+        z* = (phi0(sqrt(sigma_a2) A z* + sqrt(sigma_b2) B x) - c) / sqrt(m)
+
+    with ``A`` (m x m) and ``B`` (m x p) i.i.d. ``N(0, 1)``, ``sigma_b2 = 1 -
+    sigma_a2`` and ``c = E_tau[phi0]`` the centring constant at the DEQ's
+    pre-activation scale ``tau`` (from :func:`sk_deq.deq_ck_coefficients`).
+    A linear readout on ``z*`` gives the logits; the loss is cross-entropy.
+
+    Parameters
+    ----------
+    activation : str, Activation or callable, default='relu'
+        ``phi0``: a name from :data:`sk_deq.activations.ACTIVATIONS` (in any
+        case, aliases included), an :class:`~sk_deq.Activation`, or a
+        vectorised callable.
+    sigma_a2 : float, default=0.2
+        Variance of the recurrent weights, in ``(0, 1)``; the input weights
+        have variance ``1 - sigma_a2``.  The paper uses 0.2.
+    n_hidden : int, default=1024
+        Width ``m``.
+    trainable : {'readout', 'hidden', 'all'}, default='readout'
+        What is trained besides the readout: ``'readout'`` freezes ``A`` and
+        ``B`` (the paper's setting; features are computed once); ``'hidden'``
+        also trains ``A``; ``'all'`` trains ``A`` and ``B``.  Gradients through
+        the fixed point come from implicit differentiation.
+    solver : {'fixed_point', 'anderson'} or callable, default='fixed_point'
+        Fixed-point solver for the forward and the adjoint (backward) solve,
+        see :mod:`sk_deq.nn.solvers`.  The Jacobian of a random DEQ has its
+        spectrum in a disk around zero (circular law), where no polynomial
+        acceleration beats plain iteration: on MNIST at width 1024 plain
+        iteration needs 9.3 steps per sample, Anderson 9.1 at a higher cost
+        per step.  Once training (``trainable='hidden'`` or ``'all'``) pulls
+        eigenvalues of ``A`` out of that disk, Anderson needs fewer steps per
+        sample (measured 20 instead of 61 on digits), though a batch still
+        waits for its slowest sample.
+    max_iter : int, default=50
+        Iteration budget of every fixed-point solve.
+    tol : float, default=1e-4
+        Per-sample relative residual ``||f(z) - z|| / ||f(z)||`` at which a
+        solve stops.
+    input_scaling : {'global', 'none'}, default='global'
+        ``'global'`` centres every feature with its training mean and divides
+        by one factor so that the mean squared norm of the training samples is
+        1 (``tau0_ = 1``, the paper's protocol, see :ref:`input-scaling`);
+        ``'none'`` uses the inputs as given and measures ``tau0_``.
+"""
+        + _TRAINING_PARAMS_DOC
+        + """
     Attributes
     ----------
     classes_ : ndarray of shape (n_classes,)
@@ -204,6 +213,7 @@ class DEQClassifier(TorchClassifierBase):
     >>> clf.score(X[1200:], y[1200:]) > 0.85
     True
     """
+    )
 
     _parameter_constraints: ClassVar[dict] = {
         **TorchClassifierBase._parameter_constraints,
@@ -382,7 +392,8 @@ class _ExplicitBase(TorchClassifierBase):
         )
 
 
-_EXPLICIT_PARAMS_DOC = """
+_EXPLICIT_PARAMS_DOC = (
+    """
     n_hidden : int, default=1024
         Width ``m`` of every layer.
     trainable : {'readout', 'hidden', 'all'}, default='readout'
@@ -390,12 +401,13 @@ _EXPLICIT_PARAMS_DOC = """
         ``'hidden'`` trains ``W_2 .. W_L`` (the input layer stays frozen, the
         counterpart of a DEQ with frozen ``B``); ``'all'`` trains every layer.
     input_scaling : {'global', 'none'}, default='global'
-        As in :class:`DEQClassifier`.
-    optimizer, learning_rate, alpha, class_weight, batch_size, max_epochs,
-    early_stopping, validation_fraction, n_iter_no_change, improvement_tol,
-    warm_start, dtype, device, random_state, verbose
-        Training parameters, as in :class:`DEQClassifier`.
+        ``'global'`` centres every feature with its training mean and divides
+        by one factor so that the mean squared norm of the training samples is
+        1 (``tau0_ = 1``, see :ref:`input-scaling`); ``'none'`` uses the inputs
+        as given and measures ``tau0_``.
 """
+    + _TRAINING_PARAMS_DOC
+)
 
 _EXPLICIT_ATTRS_DOC = """
     classes_ : ndarray of shape (n_classes,)
@@ -431,8 +443,9 @@ class ExplicitClassifier(_ExplicitBase):
 
     ``y_0 = x``, ``y_l = (sigma_l(W_l y_{l-1}) - c_l) / sqrt(m)`` with
     ``N(0, 1)`` weights and every activation centred at its input scale
-    (SPEC §4); a linear readout on ``y_L``.  With plain activations this is
-    the unmatched baseline of :class:`MatchedExplicitClassifier`.
+    (see :ref:`theory-explicit`); a linear readout on ``y_L``.  With plain
+    activations this is the unmatched baseline of
+    :class:`MatchedExplicitClassifier`.
 
     Parameters
     ----------
@@ -526,8 +539,9 @@ class MatchedExplicitClassifier(_ExplicitBase):
     measured, :func:`sk_deq.match_explicit` finds the explicit activations
     whose conjugate kernel (``kernel='ck'``) or neural tangent kernel
     (``'ntk'``) equals that of the DEQ with ``activation`` and ``sigma_a2``
-    (SPEC §4, §5), and the network of SPEC §4 is built from them.  With a
-    ReLU DEQ this is two leaky-ReLU layers; with tanh one hard-tanh layer.
+    (see :ref:`theory-matching`), and the network of :ref:`theory-explicit`
+    is built from them.  With a ReLU DEQ this is two leaky-ReLU layers; with
+    tanh one hard-tanh layer.
 
     Parameters
     ----------

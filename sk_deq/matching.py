@@ -1,4 +1,4 @@
-"""Match a DEQ's kernel with a shallow explicit network (SPEC §4, §5).
+"""Match a DEQ's kernel with a shallow explicit network (see :ref:`theory-matching`).
 
 :func:`match_explicit` solves the matching equations M1-M4::
 
@@ -32,7 +32,7 @@ enumeration, over the positive factors by exact minimisation -- so the
 returned parameters are a function of the root, not of the solver's path.
 Among the good fits the root whose canonical point is closest to plain is
 returned, with non-negative slopes: large-gain roots amplify finite-sample
-fluctuations of the sample norms (SPEC §4).
+fluctuations of the sample norms (see :ref:`theory-matching`).
 """
 
 from __future__ import annotations
@@ -167,7 +167,9 @@ def parse_family(name: str) -> tuple | None:
 
     Returns
     -------
-    kinds : tuple of str or None
+    tuple of str or None
+        The layer kinds, first layer first, or None if ``name`` names no
+        family.
 
     Examples
     --------
@@ -206,7 +208,11 @@ def parse_family(name: str) -> tuple | None:
 class MatchResult:
     """An explicit network whose kernel matches a DEQ's.
 
-    Attributes
+    Returned by :func:`match_explicit` (and shared through its cache, so it
+    is immutable); every parameter is stored as an attribute of the same
+    name.
+
+    Parameters
     ----------
     activation : str
         The DEQ's activation.
@@ -237,7 +243,7 @@ class MatchResult:
         Recursion output: input scale and centring constant of every layer.
     deq : DEQCoefficients or DEQNTKCoefficients
         The DEQ-side solution.
-    candidates : tuple of (str, float)
+    candidates : tuple of (str, float), default=()
         Families tried and their largest residual (several for ``family='auto'``).
     """
 
@@ -266,6 +272,7 @@ class MatchResult:
 
     @property
     def n_layers(self) -> int:
+        """Number of layers of the explicit network."""
         return len(self.layers)
 
     @property
@@ -279,7 +286,17 @@ class MatchResult:
         return self.explicit.centers
 
     def to_dict(self) -> dict:
-        """A JSON-serialisable summary."""
+        """A JSON-serialisable summary.
+
+        Returns
+        -------
+        dict
+            The DEQ's configuration and coefficients (``deq``), the family,
+            every layer's kind, parameters, input scale and centring constant
+            (``layers``), target, achieved value, scale and residual of every
+            equation M1-M4 (``equations``), ``max_residual``, ``tol`` and the
+            candidates tried.
+        """
         t, a = self.targets.equations(), self.achieved.equations()
         return {
             "activation": self.activation,
@@ -324,10 +341,30 @@ class MatchResult:
 def matching_targets(activation, sigma_a2: float, tau0: float, kernel: str = "ck", *, sigma_b2=None):
     """The DEQ-side coefficients the explicit network must reproduce.
 
-    Returns ``(targets, deq)``: for ``kernel='ck'`` the feature-kernel
-    coefficients ``((alpha1 - sigma_b2)/sigma_a2, alpha2/sigma_a2,
-    alpha3/sigma_a2, tau^2 ...)`` (M1-M4 of SPEC §4); for ``kernel='ntk'`` the
-    Implicit-NTK coefficients ``(beta1, beta2, beta3, kappa^2)`` (SPEC §5).
+    For ``kernel='ck'`` the feature-kernel coefficients ``((alpha1 -
+    sigma_b2)/sigma_a2, alpha2/sigma_a2, alpha3/sigma_a2, tau^2 ...)`` (M1-M4
+    of :ref:`theory-matching`); for ``kernel='ntk'`` the Implicit-NTK
+    coefficients ``(beta1, beta2, beta3, kappa^2)`` (see :ref:`theory-ntk`).
+
+    Parameters
+    ----------
+    activation : str, Activation or callable
+        The DEQ's activation.
+    sigma_a2 : float
+        The DEQ's recurrent weight variance in ``(0, 1)``.
+    tau0 : float
+        Data scale, ``tau0^2 = (1/n) sum ||x_i||^2``.
+    kernel : {'ck', 'ntk'}, default='ck'
+        Which kernel's coefficients.
+    sigma_b2 : float, optional
+        Input weight variance of the DEQ, ``1 - sigma_a2`` by default.
+
+    Returns
+    -------
+    targets : KernelCoefficients
+        The coefficients M1-M4 compare the explicit network's with.
+    deq : DEQCoefficients or DEQNTKCoefficients
+        The DEQ-side solution they come from.
     """
     if check_kernel(kernel, EXPLICIT_KERNELS) == "ck":
         deq = deq_ck_coefficients(activation, sigma_a2, tau0, sigma_b2=sigma_b2)
@@ -387,7 +424,7 @@ def equation_scales(targets: KernelCoefficients) -> np.ndarray:
 
     Returns
     -------
-    scales : ndarray of shape (4,)
+    ndarray of shape (4,)
         Positive denominators of the residuals of M1-M4.
 
     Examples
@@ -671,6 +708,9 @@ def match_explicit(
     Returns
     -------
     MatchResult
+        The chosen family and layer parameters, the layers as activations
+        (``layers``), and the target, achieved value and residual of every
+        equation.
 
     Raises
     ------
@@ -685,6 +725,11 @@ def match_explicit(
     >>> m = match_explicit("tanh", 0.2, 1.0)
     >>> m.family, m.max_residual < 1e-8
     ('hard_tanh', True)
+    >>> r = match_explicit("relu", 0.2, 1.0)
+    >>> r.family, r.n_layers, bool(r.max_residual < 1e-8)
+    ('leaky_relu', 2, True)
+    >>> [round(p["a"], 3) for p in r.params]
+    [1.215, 0.945]
     """
     act = get_activation(activation)
     _check_search_options(tol, n_starts)
@@ -776,7 +821,7 @@ def match_cache_info() -> CacheInfo:
 
     Returns
     -------
-    info : CacheInfo
+    CacheInfo
         A named tuple ``(hits, misses, maxsize, currsize)``.
 
     Examples

@@ -53,7 +53,8 @@ class ImplicitCKTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, B
     fits and predicts with the DEQ kernel, and a grid search can tune
     ``sigma_a2`` and ``activation`` next to the ridge penalty.
 
-    The kernels (SPEC §3, §5), all fixed points of entrywise recursions, are
+    The kernels (see :ref:`theory-exact` and :ref:`theory-ntk`), all fixed
+    points of entrywise recursions, are
 
     * ``kernel='ck'``: the Implicit-CK ``G*`` of the paper,
       ``G_ij = sigma_a2 E[phi(u) phi(v)] + sigma_b2 x_i^T x_j``, which keeps
@@ -84,7 +85,7 @@ class ImplicitCKTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, B
         forms for ReLU / leaky ReLU, erf, GELU and quadratic activations; a
         Hermite expansion of the dual activation with quadrature fallback for
         any other).  ``'linearized'``: the label-free high-dimensional
-        equivalent of SPEC §3 (see
+        equivalent (see :ref:`theory-gmm`, and
         :func:`sk_deq.kernels.linearized_implicit_kernel` for when it is
         accurate).  ``'monte_carlo'``: the average over ``n_draws`` random
         DEQs of width ``n_hidden``, as in the paper's experiments.
@@ -283,8 +284,8 @@ class ImplicitCKTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, B
 
         Returns
         -------
-        self : ImplicitCKTransformer
-            The fitted transformer.
+        ImplicitCKTransformer
+            The fitted transformer (``self``).
         """
         self._fit(X)
         return self
@@ -304,7 +305,7 @@ class ImplicitCKTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, B
 
         Returns
         -------
-        K : ndarray of shape (n_samples, n_samples)
+        ndarray of shape (n_samples, n_samples)
             Kernel between the training samples.
         """
         Xs = self._fit(X, square=True)
@@ -320,7 +321,7 @@ class ImplicitCKTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, B
 
         Returns
         -------
-        K : ndarray of shape (n_samples, n_training_samples)
+        ndarray of shape (n_samples, n_training_samples)
             ``K[i, j]`` is the kernel between ``X[i]`` and training sample ``j``.
         """
         check_is_fitted(self, "X_fit_")
@@ -435,6 +436,7 @@ class ImplicitCKKernel(Kernel):
 
     @property
     def hyperparameter_sigma_a2(self):
+        """The hyperparameter ``sigma_a2`` (numeric, bounds ``sigma_a2_bounds``), as the GP optimiser sees it."""
         return Hyperparameter("sigma_a2", "numeric", self.sigma_a2_bounds)
 
     def _engine(self, sigma_a2):
@@ -459,8 +461,9 @@ class ImplicitCKKernel(Kernel):
         Parameters
         ----------
         X : ndarray of shape (n_samples_X, n_features)
+            Samples, one per row (dense and finite).
         Y : ndarray of shape (n_samples_Y, n_features), default=None
-            ``k(X, X)`` when None.
+            Second data set; ``k(X, X)`` when None.
         eval_gradient : bool, default=False
             Also return the gradient (only when ``Y`` is None).
 
@@ -493,14 +496,21 @@ class ImplicitCKKernel(Kernel):
 
         Returns
         -------
-        K_diag : ndarray of shape (n_samples,)
+        ndarray of shape (n_samples,)
+            The kernel of every sample with itself.
         """
         X, _ = self._check(X)
         eng = self._engine(self.sigma_a2)
         return eng.diagonal(eng.prepare(X))
 
     def is_stationary(self):
-        """The implicit kernels depend on the norms, not only on ``x - y``."""
+        """Whether the kernel depends only on ``x - y``: never for the implicit kernels.
+
+        Returns
+        -------
+        bool
+            False: the implicit kernels depend on the norms of ``x`` and ``y``.
+        """
         return False
 
     def __repr__(self):

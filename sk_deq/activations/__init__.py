@@ -4,11 +4,11 @@ Every activation carries a numpy form (used by the theory), a torch form (used
 by :mod:`sk_deq.nn`), its derivative, its breakpoints (kinks or jumps, so the
 Gaussian engine integrates it exactly) and its Gaussian moments at an input
 scale ``t``.  The parametric families used for matching (leaky-ReLU, hard-tanh,
-quadratic) compute their moments in closed form (SPEC §4); all others go
-through the quadrature engine of :mod:`sk_deq._gaussian`.
+quadratic) compute their moments in closed form (see :ref:`theory-explicit`);
+all others go through the quadrature engine of :mod:`sk_deq._gaussian`.
 
-Centring (SPEC §1): the networks use ``phi(x) = phi0(x) - E_t[phi0]`` with
-``t`` the scale of the pre-activation (``tau`` for a DEQ, ``tau_{l-1}`` for
+Centring (see :ref:`theory-deq`): the networks use
+``phi(x) = phi0(x) - E_t[phi0]`` with ``t`` the scale of the pre-activation (``tau`` for a DEQ, ``tau_{l-1}`` for
 layer ``l`` of an explicit net).  :meth:`Activation.moments` returns the
 moments of the activation centred at the same ``t``.
 

@@ -23,18 +23,23 @@ class GaussianMoments:
     """Gaussian moments of an activation at input scale ``t``.
 
     All derivative moments refer to the activation centred at ``t``
-    (``phi = phi0 - mean``); centring changes only ``sq_d2``.
+    (``phi = phi0 - mean``); centring changes only ``sq_d2``.  Instances are
+    returned by :meth:`Activation.moments`; every parameter is stored as an
+    attribute of the same name, and the properties :attr:`g1`, :attr:`g2`,
+    :attr:`g4` and :attr:`d` give the moments under the names of the theory
+    page (:ref:`theory-equations`).
 
-    Attributes
+    Parameters
     ----------
     t : float
-        Standard deviation of the Gaussian input.
+        Standard deviation of the Gaussian input ``N(0, t^2)``.
     mean : float
         ``E_t[phi0]``, the centring constant.
     var : float
         ``Var_t[phi0] = E_t[phi^2]``.
     d1, d2 : float
-        ``E_t[phi']`` and ``E_t[phi'']``.
+        ``E_t[phi']`` and ``E_t[phi'']`` (derivatives do not see the
+        centring).
     sq_d2 : float
         ``E_t[(phi^2)'']`` of the centred ``phi``.
     d1_sq : float
@@ -251,7 +256,18 @@ class Activation:
         return self._speaks
 
     def __call__(self, x):
-        """Evaluate ``phi0`` on a numpy array."""
+        """Evaluate ``phi0`` on a numpy array.
+
+        Parameters
+        ----------
+        x : array-like of float
+            Points, of any shape (converted to a float64 array).
+
+        Returns
+        -------
+        ndarray
+            ``phi0(x)``, of the shape of ``x``.
+        """
         x = np.asarray(x, dtype=float)
         if self._language() == "numpy":
             return self._func(x)
@@ -262,7 +278,22 @@ class Activation:
         return out.detach().to("cpu", torch.float64).numpy()
 
     def derivative(self, x):
-        """Evaluate ``phi0'`` on a numpy array."""
+        """Evaluate ``phi0'`` on a numpy array.
+
+        The ``derivative`` given to the constructor if any; otherwise autograd
+        for a torch function, or a central finite difference (accurate to
+        about 1e-10 away from kinks).
+
+        Parameters
+        ----------
+        x : array-like of float
+            Points, of any shape (converted to a float64 array).
+
+        Returns
+        -------
+        ndarray
+            ``phi0'(x)``, of the shape of ``x``.
+        """
         x = np.asarray(x, dtype=float)
         if self._derivative is not None:
             return self._derivative(x)
@@ -276,7 +307,22 @@ class Activation:
         return _numeric_derivative(self._func)(x)
 
     def torch(self, x):
-        """Evaluate ``phi0`` on a torch tensor (differentiable)."""
+        """Evaluate ``phi0`` on a torch tensor (differentiable).
+
+        Uses ``torch_func`` if one was given, otherwise the tensor form chosen
+        as described in the class documentation.
+
+        Parameters
+        ----------
+        x : torch.Tensor
+            Pre-activations, of any shape, dtype and device.
+
+        Returns
+        -------
+        torch.Tensor
+            ``phi0(x)``, of the shape, dtype and device of ``x``, in the
+            autograd graph of ``x``.
+        """
         if self._torch_func is not None:
             return self._torch_func(x)
         if self._on_tensors is None:
@@ -337,18 +383,64 @@ class Activation:
 
     # -- Gaussian moments ---------------------------------------------------
     def mean(self, t: float) -> float:
-        """``E_t[phi0]``, the constant that centres the activation at scale ``t``."""
+        """``E_t[phi0]``, the constant that centres the activation at scale ``t``.
+
+        Parameters
+        ----------
+        t : float
+            Standard deviation of the Gaussian input ``N(0, t^2)``.
+
+        Returns
+        -------
+        float
+            ``E[phi0(t xi)]`` for ``xi ~ N(0, 1)`` (``phi0(0)`` for an odd
+            activation).
+        """
         return self._value_at_zero() if self.odd else _gaussian.expect(self, t, self.breakpoints)
 
     def variance(self, t: float) -> float:
-        """``Var_t[phi0]`` (two-pass, so a large mean costs no precision); ``inf`` on overflow."""
+        """``Var_t[phi0]`` (two-pass, so a large mean costs no precision).
+
+        Parameters
+        ----------
+        t : float
+            Standard deviation of the Gaussian input ``N(0, t^2)``.
+
+        Returns
+        -------
+        float
+            ``E_t[(phi0 - E_t[phi0])^2]``; ``inf`` where the activation
+            overflows.
+        """
         with np.errstate(all="ignore"):
             m = self.mean(t)
             v = _gaussian.expect(lambda x: (self(x) - m) ** 2, t, self.breakpoints)
         return v if np.isfinite(v) else np.inf
 
     def moments(self, t: float) -> GaussianMoments:
-        """Gaussian moments at input scale ``t``, activation centred at ``t``."""
+        """Gaussian moments at input scale ``t``, activation centred at ``t``.
+
+        Computed by Stein's identities with composite Gauss-Legendre
+        quadrature (panel edges at the breakpoints), so no second derivative
+        is needed (see :ref:`theory-equations`).
+
+        Parameters
+        ----------
+        t : float
+            Standard deviation of the Gaussian input ``N(0, t^2)``; positive
+            and finite.
+
+        Returns
+        -------
+        GaussianMoments
+            The mean, variance and derivative moments at ``t``.
+
+        Raises
+        ------
+        ValueError
+            If ``t`` is not positive and finite, or a moment is not finite
+            (the activation grows too fast for a Gaussian input).
+        """
         t = float(t)
         if not (np.isfinite(t) and t > 0):
             raise ValueError(f"input scale t must be positive and finite, got {t!r}.")

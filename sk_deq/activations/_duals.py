@@ -6,7 +6,8 @@ For ``(u, v) ~ N(0, [[a_i, G], [G, a_j]])`` the *dual* of an activation
 for ``u ~ N(0, a)`` gives the centring.  These three are all the
 infinite-width kernels need of a layer: a layer centred at ``c`` maps the
 covariance ``G`` to ``F(G) - c (m(a_i) + m(a_j)) + c^2`` and carries the NTK
-through ``D(G)`` (SPEC §3-§5).
+through ``D(G)`` (see :ref:`theory-exact`, :ref:`theory-ntk` and
+:ref:`theory-explicit`).
 
 An :class:`~sk_deq.activations.Activation` carries its formula as
 ``activation.dual``: a :class:`DualFormula` where it has closed forms, else
@@ -82,26 +83,110 @@ class DualFormula:
     slopes = None
 
     def pre(self, ai, aj) -> dict:
-        """Entrywise quantities that do not depend on ``G`` (by default the variances ``ai``, ``aj``)."""
+        """Entrywise quantities that do not depend on ``G`` (by default the variances ``ai``, ``aj``).
+
+        Override it to precompute what :meth:`pair` needs at every ``G`` of
+        an entry (square roots, products of the variances).
+
+        Parameters
+        ----------
+        ai, aj : ndarray
+            Variances of ``u`` and ``v`` (broadcastable arrays).
+
+        Returns
+        -------
+        dict
+            Named arrays that :meth:`pair` receives as ``pre``; by default
+            ``{'ai': ai, 'aj': aj}``.
+        """
         return {"ai": ai, "aj": aj}
 
     def pair(self, G, pre) -> tuple:
-        """``(E[phi0(u) phi0(v)], E[phi0'(u) phi0'(v)])`` at covariance ``G``, with ``pre = self.pre(ai, aj)``."""
+        """``(E[phi0(u) phi0(v)], E[phi0'(u) phi0'(v)])`` at covariance ``G``.
+
+        The method every subclass implements.
+
+        Parameters
+        ----------
+        G : ndarray
+            Covariances of ``(u, v)``, entrywise (``|G| <= sqrt(ai aj)``).
+        pre : dict
+            ``self.pre(ai, aj)`` for the variances of the same entries.
+
+        Returns
+        -------
+        F : ndarray
+            ``E[phi0(u) phi0(v)]``, of the broadcast shape of ``G`` and
+            ``pre``.
+        D : ndarray
+            ``E[phi0'(u) phi0'(v)]``, the derivative of ``F`` in ``G``
+            (Price's theorem), of the same shape.
+        """
         raise NotImplementedError
 
     def mean(self, a):
-        """``E[phi0(u)]`` for ``u ~ N(0, a)``."""
+        """``E[phi0(u)]`` for ``u ~ N(0, a)``.
+
+        The method every subclass implements (zeros for an odd activation).
+
+        Parameters
+        ----------
+        a : ndarray
+            Variances of ``u``, entrywise.
+
+        Returns
+        -------
+        ndarray
+            ``E[phi0(u)]``, of the shape of ``a``.
+        """
         raise NotImplementedError
 
     def expectations(self, G, ai, aj) -> tuple:
-        """``pair`` at covariance ``G`` and variances ``ai``, ``aj`` (arrays or scalars)."""
+        """:meth:`pair` at covariance ``G`` and variances ``ai``, ``aj`` (arrays or scalars).
+
+        The convenient entry point: the arguments are broadcast together and
+        :meth:`pre` is applied for you.
+
+        Parameters
+        ----------
+        G : float or array-like
+            Covariances of ``(u, v)``.
+        ai, aj : float or array-like
+            Variances of ``u`` and ``v``.
+
+        Returns
+        -------
+        F : ndarray
+            ``E[phi0(u) phi0(v)]``, of the broadcast shape of the arguments
+            (0-d for scalars).
+        D : ndarray
+            ``E[phi0'(u) phi0'(v)]``, of the same shape.
+        """
         shape = np.broadcast_shapes(np.shape(G), np.shape(ai), np.shape(aj))
         G, ai, aj = (np.array(np.broadcast_to(np.asarray(x, dtype=float), shape), ndmin=1) for x in (G, ai, aj))
         F, D = self.pair(G, self.pre(ai, aj))
         return np.reshape(F, shape), np.reshape(D, shape)
 
     def centred_pair(self, G, ai, aj, c) -> tuple:
-        """``(E[(phi0(u) - c)(phi0(v) - c)], E[phi0'(u) phi0'(v)])``: one layer centred at ``c``."""
+        """``(E[(phi0(u) - c)(phi0(v) - c)], E[phi0'(u) phi0'(v)])``: one layer centred at ``c``.
+
+        Parameters
+        ----------
+        G : ndarray
+            Covariances of ``(u, v)``, entrywise.
+        ai, aj : ndarray
+            Variances of ``u`` and ``v`` (broadcastable with ``G``).
+        c : float
+            Centring constant of the layer, ``E_t[phi0]`` at its input scale.
+
+        Returns
+        -------
+        F : ndarray
+            ``E[phi0(u) phi0(v)] - c (m(ai) + m(aj)) + c^2``, the covariance
+            of the centred outputs.
+        D : ndarray
+            ``E[phi0'(u) phi0'(v)]`` (centring does not change it).
+        """
         F, D = self.pair(G, self.pre(ai, aj))
         return F - c * (self.mean(ai) + self.mean(aj)) + c * c, D
 

@@ -108,7 +108,7 @@ _TORCH = {name: _TorchNamed(name) for name in ("relu", "tanh", "erf", "sigmoid",
 
 
 # ---------------------------------------------------------------------------
-# Parametric families with closed-form moments (SPEC §4).
+# Parametric families with closed-form moments (theory page, 'Explicit networks').
 
 
 class LeakyReLU(Activation):
@@ -122,10 +122,22 @@ class LeakyReLU(Activation):
 
     Parameters
     ----------
-    a : float
+    a : float, default=1.0
         Slope for ``x >= 0``.
-    b : float
-        Slope for ``x < 0``.
+    b : float, default=0.0
+        Slope for ``x < 0`` (``(1, 0)`` is ReLU).
+    name : str, optional
+        Name used in reprs and reports; ``'leaky_relu'`` by default.
+
+    Examples
+    --------
+    >>> from sk_deq.activations import LeakyReLU
+    >>> act = LeakyReLU(1.0, 0.5)
+    >>> act.params
+    {'a': 1.0, 'b': 0.5}
+    >>> m = act.moments(1.0)
+    >>> round(m.mean, 6), m.g1
+    (0.199471, 0.5625)
     """
 
     def __init__(self, a: float = 1.0, b: float = 0.0, name: str | None = None):
@@ -136,16 +148,41 @@ class LeakyReLU(Activation):
         return np.where(x >= 0, self.a * x, self.b * x)
 
     def derivative(self, x):
+        """Slope ``a`` for ``x >= 0`` and ``b`` below (``a`` at the kink).
+
+        Parameters
+        ----------
+        x : array-like of float
+            Points, of any shape.
+
+        Returns
+        -------
+        ndarray
+            The derivative at ``x``, of the shape of ``x``.
+        """
         x = np.asarray(x, dtype=float)
         return np.where(x >= 0, self.a, self.b)
 
     def torch(self, x):
+        """``a x`` for ``x >= 0`` and ``b x`` below, on a tensor.
+
+        Parameters
+        ----------
+        x : torch.Tensor
+            Pre-activations, of any shape, dtype and device.
+
+        Returns
+        -------
+        torch.Tensor
+            The activation of ``x``, differentiable, of the shape of ``x``.
+        """
         import torch
 
         return torch.where(x >= 0, self.a * x, self.b * x)
 
     @property
     def params(self):
+        """The slopes, ``{'a': a, 'b': b}``."""
         return {"a": self.a, "b": self.b}
 
     @property
@@ -154,12 +191,55 @@ class LeakyReLU(Activation):
         return LeakyReLUDual(self.a, self.b)
 
     def mean(self, t):
+        """``E_t[phi0] = (a - b) t / sqrt(2 pi)``.
+
+        Parameters
+        ----------
+        t : float
+            Standard deviation of the Gaussian input ``N(0, t^2)``.
+
+        Returns
+        -------
+        float
+            The centring constant ``E_t[phi0]``.
+        """
         return (self.a - self.b) * float(t) / _SQRT_2PI
 
     def variance(self, t):
+        """``Var_t[phi0] = t^2 G4 / 2``.
+
+        Parameters
+        ----------
+        t : float
+            Standard deviation of the Gaussian input ``N(0, t^2)``.
+
+        Returns
+        -------
+        float
+            ``Var_t[phi0]``.
+        """
         return self.moments(t).var
 
     def moments(self, t):
+        """Gaussian moments at input scale ``t``, in closed form (see the class documentation).
+
+        Parameters
+        ----------
+        t : float
+            Standard deviation of the Gaussian input ``N(0, t^2)``; positive
+            and finite.
+
+        Returns
+        -------
+        GaussianMoments
+            The mean, variance and derivative moments at ``t``, the
+            activation centred at ``t``.
+
+        Raises
+        ------
+        ValueError
+            If ``t`` is not positive and finite.
+        """
         t = float(t)
         if not (np.isfinite(t) and t > 0):
             raise ValueError(f"input scale t must be positive and finite, got {t!r}.")
@@ -187,10 +267,17 @@ class HardTanh(Activation):
 
     Parameters
     ----------
-    a : float
+    a : float, default=1.0
         Gain.
-    c : float
+    c : float, default=1.0
         Clipping threshold (``c > 0``).
+    name : str, optional
+        Name used in reprs and reports; ``'hard_tanh'`` by default.
+
+    Raises
+    ------
+    ValueError
+        If ``c`` is not positive.
     """
 
     def __init__(self, a: float = 1.0, c: float = 1.0, name: str | None = None):
@@ -203,16 +290,41 @@ class HardTanh(Activation):
         return self.a * np.clip(x, -self.c, self.c)
 
     def derivative(self, x):
+        """``a`` inside ``(-c, c)``, 0 outside (0 at the kinks).
+
+        Parameters
+        ----------
+        x : array-like of float
+            Points, of any shape.
+
+        Returns
+        -------
+        ndarray
+            The derivative at ``x``, of the shape of ``x``.
+        """
         x = np.asarray(x, dtype=float)
         return np.where(np.abs(x) < self.c, self.a, 0.0)
 
     def torch(self, x):
+        """``a * clamp(x, -c, c)`` on a tensor.
+
+        Parameters
+        ----------
+        x : torch.Tensor
+            Pre-activations, of any shape, dtype and device.
+
+        Returns
+        -------
+        torch.Tensor
+            The activation of ``x``, differentiable, of the shape of ``x``.
+        """
         import torch
 
         return self.a * torch.clamp(x, -self.c, self.c)
 
     @property
     def params(self):
+        """The gain and threshold, ``{'a': a, 'c': c}``."""
         return {"a": self.a, "c": self.c}
 
     @property
@@ -221,12 +333,55 @@ class HardTanh(Activation):
         return HardTanhDual(self.a, self.c)
 
     def mean(self, t):
+        """``E_t[phi0] = 0``: the activation is odd.
+
+        Parameters
+        ----------
+        t : float
+            Standard deviation of the Gaussian input ``N(0, t^2)``.
+
+        Returns
+        -------
+        float
+            The centring constant ``E_t[phi0]``.
+        """
         return 0.0
 
     def variance(self, t):
+        """``Var_t[phi0]`` in closed form (see the class documentation).
+
+        Parameters
+        ----------
+        t : float
+            Standard deviation of the Gaussian input ``N(0, t^2)``.
+
+        Returns
+        -------
+        float
+            ``Var_t[phi0]``.
+        """
         return self.moments(t).var
 
     def moments(self, t):
+        """Gaussian moments at input scale ``t``, in closed form (see the class documentation).
+
+        Parameters
+        ----------
+        t : float
+            Standard deviation of the Gaussian input ``N(0, t^2)``; positive
+            and finite.
+
+        Returns
+        -------
+        GaussianMoments
+            The mean, variance and derivative moments at ``t``, the
+            activation centred at ``t``.
+
+        Raises
+        ------
+        ValueError
+            If ``t`` is not positive and finite.
+        """
         t = float(t)
         if not (np.isfinite(t) and t > 0):
             raise ValueError(f"input scale t must be positive and finite, got {t!r}.")
@@ -255,8 +410,12 @@ class Quadratic(Activation):
 
     Parameters
     ----------
-    c2, c1 : float
-        Quadratic and linear coefficients.
+    c2 : float, default=0.0
+        Quadratic coefficient.
+    c1 : float, default=1.0
+        Linear coefficient (``(0, 1)`` is the identity).
+    name : str, optional
+        Name used in reprs and reports; ``'quadratic'`` by default.
     """
 
     def __init__(self, c2: float = 0.0, c1: float = 1.0, name: str | None = None):
@@ -267,13 +426,38 @@ class Quadratic(Activation):
         return (self.c2 * x + self.c1) * x
 
     def derivative(self, x):
+        """``2 c2 x + c1``.
+
+        Parameters
+        ----------
+        x : array-like of float
+            Points, of any shape.
+
+        Returns
+        -------
+        ndarray
+            The derivative at ``x``, of the shape of ``x``.
+        """
         return 2.0 * self.c2 * np.asarray(x, dtype=float) + self.c1
 
     def torch(self, x):
+        """``c2 x^2 + c1 x`` on a tensor.
+
+        Parameters
+        ----------
+        x : torch.Tensor
+            Pre-activations, of any shape, dtype and device.
+
+        Returns
+        -------
+        torch.Tensor
+            The activation of ``x``, differentiable, of the shape of ``x``.
+        """
         return (self.c2 * x + self.c1) * x
 
     @property
     def params(self):
+        """The coefficients, ``{'c2': c2, 'c1': c1}``."""
         return {"c2": self.c2, "c1": self.c1}
 
     @property
@@ -282,12 +466,55 @@ class Quadratic(Activation):
         return QuadraticDual(self.c2, self.c1)
 
     def mean(self, t):
+        """``E_t[phi0] = c2 t^2``.
+
+        Parameters
+        ----------
+        t : float
+            Standard deviation of the Gaussian input ``N(0, t^2)``.
+
+        Returns
+        -------
+        float
+            The centring constant ``E_t[phi0]``.
+        """
         return self.c2 * float(t) ** 2
 
     def variance(self, t):
+        """``Var_t[phi0] = 2 c2^2 t^4 + c1^2 t^2``.
+
+        Parameters
+        ----------
+        t : float
+            Standard deviation of the Gaussian input ``N(0, t^2)``.
+
+        Returns
+        -------
+        float
+            ``Var_t[phi0]``.
+        """
         return self.moments(t).var
 
     def moments(self, t):
+        """Gaussian moments at input scale ``t``, in closed form (see the class documentation).
+
+        Parameters
+        ----------
+        t : float
+            Standard deviation of the Gaussian input ``N(0, t^2)``; positive
+            and finite.
+
+        Returns
+        -------
+        GaussianMoments
+            The mean, variance and derivative moments at ``t``, the
+            activation centred at ``t``.
+
+        Raises
+        ------
+        ValueError
+            If ``t`` is not positive and finite.
+        """
         t = float(t)
         if not (np.isfinite(t) and t > 0):
             raise ValueError(f"input scale t must be positive and finite, got {t!r}.")
@@ -356,12 +583,32 @@ def get_activation(activation) -> Activation:
         named activation (``scipy.special.erf``, ``np.tanh``) resolves to that
         activation, with its exact derivative and dual formula.
 
+    Returns
+    -------
+    Activation
+        The named activation (shared, not a copy), ``activation`` itself if
+        it already is one, or a new :class:`Activation` wrapping the callable.
+
     Raises
     ------
     ValueError
         For an unknown name.
     TypeError
         For anything that is neither a string nor callable.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sk_deq.activations import get_activation
+    >>> relu = get_activation("ReLU")
+    >>> relu.name, relu.breakpoints
+    ('relu', (0.0,))
+    >>> get_activation("swish").name
+    'silu'
+    >>> get_activation(np.tanh) is get_activation("tanh")
+    True
+    >>> round(relu.moments(1.0).g1, 6)
+    0.25
     """
     if isinstance(activation, Activation):
         return activation

@@ -1,8 +1,8 @@
 """Kernel matrices of DEQs and explicit networks (numpy only).
 
 Three ways to obtain the DEQ's Implicit-CK / feature kernel / Implicit-NTK
-(SPEC §3, §5) as a plain function of the data, in the spirit of
-neural-tangents:
+(see :ref:`theory-exact` and :ref:`theory-ntk`) as a plain function of the
+data, in the spirit of neural-tangents:
 
 * :func:`implicit_kernel`: the exact infinite-width fixed point of every
   entry (closed forms for ReLU / leaky ReLU, erf, GELU and quadratic
@@ -12,14 +12,15 @@ neural-tangents:
 * :func:`monte_carlo_implicit_kernel`: averages over random finite-width
   DEQs, as in the paper's experiments (also between two data sets, with the
   features of both computed by the same random networks);
-* :func:`linearized_implicit_kernel`: the label-free high-dimensional
-  equivalent of SPEC §3.
+* :func:`linearized_implicit_kernel`: a label-free form of the
+  high-dimensional equivalent (see :ref:`theory-gmm`).
 
-Also the relative spectral-norm error used to compare kernels (SPEC §6) and
-Monte-Carlo kernels of explicit networks.  Networks follow SPEC §1 and §4:
-weights ``N(0, 1)``, features scaled by ``1/sqrt(m)``, no ``1/sqrt(p)`` on
-the input weights (inputs are expected with ``||x||^2`` of order one),
-activations centred at their input scale.
+Also the relative spectral-norm error used to compare kernels (see
+:ref:`theory-equivalence`) and Monte-Carlo kernels of explicit networks.
+Networks are those of :ref:`theory-deq` and :ref:`theory-explicit`: weights
+``N(0, 1)``, features scaled by ``1/sqrt(m)``, no ``1/sqrt(p)`` on the input
+weights (inputs are expected with ``||x||^2`` of order one), activations
+centred at their input scale.
 
 The package has one module per concern: ``montecarlo`` (random networks),
 ``engine`` (the exact implicit kernels) with ``duals`` (its per-activation

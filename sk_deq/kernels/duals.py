@@ -1,4 +1,6 @@
-"""Per-activation dual solvers of the exact implicit engine (SPEC §3, §5).
+"""Per-activation dual solvers of the exact implicit engine.
+
+The recursions they solve are those of :ref:`theory-exact` and :ref:`theory-ntk`.
 
 A solver prepares per-sample quantities (the diagonal fixed points and what
 the off-diagonal solve needs) and solves a block of entries: closed forms of
@@ -23,7 +25,7 @@ from .numerics import hermite_table, newton, polar_expectation, safeguarded_newt
 __all__ = ["MEHLER_MAX_DEGREE", "Samples", "dual_for"]
 
 # ===========================================================================
-# Exact infinite-width implicit kernels (SPEC §3, §5)
+# Exact infinite-width implicit kernels (theory page, 'Exact implicit kernels' and 'Implicit-NTK')
 #
 # Every entry is a scalar fixed point.  With a_i = G*_ii (the diagonal fixed
 # point of sample i, a function of ||x_i||^2 only), s_ij = sqrt(a_i a_j) and

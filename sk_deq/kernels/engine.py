@@ -1,4 +1,6 @@
-"""The exact infinite-width implicit kernels of a DEQ (SPEC §3, §5).
+"""The exact infinite-width implicit kernels of a DEQ.
+
+The recursions are those of :ref:`theory-exact` and :ref:`theory-ntk`.
 
 :class:`ImplicitKernelEngine` fixes the activation, ``sigma_a2``,
 ``sigma_b2``, the training scale and the kernel; it prepares per-sample
@@ -38,13 +40,43 @@ class ImplicitKernelEngine:
     Parameters
     ----------
     activation : str, Activation or callable
+        DEQ activation ``phi0``; its :class:`~sk_deq.activations.DualFormula`
+        (if any) chooses the solver, see :attr:`method`.
     sigma_a2 : float
+        Recurrent weight variance in ``(0, 1)``.
     tau0 : float
-        Training data scale.
+        Training data scale, fixing the centring constant.
     kernel : {'ck', 'feature', 'ntk'}, default='ck'
+        Which kernel (see :func:`implicit_kernel`).
     sigma_b2 : float, optional
+        Input weight variance, ``1 - sigma_a2`` by default.
     tol : float, default=1e-12
         Tolerance of every entry's correlation fixed point.
+
+    Attributes
+    ----------
+    activation : Activation
+        The resolved activation.
+    coefficients : DEQCoefficients
+        ``tau``, ``alpha1 .. alpha4`` and the centring constant
+        (``coefficients.moments.mean``) at ``tau0``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sk_deq.kernels import ImplicitKernelEngine
+    >>> rng = np.random.default_rng(0)
+    >>> X_train = rng.standard_normal((30, 10)) / np.sqrt(10)
+    >>> X_new = rng.standard_normal((4, 10)) / np.sqrt(10)
+    >>> eng = ImplicitKernelEngine("relu", 0.2, tau0=1.0, kernel="feature")
+    >>> eng.method
+    'leaky-relu (closed form)'
+    >>> S_train = eng.prepare(X_train)
+    >>> eng.kernel(eng.prepare(X_new), S_train).shape
+    (4, 30)
+    >>> K = eng.kernel(S_train)
+    >>> bool(np.allclose(np.diag(K), eng.diagonal(S_train)))
+    True
     """
 
     def __init__(self, activation, sigma_a2, tau0, *, kernel="ck", sigma_b2=None, tol=1e-12):
@@ -62,12 +94,72 @@ class ImplicitKernelEngine:
         return self.dual.name
 
     def prepare(self, X) -> Samples:
+        """Per-sample quantities of the rows of ``X``, computed once.
+
+        The diagonal fixed point of every sample (a function of its squared
+        norm) and, for activations without closed forms, its Hermite
+        coefficients.  The rows are used as given: validate and scale them
+        first (as :func:`implicit_kernel` and the transformer do).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Finite samples, one per row.
+
+        Returns
+        -------
+        Samples
+            What :meth:`kernel` and :meth:`diagonal` take, sliceable by
+            rows; ``len`` is ``n_samples``.
+        """
         return self.dual.prepare(np.asarray(X, dtype=np.float64))
 
     def diagonal(self, S: Samples) -> np.ndarray:
+        """The diagonal ``K(x_i, x_i)`` in O(n) time.
+
+        Parameters
+        ----------
+        S : Samples
+            Prepared samples, from :meth:`prepare`.
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+            The kernel of every sample with itself.
+        """
         return self.dual.diagonal_values(S, self.kernel_name)
 
     def kernel(self, SX: Samples, SY: Samples | None = None, *, block_size=None, n_jobs=None, out=None) -> np.ndarray:
+        """The kernel matrix ``K(X, Y)``, block by block.
+
+        Parameters
+        ----------
+        SX : Samples
+            Prepared rows, from :meth:`prepare`.
+        SY : Samples, optional
+            Prepared columns; ``K(X, X)`` when omitted (symmetric: every pair
+            of blocks is solved once and the result is exactly symmetric).
+        block_size : int, optional
+            Rows and columns per block; by default chosen from
+            scikit-learn's ``working_memory`` and the number of workers.
+        n_jobs : int, optional
+            Blocks computed in parallel through joblib (threads, one BLAS
+            thread each, unless a ``joblib.parallel_config`` backend such as
+            ``dask`` is active); ``None`` means 1 outside such a context.
+        out : ndarray of shape (n_samples_X, n_samples_Y), optional
+            Array to write the kernel into (no memory check is made then).
+
+        Returns
+        -------
+        ndarray of shape (n_samples_X, n_samples_Y)
+            The kernel matrix (``out`` when given).
+
+        Raises
+        ------
+        MemoryError
+            If no ``out`` is given and the matrix does not fit in the
+            available memory.
+        """
         symmetric = SY is None
         SY = SX if symmetric else SY
         n, m = len(SX), len(SY)
@@ -132,9 +224,10 @@ def implicit_kernel(
 ) -> np.ndarray:
     """Exact infinite-width Implicit-CK, feature kernel or Implicit-NTK of a DEQ.
 
-    Every entry is the fixed point of SPEC §3 (diagonal entries first, each a
-    scalar fixed point in ``||x_i||^2``; then every off-diagonal entry as a
-    scalar equation in its correlation), solved to ``tol``.  Closed forms
+    Every entry is the fixed point of the Implicit-CK recursion (see
+    :ref:`theory-exact`; diagonal entries first, each a scalar fixed point
+    in ``||x_i||^2``; then every off-diagonal entry as a scalar equation in
+    its correlation), solved to ``tol``.  Closed forms
     give the dual activation for ReLU and leaky ReLU (arc-cosine), erf
     (arcsine), GELU and quadratic activations (and any activation given a
     :class:`~sk_deq.activations.DualFormula`); any other activation uses a
@@ -144,18 +237,21 @@ def implicit_kernel(
 
     Parameters
     ----------
-    X : array of shape (n_samples_X, n_features)
-    Y : array of shape (n_samples_Y, n_features), optional
+    X : array-like of shape (n_samples_X, n_features)
+        Samples, one per row (dense and finite).
+    Y : array-like of shape (n_samples_Y, n_features), optional
         Second data set; ``K(X, X)`` (symmetric, computed once per pair) when
         omitted.
     activation : str, Activation or callable, default='relu'
+        DEQ activation ``phi0``.
     sigma_a2 : float, default=0.2
+        Recurrent weight variance in ``(0, 1)``.
     kernel : {'ck', 'feature', 'ntk'}, default='ck'
         ``'ck'``: the Implicit-CK ``G*`` with the ``sigma_b2 x^T y`` input
         injection (the paper's kernel); ``'feature'``: ``Sigma* = (G* -
         sigma_b2 x^T y) / sigma_a2``, the Gram matrix of the DEQ features its
         readout sees; ``'ntk'``: the Implicit-NTK ``Sigma* / (1 - sigma_a2
-        Sigma-dot*)`` (SPEC §5).
+        Sigma-dot*)`` (see :ref:`theory-ntk`).
     tau0 : float, optional
         Data scale fixing the centring constant; measured from ``X`` by
         default.
@@ -173,6 +269,12 @@ def implicit_kernel(
     Returns
     -------
     ndarray of shape (n_samples_X, n_samples_Y)
+        The kernel matrix.
+
+    Raises
+    ------
+    MemoryError
+        If the kernel matrix does not fit in the available memory.
 
     Examples
     --------
@@ -196,7 +298,30 @@ def implicit_kernel(
 def implicit_kernel_diagonal(
     X, *, activation="relu", sigma_a2=0.2, kernel="ck", tau0=None, sigma_b2=None
 ) -> np.ndarray:
-    """Diagonal ``K(x_i, x_i)`` of :func:`implicit_kernel` in O(n) time."""
+    """Diagonal ``K(x_i, x_i)`` of :func:`implicit_kernel` in O(n) time.
+
+    Parameters
+    ----------
+    X : array-like of shape (n_samples, n_features)
+        Samples, one per row (dense and finite).
+    activation : str, Activation or callable, default='relu'
+        DEQ activation ``phi0``.
+    sigma_a2 : float, default=0.2
+        Recurrent weight variance in ``(0, 1)``.
+    kernel : {'ck', 'feature', 'ntk'}, default='ck'
+        Which kernel (see :func:`implicit_kernel`).
+    tau0 : float, optional
+        Data scale fixing the centring constant; measured from ``X`` by
+        default.
+    sigma_b2 : float, optional
+        Input weight variance, ``1 - sigma_a2`` by default.
+
+    Returns
+    -------
+    ndarray of shape (n_samples,)
+        The kernel of every sample with itself, equal to the diagonal of
+        ``implicit_kernel(X, ...)``.
+    """
     X = check_samples(X)
     t0 = data_tau0(X) if tau0 is None else check_tau0(tau0)
     eng = ImplicitKernelEngine(activation, sigma_a2, t0, kernel=kernel, sigma_b2=sigma_b2)

@@ -1,5 +1,7 @@
-"""Label-free high-dimensional equivalent of the implicit kernels (SPEC §3, §5).
+"""Label-free high-dimensional equivalent of the implicit kernels.
 
+The label-based equivalent on Gaussian-mixture data is that of
+:ref:`theory-gmm` and :ref:`theory-ntk`.
 :func:`linearized_implicit_kernel` expands every entry to second order in the
 inner products and the norm fluctuations, with the coefficients of
 :func:`linearized_kernel_coefficients`; :func:`linearized_block` computes one
@@ -23,8 +25,28 @@ def _duplicate_mask(P, n_row, n_col):
 
 
 def linearized_kernel_coefficients(activation, sigma_a2, tau0, *, kernel="ck", sigma_b2=None):
-    """The ``KernelCoefficients`` (linear, norm, inner, diagonal) behind
-    :func:`linearized_implicit_kernel`."""
+    """The ``KernelCoefficients`` (linear, norm, inner, diagonal) behind :func:`linearized_implicit_kernel`.
+
+    Parameters
+    ----------
+    activation : str, Activation or callable
+        DEQ activation ``phi0``.
+    sigma_a2 : float
+        Recurrent weight variance in ``(0, 1)``.
+    tau0 : float
+        Training data scale the expansion is taken at.
+    kernel : {'ck', 'feature', 'ntk'}, default='ck'
+        Which kernel (see :func:`implicit_kernel`).
+    sigma_b2 : float, optional
+        Input weight variance, ``1 - sigma_a2`` by default.
+
+    Returns
+    -------
+    KernelCoefficients
+        ``(alpha1, alpha2, alpha3, tau^2)`` for the CK, their feature-kernel
+        versions (:meth:`sk_deq.theory.DEQCoefficients.feature_kernel`), or
+        ``(beta1, beta2, beta3, kappa^2)`` for the NTK.
+    """
     check_kernel(kernel)
     if kernel == "ntk":
         return deq_ntk_coefficients(activation, sigma_a2, tau0, sigma_b2=sigma_b2).kernel()
@@ -42,9 +64,10 @@ def linearized_implicit_kernel(
     tau0: float | None = None,
     sigma_b2: float | None = None,
 ) -> np.ndarray:
-    """Label-free high-dimensional equivalent of the implicit kernels (SPEC §3, §5).
+    """Label-free high-dimensional equivalent of the implicit kernels.
 
-    SPEC §3 writes the equivalent on Gaussian-mixture data with class labels.
+    The theory page writes the equivalent on Gaussian-mixture data with class
+    labels (see :ref:`theory-gmm` and :ref:`theory-ntk`).
     Its terms have label-free counterparts on any data: ``t_a / sqrt(p) +
     psi_i ~= ||x_i||^2 - tau0^2 =: delta_i``, and ``T_ab / p`` is the mean of
     ``(x_i^T x_j)^2`` over pairs of classes ``a, b`` (with the uncentred
@@ -71,7 +94,8 @@ def linearized_implicit_kernel(
     equal norm (high dimension).  Measured relative spectral errors against
     :func:`implicit_kernel`: on the paper's Gaussian mixture (n = 1.25 p)
     the ReLU feature kernel is matched to 0.023 / 0.0077 / 0.0025 at p = 100 /
-    400 / 1600 (the label-based SPEC equivalent: 0.106 / 0.040 / 0.014) and
+    400 / 1600 (the label-based equivalent of
+    :func:`sk_deq.theory.gmm_equivalent_kernel`: 0.106 / 0.040 / 0.014) and
     the CK to 0.0013 / 0.0004 / 0.0001.  Odd activations (tanh) have
     ``alpha2 = alpha3 = 0``, so only the linear part remains: feature kernel
     0.15 / 0.098 / 0.055 (CK 0.009 / 0.007 / 0.004), the remainder being the
@@ -80,11 +104,39 @@ def linearized_implicit_kernel(
     errors are 0.053 (ReLU feature), 0.003 (ReLU CK), 0.147 (tanh feature)
     and 0.011 (tanh CK).
 
-    Parameters are those of :func:`implicit_kernel`.
+    Parameters
+    ----------
+    X : array-like of shape (n_samples_X, n_features)
+        Samples, one per row.
+    Y : array-like of shape (n_samples_Y, n_features), optional
+        Second data set; ``K(X, X)`` when omitted.
+    activation : str, Activation or callable, default='relu'
+        DEQ activation ``phi0``.
+    sigma_a2 : float, default=0.2
+        Recurrent weight variance in ``(0, 1)``.
+    kernel : {'ck', 'feature', 'ntk'}, default='ck'
+        Which kernel (see :func:`implicit_kernel`).
+    tau0 : float, optional
+        Data scale the expansion is taken at (the training scale); measured
+        from ``X`` by default.
+    sigma_b2 : float, optional
+        Input weight variance, ``1 - sigma_a2`` by default.
 
     Returns
     -------
     ndarray of shape (n_samples_X, n_samples_Y)
+        The equivalent kernel matrix.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sk_deq.kernels import implicit_kernel, linearized_implicit_kernel, relative_spectral_error
+    >>> X = np.random.default_rng(0).standard_normal((100, 400)) / 20.0
+    >>> K_lin = linearized_implicit_kernel(X, activation="relu", sigma_a2=0.2)
+    >>> K_lin.shape
+    (100, 100)
+    >>> bool(relative_spectral_error(implicit_kernel(X), K_lin) < 0.01)
+    True
     """
     X = check_samples(X)
     t0 = data_tau0(X) if tau0 is None else check_tau0(tau0)

@@ -44,12 +44,25 @@ def check_kernel_fits_in_memory(n_rows: int, n_cols: int, *, itemsize: int = 8, 
     itemsize : int, default=8
         Bytes per entry (float64).
     available : int, optional
-        Bytes available; measured from the operating system by default.
+        Bytes available; measured from the operating system (Linux
+        ``MemAvailable``) by default.  Where it cannot be measured nothing is
+        raised.
 
     Returns
     -------
-    nbytes : int
+    int
         Size of the matrix in bytes.
+
+    Raises
+    ------
+    MemoryError
+        If the matrix needs more than ``available`` bytes.
+
+    Examples
+    --------
+    >>> from sk_deq.kernels import check_kernel_fits_in_memory
+    >>> check_kernel_fits_in_memory(1000, 500, available=2**30)
+    4000000
     """
     nbytes = int(n_rows) * int(n_cols) * int(itemsize)
     avail = _available_memory_bytes() if available is None else int(available)

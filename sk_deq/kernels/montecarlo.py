@@ -1,6 +1,7 @@
-"""Monte-Carlo kernels of random finite-width DEQs and explicit networks (SPEC §1, §3-§5).
+"""Monte-Carlo kernels of random finite-width DEQs and explicit networks.
 
-Averages over random networks, as in the paper's experiments:
+Averages over random networks (those of :ref:`theory-deq` and
+:ref:`theory-explicit`), as in the paper's experiments:
 :func:`monte_carlo_implicit_kernel` (also between two data sets),
 :class:`MonteCarloDEQSampler` (fixed networks, features of any data set) and
 :func:`monte_carlo_explicit_kernel`.  The DEQ features are found by Anderson
@@ -34,8 +35,42 @@ def anderson_fixed_point(
 ):
     """Solve ``z = f(z)`` by Anderson acceleration (numpy, whole array as one vector).
 
-    Returns ``(z, n_iter, rel_residual)`` where ``rel_residual`` is
-    ``||f(z) - z|| / ||f(z)||`` at the returned point.
+    Each step mixes the last ``memory + 1`` iterates by the least-squares
+    combination of their residuals; the iteration stops when the relative
+    residual of the whole array falls below ``tol`` or is not finite.
+
+    Parameters
+    ----------
+    f : callable
+        The map, from an array of the shape of ``z0`` to one of the same shape.
+    z0 : ndarray
+        Starting point.
+    tol : float, default=1e-8
+        Relative residual ``||f(z) - z|| / ||f(z)||`` at which to stop.
+    max_iter : int, default=500
+        Largest number of evaluations of ``f``.
+    memory : int, default=5
+        Number of past differences used in each mixing step.
+    beta : float, default=1.0
+        Damping (mixing) parameter; 1 is undamped.
+
+    Returns
+    -------
+    z : ndarray
+        The last value ``f(z)``, of the shape of ``z0``.
+    n_iter : int
+        Evaluations of ``f`` used.
+    rel_residual : float
+        ``||f(z) - z|| / ||f(z)||`` at the last step (above ``tol`` when the
+        budget ran out, non-finite when the iteration diverged).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sk_deq.kernels import anderson_fixed_point
+    >>> z, n_iter, res = anderson_fixed_point(np.cos, np.zeros(3), tol=1e-12)
+    >>> z.round(6).tolist(), bool(res < 1e-12)
+    ([0.739085, 0.739085, 0.739085], True)
     """
     z = z0
     shape = z0.shape
@@ -125,7 +160,10 @@ def monte_carlo_implicit_kernel(
     dtype=np.float64,
     Y=None,
 ) -> np.ndarray:
-    """Average kernel of random finite-width DEQs (SPEC §1, §3, §5).
+    """Average kernel of random finite-width DEQs.
+
+    The DEQ is that of :ref:`theory-deq`; as the width grows the average
+    tends to the exact kernels of :ref:`theory-exact` and :ref:`theory-ntk`.
 
     For each draw, ``A`` (m x m) and ``B`` (m x p) have ``N(0, 1)`` entries
     and the features solve ``Z = phi(sqrt(sigma_a2) A Z + sqrt(sigma_b2) B X^T) / sqrt(m)``
@@ -133,9 +171,12 @@ def monte_carlo_implicit_kernel(
 
     Parameters
     ----------
-    X : array of shape (n, p)
+    X : array-like of shape (n, p)
+        Samples, one per row.
     activation : str, Activation or callable
+        DEQ activation ``phi0``.
     sigma_a2 : float
+        Recurrent weight variance in ``(0, 1)``.
     kernel : {'ck', 'feature', 'ntk'}, default='ck'
         ``'ck'``: ``sigma_a2 Z^T Z + sigma_b2 X X^T`` (Implicit-CK ``G*``);
         ``'feature'``: ``Z^T Z``; ``'ntk'``: ``Z^T Z / (1 - sigma_a2 Zdot^T Zdot)``
@@ -148,12 +189,17 @@ def monte_carlo_implicit_kernel(
         Data scale for the centring; measured from ``X`` by default.
     sigma_b2 : float, optional
         ``1 - sigma_a2`` by default.
-    tol, max_iter : float, int
-        Fixed-point solver settings (relative residual).
-    random_state : int, RandomState instance or None
+    tol : float, default=1e-7
+        Relative residual at which the fixed-point solve
+        (:func:`anderson_fixed_point`) stops; a ``ConvergenceWarning`` is
+        issued if it is not reached.
+    max_iter : int, default=500
+        Iteration budget of the fixed-point solve.
+    random_state : int, RandomState instance or None, default=None
+        Seed of the random weights.
     dtype : numpy dtype, default=float64
         Precision of the simulation (float32 is about twice as fast).
-    Y : array of shape (n_Y, p), optional
+    Y : array-like of shape (n_Y, p), optional
         Second data set: returns the cross kernel ``K(X, Y)``, the features of
         both sets computed by the same random networks (the draws are those
         of the square kernel of ``X`` for the same ``random_state``).
@@ -161,6 +207,24 @@ def monte_carlo_implicit_kernel(
     Returns
     -------
     ndarray of shape (n, n) or (n, n_Y)
+        The kernel averaged over the draws.
+
+    Raises
+    ------
+    ValueError
+        If the DEQ diverges (non-finite features), or ``Y`` has the wrong
+        number of features.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sk_deq.kernels import implicit_kernel, monte_carlo_implicit_kernel, relative_spectral_error
+    >>> X = np.random.default_rng(0).standard_normal((20, 10)) / np.sqrt(10)
+    >>> K_mc = monte_carlo_implicit_kernel(X, "relu", 0.2, n_hidden=500, random_state=0)
+    >>> K_mc.shape
+    (20, 20)
+    >>> bool(relative_spectral_error(implicit_kernel(X), K_mc) < 0.1)
+    True
     """
     check_kernel(kernel)
     X = np.asarray(X, dtype=float)
@@ -196,13 +260,43 @@ class MonteCarloDEQSampler:
 
     Parameters
     ----------
-    activation, sigma_a2, tau0, sigma_b2
-        As in :func:`monte_carlo_implicit_kernel`.
+    activation : str, Activation or callable
+        DEQ activation ``phi0``.
+    sigma_a2 : float
+        Recurrent weight variance in ``(0, 1)``.
+    tau0 : float
+        Data scale fixing the centring constant (the training scale).
     n_features : int
         Input dimension ``p``.
-    n_hidden, n_draws, tol, max_iter, dtype
-        As in :func:`monte_carlo_implicit_kernel`.
-    random_state : int, RandomState instance or None
+    kernel : {'ck', 'feature', 'ntk'}, default='ck'
+        Which kernel :meth:`kernel_from_features` forms (see
+        :func:`monte_carlo_implicit_kernel`); ``'ntk'`` also keeps the
+        derivative features.
+    sigma_b2 : float, optional
+        Input weight variance, ``1 - sigma_a2`` by default.
+    n_hidden : int, default=2000
+        Width ``m`` of every network.
+    n_draws : int, default=1
+        Number of independent networks averaged.
+    tol : float, default=1e-7
+        Relative residual at which each fixed-point solve stops.
+    max_iter : int, default=500
+        Iteration budget of each fixed-point solve.
+    dtype : numpy dtype, default=float64
+        Precision of the simulation.
+    random_state : int, RandomState instance or None, default=None
+        Seed of the per-draw seeds that generate the networks.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sk_deq.kernels import MonteCarloDEQSampler
+    >>> rng = np.random.default_rng(0)
+    >>> X_train, X_new = rng.standard_normal((15, 8)) / np.sqrt(8), rng.standard_normal((3, 8)) / np.sqrt(8)
+    >>> sampler = MonteCarloDEQSampler("tanh", 0.2, 1.0, n_features=8, n_hidden=300, random_state=0)
+    >>> F_train, F_new = sampler.features(X_train), sampler.features(X_new)
+    >>> sampler.kernel_from_features(F_new, F_train, X_new, X_train).shape
+    (3, 15)
     """
 
     def __init__(
@@ -234,7 +328,23 @@ class MonteCarloDEQSampler:
         return _mc_weights(np.random.RandomState(self.seeds[d]), self.m, self.p, self.sa, self.dtype)
 
     def features(self, X, *, block_size=None):
-        """Per draw, ``(Z, Zdot)`` of shape (n, n_hidden) each (``Zdot`` only for the NTK)."""
+        """DEQ features of the rows of ``X`` under every drawn network.
+
+        Parameters
+        ----------
+        X : array-like of shape (n, n_features)
+            Samples, one per row, scaled as the data ``tau0`` describes.
+        block_size : int, optional
+            Rows solved at a time (bounds memory); all rows at once by
+            default.
+
+        Returns
+        -------
+        list of tuple
+            One ``(Z, Zdot)`` per draw: ``Z`` the features ``z*`` of shape
+            (n, n_hidden), ``Zdot = phi'(pre-activation) / sqrt(m)`` of the
+            same shape for ``kernel='ntk'`` and None otherwise.
+        """
         X = np.asarray(X, dtype=float)
         squared_norms(X)  # a clear error where the inputs overflow, not a "diverged" DEQ
         b = len(X) if block_size is None else max(1, int(block_size))
@@ -261,7 +371,24 @@ class MonteCarloDEQSampler:
         return out
 
     def kernel_from_features(self, FX, FY, X, Y) -> np.ndarray:
-        """Average over the draws of the kernel between two feature sets."""
+        """Average over the draws of the kernel between two feature sets.
+
+        Parameters
+        ----------
+        FX, FY : list of tuple
+            Features of two data sets, from :meth:`features`.
+        X : array-like of shape (n_X, n_features)
+            The samples ``FX`` was computed from (for the ``sigma_b2 X Y^T``
+            injection of the CK).
+        Y : array-like of shape (n_Y, n_features)
+            The samples ``FY`` was computed from.
+
+        Returns
+        -------
+        ndarray of shape (n_X, n_Y)
+            The kernel of :func:`monte_carlo_implicit_kernel`, averaged over
+            the draws.
+        """
         XY = np.asarray(X) @ np.asarray(Y).T
         total = np.zeros(XY.shape)
         for (ZX, DX), (ZY, DY) in zip(FX, FY):
@@ -290,7 +417,7 @@ def monte_carlo_explicit_kernel(
     random_state=None,
     dtype=np.float64,
 ) -> np.ndarray:
-    """Average CK or NTK of random finite-width explicit networks (SPEC §4).
+    """Average CK or NTK of random finite-width explicit networks (see :ref:`theory-explicit`).
 
     ``y_0 = x``, ``y_l = (sigma_l(W_l y_{l-1}) - c_l) / sqrt(m)`` with
     ``N(0, 1)`` weights and ``c_l`` centring layer ``l`` at its input scale
@@ -300,17 +427,30 @@ def monte_carlo_explicit_kernel(
 
     Parameters
     ----------
-    X : array of shape (n, p)
+    X : array-like of shape (n, p)
+        Samples, one per row.
     layers : sequence of str, Activation or callable
-    kernel : {'ck', 'ntk'}
-    n_hidden, n_draws, tau0, random_state, dtype
-        As in :func:`monte_carlo_implicit_kernel`.
+        Activations, first layer first.
+    kernel : {'ck', 'ntk'}, default='ck'
+        Which kernel.
+    n_hidden : int, default=2000
+        Width ``m`` of every layer.
+    n_draws : int, default=1
+        Number of independent networks averaged.
+    tau0 : float, optional
+        Data scale fixing the centring constants; measured from ``X`` by
+        default.
     ntk_input_layer : bool, default=False
         Include the input layer's gradient in the NTK.
+    random_state : int, RandomState instance or None, default=None
+        Seed of the random weights.
+    dtype : numpy dtype, default=float64
+        Precision of the simulation.
 
     Returns
     -------
     ndarray of shape (n, n)
+        The kernel averaged over the draws.
     """
     check_kernel(kernel, EXPLICIT_KERNELS)
     X = np.asarray(X, dtype=float)

@@ -1,4 +1,4 @@
-"""The DEQ layer of SPEC §1 with an implicit backward pass.
+"""The DEQ layer (see :ref:`theory-deq`) with an implicit backward pass.
 
     z* = (phi0(sqrt(sigma_a2) A z* + sqrt(sigma_b2) B x) - c) / sqrt(m)
 
@@ -35,7 +35,7 @@ class DEQDivergenceError(ValueError):
 
 
 class DEQLayer(nn.Module):
-    """Random-feature DEQ layer ``x -> z*`` (SPEC §1).
+    """Random-feature DEQ layer ``x -> z*`` (see :ref:`theory-deq`).
 
     Parameters
     ----------
@@ -66,17 +66,37 @@ class DEQLayer(nn.Module):
     generator : torch.Generator, optional
         Source of the ``N(0, 1)`` weights (drawn in float64 on the CPU, so that
         a seed gives the same weights on every device and in every dtype).
-    dtype, device : optional
-        Where the parameters live.
+    dtype : torch.dtype, optional
+        Precision of the parameters; torch's default dtype by default.
+    device : str or torch.device, optional
+        Device of the parameters; the CPU by default.
 
     Attributes
     ----------
     A : torch.nn.Parameter of shape (m, m)
+        Recurrent weights, ``N(0, 1)`` at initialisation (scaled by
+        ``sqrt(sigma_a2)`` in the map).
     B : torch.nn.Parameter of shape (m, p)
+        Input weights, ``N(0, 1)`` at initialisation (scaled by
+        ``sqrt(sigma_b2)`` in the map).
     forward_info : SolverInfo or None
         Diagnostics of the last forward solve.
     backward_info : SolverInfo or None
         Diagnostics of the last adjoint solve.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from sk_deq.nn import DEQLayer
+    >>> from sk_deq.theory import deq_ck_coefficients
+    >>> c = deq_ck_coefficients("tanh", 0.2, 1.0).moments.mean
+    >>> layer = DEQLayer(5, 64, "tanh", 0.2, c, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    >>> x = torch.randn(8, 5, generator=torch.Generator().manual_seed(1), dtype=torch.float64) / 5**0.5
+    >>> z, info = layer.solve(x)
+    >>> tuple(z.shape), info.converged
+    ((8, 64), True)
+    >>> bool(torch.allclose(layer.step(z, x), z, atol=1e-3))
+    True
     """
 
     def __init__(
@@ -123,13 +143,32 @@ class DEQLayer(nn.Module):
 
     # ------------------------------------------------------------------
     def extra_repr(self) -> str:
+        """The sizes and settings shown in the module's ``repr``.
+
+        Returns
+        -------
+        str
+            ``n_features``, ``n_hidden``, the activation, ``sigma_a2``,
+            ``center``, the solver and ``tol``.
+        """
         return (
             f"n_features={self.n_features}, n_hidden={self.n_hidden}, activation={self.activation!r}, "
             f"sigma_a2={self.sigma_a2:g}, center={self.center:.6g}, solver={self.solver!r}, tol={self.tol:g}"
         )
 
     def injection(self, x: torch.Tensor) -> torch.Tensor:
-        """The input term ``sqrt(sigma_b2) B x`` for a batch (rows are samples)."""
+        """The input term ``sqrt(sigma_b2) B x`` for a batch (rows are samples).
+
+        Parameters
+        ----------
+        x : torch.Tensor of shape (n, p)
+            Inputs, one sample per row.
+
+        Returns
+        -------
+        torch.Tensor of shape (n, m)
+            ``sqrt(sigma_b2) x B^T``.
+        """
         return math.sqrt(self.sigma_b2) * (x @ self.B.T)
 
     def _map(self, z: torch.Tensor, u: torch.Tensor, A: torch.Tensor) -> torch.Tensor:
@@ -137,11 +176,37 @@ class DEQLayer(nn.Module):
         return (self.activation.torch(h) - self.center) / math.sqrt(self.n_hidden)
 
     def pre_activation(self, z: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-        """``sqrt(sigma_a2) A z + sqrt(sigma_b2) B x`` (rows are samples)."""
+        """``sqrt(sigma_a2) A z + sqrt(sigma_b2) B x`` (rows are samples).
+
+        Parameters
+        ----------
+        z : torch.Tensor of shape (n, m)
+            Hidden states (e.g. the fixed point ``z*``).
+        x : torch.Tensor of shape (n, p)
+            Inputs.
+
+        Returns
+        -------
+        torch.Tensor of shape (n, m)
+            The pre-activations; at ``z*`` their scale is ``tau``.
+        """
         return torch.addmm(self.injection(x), z, self.A.T, alpha=math.sqrt(self.sigma_a2))
 
     def step(self, z: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-        """One application of the fixed-point map ``f(z; x)`` (differentiable)."""
+        """One application of the fixed-point map ``f(z; x)`` (differentiable).
+
+        Parameters
+        ----------
+        z : torch.Tensor of shape (n, m)
+            Hidden states.
+        x : torch.Tensor of shape (n, p)
+            Inputs.
+
+        Returns
+        -------
+        torch.Tensor of shape (n, m)
+            ``(phi0(pre_activation(z, x)) - center) / sqrt(m)``.
+        """
         return self._map(z, self.injection(x), self.A)
 
     def _solve(self, f, z0, tol, max_iter, what):
@@ -157,7 +222,29 @@ class DEQLayer(nn.Module):
         return z, info
 
     def solve(self, x: torch.Tensor, z0: torch.Tensor | None = None):
-        """Solve for ``z*`` without gradients; returns ``(z*, SolverInfo)``."""
+        """Solve for ``z*`` without gradients.
+
+        Also stores the diagnostics in :attr:`forward_info`.
+
+        Parameters
+        ----------
+        x : torch.Tensor of shape (n, p)
+            Inputs.
+        z0 : torch.Tensor of shape (n, m), optional
+            Starting point; zeros by default.
+
+        Returns
+        -------
+        z : torch.Tensor of shape (n, m)
+            The fixed point ``z*`` (detached from autograd).
+        info : SolverInfo
+            Iterations, residuals and convergence of the solve.
+
+        Raises
+        ------
+        DEQDivergenceError
+            If the iteration produces non-finite values.
+        """
         with torch.no_grad():
             u = self.injection(x)
             A = self.A.detach()
@@ -168,7 +255,22 @@ class DEQLayer(nn.Module):
         return z, info
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """``z*`` for a batch ``x`` of shape (n, p); differentiable by implicit differentiation."""
+        """``z*`` for a batch, differentiable by implicit differentiation.
+
+        When gradients are needed (``A``, ``B`` or ``x`` require them) the
+        result is one attached step at ``z*`` whose gradient is corrected by
+        the adjoint solve (see the module documentation).
+
+        Parameters
+        ----------
+        x : torch.Tensor of shape (n, p)
+            Inputs.
+
+        Returns
+        -------
+        torch.Tensor of shape (n, m)
+            The fixed point ``z*``.
+        """
         z_star, _ = self.solve(x)
         needs_grad = torch.is_grad_enabled() and (self.A.requires_grad or self.B.requires_grad or x.requires_grad)
         if not needs_grad:

@@ -1,4 +1,4 @@
-"""The explicit network of SPEC §4.
+"""The explicit network (see :ref:`theory-explicit`).
 
     y_0 = x,   y_l = (sigma_l(W_l y_{l-1}) - c_l) / sqrt(m),   l = 1..L
 
@@ -40,13 +40,25 @@ class ExplicitNet(nn.Module):
         Which weight matrices receive gradients (none by default).
     generator : torch.Generator, optional
         Source of the ``N(0, 1)`` weights (drawn in float64 on the CPU).
-    dtype, device : optional
-        Where the parameters live.
+    dtype : torch.dtype, optional
+        Precision of the parameters; torch's default dtype by default.
+    device : str or torch.device, optional
+        Device of the parameters; the CPU by default.
 
     Attributes
     ----------
     weights : torch.nn.ParameterList
-        ``W_1, ..., W_L``.
+        ``W_1`` of shape (m, p) and ``W_2, ..., W_L`` of shape (m, m).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from sk_deq.nn import ExplicitNet
+    >>> from sk_deq.theory import explicit_coefficients
+    >>> centers = explicit_coefficients(["relu", "relu"], 1.0).centers
+    >>> net = ExplicitNet(5, 32, ["relu", "relu"], centers, generator=torch.Generator().manual_seed(0))
+    >>> tuple(net(torch.zeros(4, 5)).shape)
+    (4, 32)
     """
 
     def __init__(
@@ -83,11 +95,29 @@ class ExplicitNet(nn.Module):
         self.weights = nn.ParameterList(weights)
 
     def extra_repr(self) -> str:
+        """The sizes and layers shown in the module's ``repr``.
+
+        Returns
+        -------
+        str
+            ``n_features``, ``n_hidden`` and the activations.
+        """
         acts = ", ".join(repr(a) for a in self.layers)
         return f"n_features={self.n_features}, n_hidden={self.n_hidden}, layers=({acts})"
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """``y_L`` for a batch ``x`` of shape (n, p)."""
+        """``y_L`` for a batch.
+
+        Parameters
+        ----------
+        x : torch.Tensor of shape (n, p)
+            Inputs, one sample per row.
+
+        Returns
+        -------
+        torch.Tensor of shape (n, m)
+            The features of the last layer.
+        """
         y = x
         inv = 1.0 / math.sqrt(self.n_hidden)
         for W, act, c in zip(self.weights, self.layers, self.centers):
