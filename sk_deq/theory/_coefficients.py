@@ -1,20 +1,4 @@
-"""The four equations and the kernel coefficients.
-
-Everything here is plain numpy/scipy: the fixed point ``tau``, the DEQ's CK
-coefficients ``alpha1..alpha4`` and NTK coefficients ``beta1..beta3, kappa``,
-the coefficient recursion of explicit networks (CK and NTK), exact
-infinite-width kernel *entries* (scalar references), and the high-dimensional
-equivalents on Gaussian-mixture data.  The formulas are stated on the theory
-page: :ref:`theory-equations`, :ref:`theory-exact`, :ref:`theory-gmm`,
-:ref:`theory-ntk` and :ref:`theory-explicit`.
-
-All kernels share one form (see :ref:`theory-gmm`)::
-
-    K ~= linear * X^T X + V C V^T + (diagonal - tau0^2 * linear) * I
-    C  = [[norm * t t^T + inner * T, norm * t], [norm * t^T, norm]]
-
-described by :class:`KernelCoefficients` ``(linear, norm, inner, diagonal)``.
-"""
+"""The coefficients: ``tau``, the DEQ's CK and NTK coefficients, and the recursion of explicit networks."""
 
 from __future__ import annotations
 
@@ -24,36 +8,12 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from . import _gaussian
-from ._inputs import EXPLICIT_KERNELS, check_kernel, check_sigma_a2, check_sigma_b2, check_tau0
-from .activations import Activation, GaussianMoments, get_activation
-
-__all__ = [
-    "KernelCoefficients",
-    "DEQCoefficients",
-    "DEQNTKCoefficients",
-    "ExplicitCoefficients",
-    "tau_fixed_point",
-    "deq_ck_coefficients",
-    "deq_ntk_coefficients",
-    "explicit_coefficients",
-    "implicit_kernel_entry",
-    "explicit_kernel_entry",
-    "gmm_statistics",
-    "gmm_equivalent_kernel",
-]
-
-
-# ---------------------------------------------------------------------------
-# formatting
+from .._inputs import EXPLICIT_KERNELS, check_kernel, check_sigma_a2, check_sigma_b2, check_tau0
+from ..activations import GaussianMoments, get_activation
 
 
 def _fmt(x: float) -> str:
     return f"{x:.6g}"
-
-
-# ---------------------------------------------------------------------------
-# result objects
 
 
 @dataclass(frozen=True)
@@ -371,10 +331,6 @@ class ExplicitCoefficients:
         return KernelCoefficients(self.b1, self.b2, self.b3, self.kappa2, self.tau0)
 
 
-# ---------------------------------------------------------------------------
-# (E0): tau
-
-
 def tau_fixed_point(
     activation,
     sigma_a2: float,
@@ -441,10 +397,6 @@ def tau_fixed_point(
         f"{act.name!r} at sigma_a2={sa:g}, tau0={t0:g} (last step {abs(new - tau):.2e}). "
         "Try a smaller sigma_a2."
     )
-
-
-# ---------------------------------------------------------------------------
-# (E1)-(E4) and the NTK
 
 
 def _denominator(value: float, what: str, act: str, sigma_a2: float) -> float:
@@ -553,10 +505,6 @@ def deq_ntk_coefficients(
     return DEQNTKCoefficients(beta1, beta2, beta3, kappa, a1, a2, a3, a4, delta0, delta1, z, ck)
 
 
-# ---------------------------------------------------------------------------
-# explicit networks
-
-
 def explicit_coefficients(layers: Sequence, tau0: float, *, ntk_input_layer: bool = False) -> ExplicitCoefficients:
     """Run the layer recursion of an explicit network (CK) and its NTK counterpart.
 
@@ -642,322 +590,3 @@ def explicit_coefficients(layers: Sequence, tau0: float, *, ntk_input_layer: boo
         if not tau > 0:
             raise ValueError(f"Layer {act!r} maps inputs of scale {taus[-1]:.4g} to a constant.")
     return ExplicitCoefficients(acts, tuple(taus), tau, a1, a2, a3, a4, b1, b2, b3, kappa2, bool(ntk_input_layer))
-
-
-# ---------------------------------------------------------------------------
-# exact infinite-width kernel entries (scalar references)
-
-
-def _pair(act: Activation, center: float, a: float, b: float, c: float, derivative: bool = False) -> float:
-    if derivative:
-        f = act.derivative
-    else:
-
-        def f(x):
-            return act(x) - center
-
-    return _gaussian.expect_pair(f, f, a, b, c, act.breakpoints, act.breakpoints)
-
-
-def _scalar_fixed_point(
-    update, x0: float, tol: float = 1e-13, max_iter: int = 200, bounds=(-np.inf, np.inf), scale: float = 0.0
-) -> float:
-    """Solve ``x = update(x)`` for a contraction, with Aitken's delta-squared acceleration.
-
-    Extrapolated points are clipped to ``bounds`` (e.g. Cauchy-Schwarz for a
-    covariance).  The stopping rule is relative, ``|dx| <= tol * max(|x|,
-    scale)``, so the precision is the same at every data scale; ``scale`` is
-    the natural size of a solution that may be near zero (e.g. the bound of a
-    covariance).
-    """
-    x = x0
-    for _ in range(max_iter):
-        x1 = update(x)
-        if not np.isfinite(x1):
-            raise ValueError("Kernel fixed-point iteration diverged; try a smaller sigma_a2.")
-        if abs(x1 - x) <= tol * max(abs(x1), scale):
-            return x1
-        x2 = update(x1)
-        if not np.isfinite(x2):
-            raise ValueError("Kernel fixed-point iteration diverged; try a smaller sigma_a2.")
-        if abs(x2 - x1) <= tol * max(abs(x2), scale):
-            return x2
-        denom = x2 - 2.0 * x1 + x
-        x = x2 - (x2 - x1) ** 2 / denom if denom != 0.0 else x2
-        x = min(max(x, bounds[0]), bounds[1])
-    raise ValueError("Kernel fixed-point iteration did not converge; try a smaller sigma_a2.")
-
-
-def implicit_kernel_entry(
-    activation,
-    sigma_a2: float,
-    tau0: float,
-    x_sq: float,
-    y_sq: float,
-    xy: float,
-    *,
-    kernel: str = "ck",
-    sigma_b2: float | None = None,
-) -> float:
-    """One entry of the exact infinite-width Implicit-CK, feature kernel or NTK.
-
-    Solves the scalar fixed points of the Implicit-CK recursion (see
-    :ref:`theory-exact`; diagonal entries first, then the off-diagonal one)
-    for two inputs with ``||x||^2 = x_sq``,
-    ``||y||^2 = y_sq`` and ``x^T y = xy``; ``phi`` is centred at the DEQ's
-    ``tau`` for data scale ``tau0``.  A slow scalar reference (2-D quadrature
-    per step), used to check the coefficient formulas and the vectorised
-    kernels.
-
-    Parameters
-    ----------
-    activation : str, Activation or callable
-        DEQ activation ``phi0``.
-    sigma_a2 : float
-        Recurrent weight variance in ``(0, 1)``.
-    tau0 : float
-        Data scale fixing the centring constant.
-    x_sq, y_sq : float
-        Squared norms ``||x||^2`` and ``||y||^2``.
-    xy : float
-        Inner product ``x^T y`` (``xy^2 <= x_sq y_sq``).
-    kernel : {'ck', 'feature', 'ntk'}, default='ck'
-        ``'ck'``: ``G*`` (with the ``sigma_b2 x^T y`` injection);
-        ``'feature'``: ``Sigma* = (G* - sigma_b2 x^T y) / sigma_a2``;
-        ``'ntk'``: ``Sigma* / (1 - sigma_a2 Sigmadot*)`` (see :ref:`theory-ntk`).
-    sigma_b2 : float, optional
-        Input weight variance, ``1 - sigma_a2`` by default.
-
-    Returns
-    -------
-    float
-        The kernel entry ``K(x, y)``.
-
-    Raises
-    ------
-    ValueError
-        If the inputs violate Cauchy-Schwarz or a fixed point diverges.
-    """
-    check_kernel(kernel)
-    ck = deq_ck_coefficients(activation, sigma_a2, tau0, sigma_b2=sigma_b2)
-    act = get_activation(activation)
-    sa, sb, center = ck.sigma_a2, ck.sigma_b2, ck.moments.mean
-
-    def diag(n_sq):
-        return _scalar_fixed_point(lambda g: sa * _pair(act, center, g, g, g) + sb * n_sq, ck.tau**2)
-
-    gxx, gyy = diag(x_sq), diag(y_sq)
-    if xy * xy > x_sq * y_sq * (1 + 1e-12):
-        raise ValueError("Inputs violate Cauchy-Schwarz: xy^2 > x_sq * y_sq.")
-    bound = math.sqrt(gxx * gyy)
-    if x_sq == y_sq == xy:
-        # x = y: the diagonal's fixed point, exactly (an iterate that stops an
-        # ulp short of the bound moves derivative expectations by sqrt(ulp)).
-        gxy = gxx
-    else:
-        gxy = _scalar_fixed_point(
-            lambda g: sa * _pair(act, center, gxx, gyy, g) + sb * xy, sb * xy, bounds=(-bound, bound), scale=bound
-        )
-    if kernel == "ck":
-        return gxy
-    feature = (gxy - sb * xy) / sa
-    if kernel == "feature":
-        return feature
-    dot = _pair(act, 0.0, gxx, gyy, gxy, derivative=True)
-    return feature / (1.0 - sa * dot)
-
-
-def explicit_kernel_entry(
-    layers: Sequence,
-    tau0: float,
-    x_sq: float,
-    y_sq: float,
-    xy: float,
-    *,
-    kernel: str = "ck",
-    ntk_input_layer: bool = False,
-) -> float:
-    """One entry of the exact infinite-width CK or NTK of an explicit network.
-
-    Layer ``l`` is centred at ``tau_{l-1}`` of the data scale ``tau0``, and
-    the NTK convention is that of :func:`explicit_coefficients`.  Scalar
-    reference, like :func:`implicit_kernel_entry`.
-
-    Parameters
-    ----------
-    layers : sequence of str, Activation or callable
-        Activations, first layer first.
-    tau0 : float
-        Data scale fixing the centring constants.
-    x_sq, y_sq : float
-        Squared norms ``||x||^2`` and ``||y||^2``.
-    xy : float
-        Inner product ``x^T y``.
-    kernel : {'ck', 'ntk'}, default='ck'
-        The CK ``Sigma_L`` or the NTK ``Theta_L``.
-    ntk_input_layer : bool, default=False
-        Whether the NTK includes the gradient with respect to ``W_1``.
-
-    Returns
-    -------
-    float
-        The kernel entry ``K(x, y)``.
-    """
-    check_kernel(kernel, EXPLICIT_KERNELS)
-    coefs = explicit_coefficients(layers, tau0)
-    sxx, syy, sxy = float(x_sq), float(y_sq), float(xy)
-    theta = sxy if ntk_input_layer else 0.0
-    for act, center in zip(coefs.layers, coefs.centers):
-        dot = _pair(act, 0.0, sxx, syy, sxy, derivative=True)
-        nxx = _pair(act, center, sxx, sxx, sxx)
-        nyy = _pair(act, center, syy, syy, syy)
-        nxy = _pair(act, center, sxx, syy, sxy)
-        theta = nxy + theta * dot
-        sxx, syy, sxy = nxx, nyy, nxy
-    return sxy if kernel == "ck" else theta
-
-
-# ---------------------------------------------------------------------------
-# Gaussian-mixture equivalents (theory page, 'High-dimensional equivalent on a
-# Gaussian mixture' and 'Implicit-NTK')
-
-
-@dataclass(frozen=True)
-class GMMStatistics:
-    """Statistics of a Gaussian mixture that the kernel equivalents need.
-
-    Attributes
-    ----------
-    J : ndarray of shape (n, K)
-        One-hot class matrix.
-    t : ndarray of shape (K,)
-        ``t_a = tr(C°_a) / sqrt(p)``.
-    T : ndarray of shape (K, K)
-        ``T_ab = tr(C_a C_b) / p`` (or ``tr(C°_a C°_b) / p``, see ``centred_T``).
-    psi : ndarray of shape (n,)
-        ``psi_i = ||z_i||^2 / p - tr(C_a) / p``.
-    n_features : int
-        Dimension ``p``.
-    """
-
-    J: np.ndarray
-    t: np.ndarray
-    T: np.ndarray
-    psi: np.ndarray
-    n_features: int
-
-    @property
-    def V(self) -> np.ndarray:
-        """``V = [J / sqrt(p), psi]`` of shape (n, K + 1)."""
-        return np.column_stack([self.J / math.sqrt(self.n_features), self.psi])
-
-
-def _cov_array(covariances, K: int, p: int) -> np.ndarray:
-    c = np.asarray(covariances, dtype=float)
-    if c.shape == (K,):
-        return c[:, None] * np.ones((K, p))
-    if c.shape == (K, p) or c.shape == (K, p, p):
-        return c
-    raise ValueError(f"covariances must have shape (K,), (K, p) or (K, p, p) with K={K}, p={p}; got {c.shape}.")
-
-
-def gmm_statistics(X, y, means, covariances, *, centred_T: bool = False) -> GMMStatistics:
-    """Compute ``J, t, T, psi`` for mixture data (see :ref:`theory-gmm`).
-
-    Parameters
-    ----------
-    X : array of shape (n, p)
-        Samples ``x_i = (mu_a + z_i) / sqrt(p)``.
-    y : array of shape (n,)
-        Class of each sample; classes are matched to ``means`` in sorted order.
-    means : array of shape (K, p)
-        Unscaled class means ``mu_a``.
-    covariances : array of shape (K,), (K, p) or (K, p, p)
-        Class covariances ``C_a``: isotropic scales, diagonals or full matrices.
-    centred_T : bool, default=False
-        ``True`` uses the centred ``T_ab = tr(C°_a C°_b) / p``, the form
-        before the measured correction of :ref:`theory-gmm`.
-        ``False`` uses ``T_ab = tr(C_a C_b) / p``: the ``inner`` term then
-        carries the mean of ``(x_i^T x_j)^2``, which includes the constant
-        ``tr(C°^2) / p^2`` whose all-ones matrix has operator norm of order
-        ``n / p`` and does not vanish.  Against the exact ReLU-DEQ feature
-        kernel on the paper's mixture, the relative spectral error falls from
-        0.0456 to 0.0400 (p = 400) and from 0.0205 to 0.0142 (p = 1600).
-
-    Returns
-    -------
-    GMMStatistics
-        ``J`` (n, K), ``t`` (K,), ``T`` (K, K), ``psi`` (n,) and the
-        dimension ``p``; its property ``V`` is ``[J / sqrt(p), psi]``.
-    """
-    X = np.asarray(X, dtype=float)
-    n, p = X.shape
-    classes, yi = np.unique(np.asarray(y), return_inverse=True)
-    means = np.asarray(means, dtype=float)
-    K = len(classes)
-    if means.shape != (K, p):
-        raise ValueError(f"means must have shape (K, p) = ({K}, {p}), got {means.shape}.")
-    C = _cov_array(covariances, K, p)
-    props = np.bincount(yi, minlength=K) / n
-    C0 = np.tensordot(props, C, axes=1)
-    Cc = C - C0[None]
-    CT = Cc if centred_T else C
-    if C.ndim == 2:  # diagonals
-        t = Cc.sum(axis=1) / math.sqrt(p)
-        T = CT @ CT.T / p
-        trC = C.sum(axis=1)
-    else:
-        t = np.trace(Cc, axis1=1, axis2=2) / math.sqrt(p)
-        T = np.einsum("aij,bji->ab", CT, CT) / p
-        trC = np.trace(C, axis1=1, axis2=2)
-    Z = math.sqrt(p) * X - means[yi]
-    psi = np.einsum("ij,ij->i", Z, Z) / p - trC[yi] / p
-    J = np.zeros((n, K))
-    J[np.arange(n), yi] = 1.0
-    return GMMStatistics(J, t, T, psi, p)
-
-
-def gmm_equivalent_kernel(
-    coefficients: KernelCoefficients, X, y, means, covariances, *, centred_T: bool = False
-) -> np.ndarray:
-    """High-dimensional equivalent of a kernel on Gaussian-mixture data.
-
-    ``K-bar = linear X X^T + V C V^T + identity I`` (see
-    :ref:`theory-gmm`), with ``V = [J / sqrt(p), psi]`` and
-    ``C = [[norm t t^T + inner T, norm t], [norm t^T, norm]]``.
-
-    Parameters
-    ----------
-    coefficients : KernelCoefficients
-        E.g. ``deq_ck_coefficients(...).implicit_kernel()`` for ``G-bar``,
-        ``deq_ntk_coefficients(...).kernel()`` for ``K-bar`` or
-        ``explicit_coefficients(...).kernel()`` for an explicit net.
-    X : array of shape (n, p)
-        Samples ``x_i = (mu_a + z_i) / sqrt(p)``.
-    y : array of shape (n,)
-        Class of each sample; classes are matched to ``means`` in sorted order.
-    means : array of shape (K, p)
-        Unscaled class means ``mu_a``.
-    covariances : array of shape (K,), (K, p) or (K, p, p)
-        Class covariances ``C_a``: isotropic scales, diagonals or full matrices.
-    centred_T : bool, default=False
-        Use the centred ``T_ab = tr(C°_a C°_b) / p`` (see
-        :func:`gmm_statistics` for why the default is uncentred).
-
-    Returns
-    -------
-    ndarray of shape (n, n)
-        The equivalent kernel matrix.
-    """
-    X = np.asarray(X, dtype=float)
-    s = gmm_statistics(X, y, means, covariances, centred_T=centred_T)
-    c = coefficients
-    K = len(s.t)
-    Cm = np.empty((K + 1, K + 1))
-    Cm[:K, :K] = c.norm * np.outer(s.t, s.t) + c.inner * s.T
-    Cm[:K, K] = Cm[K, :K] = c.norm * s.t
-    Cm[K, K] = c.norm
-    V = s.V
-    G = c.linear * (X @ X.T) + V @ Cm @ V.T
-    G[np.diag_indices_from(G)] += c.identity
-    return G
