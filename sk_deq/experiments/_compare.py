@@ -1,7 +1,8 @@
 """The accuracy-versus-width experiment: :func:`compare_widths` and its :class:`CompareResult`.
 
-:func:`compare_widths` runs the predictive comparison of SPEC §6 (the paper's
-accuracy-versus-width figure) on real data: for every data set, activation and
+:func:`compare_widths` runs the predictive comparison of the paper's
+accuracy-versus-width figure (see :ref:`theory-figures` on the theory page) on
+real data: for every data set, activation and
 width it fits, on the same stratified train/test split,
 
 - ``"deq"``: :class:`~sk_deq.DEQClassifier` with that activation;

@@ -1,8 +1,10 @@
 """The spectral-equivalence experiment: :func:`spectrum` and its :class:`SpectrumResult`.
 
 How closely the DEQ's kernels follow their high-dimensional equivalents, and
-how closely matched explicit networks follow the DEQ (SPEC §3, §5, §6; the
-paper's Fig. 1-2).
+how closely matched explicit networks follow the DEQ (the paper's Fig. 1-2).
+The equivalents are stated in :ref:`theory-gmm` and :ref:`theory-ntk`, the
+error measure and its values in :ref:`theory-equivalence`, the reproduced
+figures in :ref:`theory-figures` (all on the theory page).
 """
 
 from __future__ import annotations
