@@ -30,23 +30,43 @@ STEPS = "[{bar}] {n}/{total} {desc} ({elapsed:.0f}s{eta})"
 class ProgressBar:
     """A minimal text progress bar (no dependency), redrawn at most every ``min_interval`` seconds.
 
+    The bar is drawn on one line, rewritten in place with ``\\r``; a
+    shorter line is padded with blanks over the longer one it replaces.  It
+    is also a context manager, which calls :meth:`close` on exit.
+
     Parameters
     ----------
     total : int
-        Number of steps.
-    desc : str
-        Label printed before the bar.
-    enabled : bool
-        Print nothing when False.
+        Number of steps (at least 1 is used).
+    desc : str, default=''
+        Label printed before the bar (the template's ``desc`` field).
+    enabled : bool, default=True
+        Print nothing when False (the counts are still kept).
     stream : file-like, optional
-        Defaults to ``sys.stdout``.
+        Where the line is written; None means ``sys.stdout``, looked up at
+        every redraw.
     width : int, default=30
         Bar width in characters.
     template : str, default=BAR
-        The line drawn (see the module docstring for its fields).
+        The line drawn, a :meth:`str.format` template with the fields
+        ``desc``, ``bar`` (``#`` done, ``-`` to do), ``n``, ``total``,
+        ``elapsed`` (seconds) and ``eta`` (``", ~Ns left"`` while some but
+        not all steps are done, else empty).  The default ``BAR`` is
+        ``"{desc} |{bar}| {n}/{total} [{elapsed:.1f}s]"``.
     min_interval : float, default=0.1
-        Least time between two redraws by :meth:`update` (the last step,
-        :meth:`set_description` and :meth:`close` always redraw).
+        Least time in seconds between two redraws by :meth:`update` (the
+        last step, :meth:`set_description` and :meth:`close` always redraw).
+
+    Examples
+    --------
+    >>> import io
+    >>> from sk_deq.nn import ProgressBar
+    >>> out = io.StringIO()
+    >>> with ProgressBar(4, "epoch 1", stream=out, width=8, template="{desc} |{bar}| {n}/{total}") as bar:
+    ...     for _ in range(4):
+    ...         bar.update()
+    >>> out.getvalue().split("\\r")[-1]
+    'epoch 1 |########| 4/4\\n'
     """
 
     def __init__(
@@ -95,19 +115,42 @@ class ProgressBar:
         stream.flush()
 
     def update(self, n: int = 1, *, refresh: bool = True):
-        """Advance by ``n`` steps; redraw unless ``refresh`` is False (or the last redraw is too recent)."""
+        """Advance by ``n`` steps and redraw.
+
+        Parameters
+        ----------
+        n : int, default=1
+            Number of steps done (the count stops at ``total``).
+        refresh : bool, default=True
+            Redraw the line; it is skipped anyway if the last redraw is less
+            than ``min_interval`` seconds ago, except at the last step.  With
+            False the count advances silently (the next
+            :meth:`set_description` or :meth:`close` shows it).
+        """
         self.n = min(self.n + int(n), self.total)
         if self.enabled and refresh:
             self._draw(force=self.n == self.total)
 
     def set_description(self, desc: str):
-        """Show ``desc`` as the label (the step about to run), redrawn at once."""
+        """Show a new label, redrawn at once.
+
+        Parameters
+        ----------
+        desc : str
+            The label, e.g. the step about to run.
+        """
         self.desc = desc
         if self.enabled:
             self._draw(force=True)
 
     def close(self, desc: str | None = None):
-        """Draw the final line (with the label ``desc`` if given) and end it."""
+        """Draw the final line and end it with a newline.
+
+        Parameters
+        ----------
+        desc : str, optional
+            A last label (e.g. ``'done'``); None keeps the current one.
+        """
         if self.enabled:
             if desc is not None:
                 self.desc = desc

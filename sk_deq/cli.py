@@ -168,6 +168,25 @@ def _add_threads_option(parser, defaults: dict) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the ``sk-deq`` command and its subcommands.
+
+    The defaults of the options are those of the library functions the
+    subcommands call (read from their signatures), and ``--help`` shows them.
+
+    Returns
+    -------
+    argparse.ArgumentParser
+        The parser of ``sk-deq``, with the subcommands ``match``, ``demo``,
+        ``compare`` and ``spectrum``; the parsed namespace's ``func`` runs
+        the chosen one.
+
+    Examples
+    --------
+    >>> from sk_deq.cli import build_parser
+    >>> args = build_parser().parse_args(["match", "--activation", "tanh"])
+    >>> args.command, args.activation, args.sigma_a2, args.kernel
+    ('match', 'tanh', 0.2, 'ck')
+    """
     from . import __version__
 
     parser = argparse.ArgumentParser(
@@ -543,6 +562,31 @@ def _cmd_match(args) -> int:
 
 
 def main(argv=None) -> int:
+    """Run the ``sk-deq`` command.
+
+    Parameters
+    ----------
+    argv : list of str, optional
+        The arguments after the program name; None reads ``sys.argv[1:]``.
+
+    Returns
+    -------
+    int
+        The exit status: 0 on success, 2 when the library rejects the
+        arguments (a ``MatchingError``, ``ValueError`` or ``TypeError``,
+        printed to standard error with the parameter names spelled as
+        options) or ``--out`` cannot receive figures.  Invalid options make
+        argparse exit with status 2 itself.
+
+    Examples
+    --------
+    >>> from sk_deq.cli import main
+    >>> main(["match", "--activation", "tanh", "--json"])  # doctest: +ELLIPSIS
+    {
+      "activation": "tanh",
+    ...
+    0
+    """
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

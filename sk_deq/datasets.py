@@ -15,14 +15,18 @@ __all__ = ["GaussianMixtureStats", "make_gaussian_mixture", "load_mnist_digits"]
 class GaussianMixtureStats:
     """What the high-dimensional kernel equivalents need to know of a mixture.
 
-    Attributes
+    Returned by :func:`make_gaussian_mixture` with ``return_stats=True``;
+    every parameter is stored as an attribute of the same name.  The
+    equivalents are stated in :ref:`theory-gmm` (on the theory page).
+
+    Parameters
     ----------
     means : ndarray of shape (n_classes, n_features)
         Unscaled class means ``mu_a`` (samples are ``(mu_a + z) / sqrt(p)``).
     covariances : ndarray of shape (n_classes, n_features)
-        Diagonals of the class covariances ``C_a``.
+        Diagonals of the class covariances ``C_a`` (unscaled, like the means).
     weights : ndarray of shape (n_classes,)
-        Class proportions used to draw the samples.
+        Class proportions used to draw the samples (summing to one).
     """
 
     means: np.ndarray
@@ -30,7 +34,42 @@ class GaussianMixtureStats:
     weights: np.ndarray
 
     def equivalent_kernel(self, coefficients, X, y, *, centred_T: bool = False):
-        """:func:`sk_deq.theory.gmm_equivalent_kernel` for this mixture."""
+        """The high-dimensional equivalent of a kernel on samples of this mixture.
+
+        :func:`sk_deq.theory.gmm_equivalent_kernel` with this mixture's
+        ``means`` and ``covariances`` (see :ref:`theory-gmm` on the theory
+        page).
+
+        Parameters
+        ----------
+        coefficients : KernelCoefficients
+            Coefficients of the kernel, e.g.
+            ``deq_ck_coefficients(...).implicit_kernel()`` for the
+            Implicit-CK or ``deq_ntk_coefficients(...).kernel()`` for the
+            Implicit-NTK (:mod:`sk_deq.theory`), at the data scale of ``X``.
+        X : array-like of shape (n_samples, n_features)
+            Samples drawn from this mixture.
+        y : array-like of shape (n_samples,)
+            Class of every sample, ``0..n_classes-1``.
+        centred_T : bool, default=False
+            Use the centred ``T_ab = tr(C°_a C°_b) / p`` instead of the
+            default ``tr(C_a C_b) / p`` (see :ref:`theory-gmm`).
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_samples)
+            The equivalent kernel matrix ``K-bar``.
+
+        Examples
+        --------
+        >>> from sk_deq.datasets import make_gaussian_mixture
+        >>> from sk_deq.kernels import data_tau0
+        >>> from sk_deq.theory import deq_ck_coefficients
+        >>> X, y, stats = make_gaussian_mixture(40, 32, random_state=0, return_stats=True)
+        >>> coef = deq_ck_coefficients("relu", 0.2, data_tau0(X)).implicit_kernel()
+        >>> stats.equivalent_kernel(coef, X, y).shape
+        (40, 40)
+        """
         from .theory import gmm_equivalent_kernel
 
         return gmm_equivalent_kernel(coefficients, X, y, self.means, self.covariances, centred_T=centred_T)
@@ -55,8 +94,9 @@ def make_gaussian_mixture(
     Class ``a`` (``a = 1..K``) has mean ``mu_a = mean_norm * e_{8(a-1)+1}``
     and covariance ``C_a = (1 + cov_spread (a-1) / sqrt(p)) I_p``; sample
     ``i`` of class ``a`` is ``x_i = (mu_a + z_i) / sqrt(p)`` with
-    ``z_i ~ N(0, C_a)``, so that ``||x_i||^2`` is about 1.  The paper's test
-    case is two classes, ``p / n = 0.8`` and a DEQ with ``sigma_a2 = 0.2``.
+    ``z_i ~ N(0, C_a)``, so that ``||x_i||^2`` is of order one.  The paper's
+    test case is two classes, ``p / n = 0.8`` and a DEQ with
+    ``sigma_a2 = 0.2``.
 
     Parameters
     ----------
@@ -81,18 +121,26 @@ def make_gaussian_mixture(
         defaults.
     shuffle : bool, default=True
         Shuffle the samples; otherwise they are sorted by class.
-    random_state : int, RandomState instance or None
-        Seed.
+    random_state : int, RandomState instance or None, default=None
+        Seed of the draws and of the shuffle.
     return_stats : bool, default=False
         Also return a :class:`GaussianMixtureStats`.
 
     Returns
     -------
     X : ndarray of shape (n_samples, n_features)
+        The samples ``x_i = (mu_a + z_i) / sqrt(p)``.
     y : ndarray of shape (n_samples,)
         Class labels ``0..K-1``.
     stats : GaussianMixtureStats
-        Only if ``return_stats``.
+        The class means, covariance diagonals and proportions; only returned
+        if ``return_stats``.
+
+    Raises
+    ------
+    ValueError
+        For fewer samples than classes, too few features for the default
+        means, or means, covariances or weights of the wrong shape or sign.
 
     Examples
     --------
@@ -100,6 +148,18 @@ def make_gaussian_mixture(
     >>> X, y = make_gaussian_mixture(200, 160, random_state=0)
     >>> X.shape, sorted(set(y.tolist()))
     ((200, 160), [0, 1])
+
+    The squared sample norms are of order one, the scale the theory expects
+    (here ``||mu_a||^2 / p = 0.4`` plus the mean ``tr(C_a) / p``, about 1.32):
+
+    >>> round(float((X**2).sum(axis=1).mean()), 1)
+    1.7
+
+    With ``return_stats=True`` the mixture's statistics come too:
+
+    >>> X, y, stats = make_gaussian_mixture(200, 160, random_state=0, return_stats=True)
+    >>> stats.means.shape, stats.covariances.shape, stats.weights.tolist()
+    ((2, 160), (2, 160), [0.5, 0.5])
     """
     n, p, K = int(n_samples), int(n_features), int(n_classes)
     if K < 1:
@@ -170,17 +230,21 @@ def load_mnist_digits(n_samples: int | None = None, *, digits=None, random_state
 
     Parameters
     ----------
-    n_samples : int, optional
-        Random subset size (all 5,000 by default).
-    digits : sequence of int, optional
-        Keep only these classes (e.g. ``(6, 8)``).
-    random_state : int, RandomState instance or None
+    n_samples : int or None, default=None
+        Size of a random subset, drawn without replacement after the
+        ``digits`` filter and kept in the original order; None keeps every
+        sample (5,000 without a filter).
+    digits : sequence of int or None, default=None
+        Keep only these classes (e.g. ``(6, 8)``); None keeps all ten.
+    random_state : int, RandomState instance or None, default=None
         Seed of the subset.
 
     Returns
     -------
-    X : ndarray of shape (n, 784), float64 pixel values in ``[0, 255]``
+    X : ndarray of shape (n, 784)
+        Float64 pixel values in ``[0, 255]`` of the 28x28 images, row by row.
     y : ndarray of shape (n,)
+        Digit labels.
 
     Raises
     ------

@@ -92,11 +92,17 @@ def plot_compare_widths(result, *, show_time: bool = True, axes=None, title: str
     Returns
     -------
     matplotlib.figure.Figure
+        The figure drawn into.
 
     Raises
     ------
     ImportError
         If matplotlib is not installed.
+    TypeError
+        If ``result`` is neither a :class:`~sk_deq.experiments.CompareResult`
+        nor its ``to_dict()``.
+    ValueError
+        If ``result`` holds no measurements.
     """
     plt = require_matplotlib()
     rows, config, datasets, matches = _summary(result)
@@ -228,18 +234,31 @@ def _spectrum_dict(result):
 def plot_spectrum_errors(result, *, axes=None):
     """Relative spectral error between each DEQ kernel and its equivalent versus ``n`` (log-log).
 
-    One panel per kernel (``G*``, ``Sigma*``, ``K*``), one line per activation.
+    One panel per kernel (``G*``, ``Sigma*``, ``K*``), one line per
+    activation: the paper's Fig. 1 (see :ref:`theory-figures` on the theory
+    page).
 
     Parameters
     ----------
     result : SpectrumResult or dict
-        From :func:`sk_deq.experiments.spectrum`.
+        From :func:`sk_deq.experiments.spectrum`, or its ``to_dict()`` (e.g.
+        read back from the JSON that ``sk-deq spectrum --out`` writes).
     axes : sequence of matplotlib Axes, optional
-        Three axes to draw into; a new figure otherwise.
+        One axes per kernel in ``result.errors`` (three for a full run) to
+        draw into; a new figure when None.
 
     Returns
     -------
     matplotlib.figure.Figure
+        The figure drawn into.
+
+    Raises
+    ------
+    ImportError
+        If matplotlib is not installed.
+    TypeError
+        If ``result`` is neither a :class:`~sk_deq.experiments.SpectrumResult`
+        nor its ``to_dict()``.
     """
     plt = require_matplotlib()
     d = _spectrum_dict(result)
@@ -270,14 +289,35 @@ def plot_spectrum_errors(result, *, axes=None):
 def plot_matched_errors(result, *, axes=None):
     """DEQ kernel versus the matched explicit network's and a plain layer's, versus ``n``.
 
+    One panel per activation and kernel of ``result.matched``: the relative
+    spectral error between the DEQ's kernel (its feature kernel for the CK,
+    its NTK for the NTK) and that of the matched explicit network, and of
+    one plain layer of the DEQ's activation (log scales).
+
     Parameters
     ----------
     result : SpectrumResult or dict
+        From :func:`sk_deq.experiments.spectrum` with a matched-network
+        comparison, or its ``to_dict()`` (e.g. read back from the JSON that
+        ``sk-deq spectrum --out`` writes).
     axes : sequence of matplotlib Axes, optional
+        One axes per (activation, kernel) pair to draw into; a new figure
+        when None.
 
     Returns
     -------
     matplotlib.figure.Figure
+        The figure drawn into.
+
+    Raises
+    ------
+    ImportError
+        If matplotlib is not installed.
+    TypeError
+        If ``result`` is neither a :class:`~sk_deq.experiments.SpectrumResult`
+        nor its ``to_dict()``.
+    ValueError
+        If ``result`` has no matched-network comparison (``matched=()``).
     """
     plt = require_matplotlib()
     d = _spectrum_dict(result)
@@ -310,21 +350,42 @@ def plot_matched_errors(result, *, axes=None):
 def plot_eigenvalue_histograms(result, *, bins: int = 60, drop_below: float = 1e-3, axes=None):
     """Eigenvalue densities of the Implicit-CK (bars) and its equivalent (line).
 
-    One panel per data set and activation.  The few outlying large eigenvalues
-    (the class means) are marked at the top; eigenvalues below
+    One panel per data set and activation: the paper's Fig. 2 (see
+    :ref:`theory-figures` on the theory page).  The few outlying large
+    eigenvalues (the class means) are left out of the histogram and the
+    largest three listed in the panel's title; eigenvalues below
     ``drop_below`` times the largest are left out, as the near-zero ones of
     real data would dominate the picture.
 
     Parameters
     ----------
     result : SpectrumResult or dict
+        From :func:`sk_deq.experiments.spectrum` with ``histograms=True``,
+        or its ``to_dict()`` (e.g. read back from the JSON that
+        ``sk-deq spectrum --out`` writes).
     bins : int, default=60
+        Number of histogram bins over the bulk (up to the 98th percentile of
+        the eigenvalues kept; the larger ones are the spikes).
     drop_below : float, default=1e-3
+        Eigenvalues below this fraction of the largest are left out.
     axes : sequence of matplotlib Axes, optional
+        One axes per spectrum to draw into; a new figure with two columns
+        when None.
 
     Returns
     -------
     matplotlib.figure.Figure
+        The figure drawn into.
+
+    Raises
+    ------
+    ImportError
+        If matplotlib is not installed.
+    TypeError
+        If ``result`` is neither a :class:`~sk_deq.experiments.SpectrumResult`
+        nor its ``to_dict()``.
+    ValueError
+        If ``result`` has no spectra (``histograms=False``).
     """
     import numpy as np
 

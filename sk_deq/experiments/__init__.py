@@ -2,11 +2,14 @@
 
 :func:`spectrum` measures how closely the DEQ's kernels follow their
 high-dimensional equivalents and how closely matched explicit networks follow
-the DEQ (the paper's Fig. 1-2, SPEC §3, §5, §6); :func:`compare_widths`
-measures accuracy and cost versus width (Fig. 3).
+the DEQ (the paper's Fig. 1-2; the equivalents are stated in :ref:`theory-gmm`
+and :ref:`theory-ntk`, the measurements in :ref:`theory-equivalence`, all on the
+theory page); :func:`compare_widths` measures accuracy and cost versus width
+(Fig. 3).
 
-:func:`compare_widths` runs the predictive comparison of SPEC §6 (the paper's
-accuracy-versus-width figure) on real data: for every data set, activation and
+:func:`compare_widths` runs the predictive comparison of the paper's
+accuracy-versus-width figure (see :ref:`theory-figures` on the theory page) on
+real data: for every data set, activation and
 width it fits, on the same stratified train/test split,
 
 - ``"deq"``: :class:`~sk_deq.DEQClassifier` with that activation;

@@ -33,7 +33,25 @@ def load_dataset(name: str):
     Returns
     -------
     X : ndarray of shape (n_samples, n_features)
+        Raw pixel values as float64 (``'mnist'``: 5,000 samples of 784
+        pixels in ``[0, 255]``; ``'digits'``: 1,797 samples of 64 pixels in
+        ``[0, 16]``).  The estimators scale them (``input_scaling``).
     y : ndarray of shape (n_samples,)
+        Digit labels ``0..9``.
+
+    Raises
+    ------
+    ValueError
+        If ``name`` is not a key of :data:`DATASETS`.
+
+    Examples
+    --------
+    >>> from sk_deq.experiments import load_dataset
+    >>> X, y = load_dataset("digits")
+    >>> X.shape, y.shape, X.dtype
+    ((1797, 64), (1797,), dtype('float64'))
+    >>> sorted(set(y.tolist())) == list(range(10))
+    True
     """
     if name == "mnist":
         from ..datasets import load_mnist_digits
@@ -56,7 +74,21 @@ class _JSONResult:
     """``to_json`` for the result objects of the experiments (each defines ``to_dict``)."""
 
     def to_json(self, path=None, *, indent: int = 2) -> str:
-        """Serialise ``to_dict()`` to JSON; also write it to ``path`` if given."""
+        """Serialise ``to_dict()`` to JSON; also write it to ``path`` if given.
+
+        Parameters
+        ----------
+        path : str or path-like, optional
+            File to write the JSON to (UTF-8, with a final newline); nothing
+            is written when None.
+        indent : int, default=2
+            Indentation of the JSON text.
+
+        Returns
+        -------
+        str
+            The JSON text (without the final newline).
+        """
         text = json.dumps(self.to_dict(), indent=indent)
         if path is not None:
             with open(path, "w", encoding="utf-8") as fh:

@@ -1,8 +1,9 @@
 """The accuracy-versus-width experiment: :func:`compare_widths` and its :class:`CompareResult`.
 
-:func:`compare_widths` runs the predictive comparison of SPEC §6 (the paper's
-accuracy-versus-width figure) on real data: for every data set, activation and
-width it fits, on the same stratified train/test split,
+:func:`compare_widths` runs the predictive comparison of the paper's
+accuracy-versus-width figure (see :ref:`theory-figures` on the theory page) on
+real data: for every data set, activation and width it fits, on the same
+stratified train/test split,
 
 - ``"deq"``: :class:`~sk_deq.DEQClassifier` with that activation;
 - ``"matched"``: :class:`~sk_deq.MatchedExplicitClassifier`, the shallow
@@ -58,7 +59,12 @@ def _mean_std(values):
 class CompareResult(_JSONResult):
     """Outcome of :func:`compare_widths`.
 
-    Attributes
+    Returned by :func:`compare_widths`, which fills in ``matches``,
+    ``match_seconds`` and ``records`` as the fits run; every parameter is
+    stored as an attribute of the same name.  ``str(result)`` is
+    :meth:`format_table`.
+
+    Parameters
     ----------
     config : dict
         The arguments of the run (data sets, activations, widths, repeats,
@@ -69,15 +75,15 @@ class CompareResult(_JSONResult):
     datasets : dict
         Per data set: ``description``, ``n_train``, ``n_test``, ``n_features``,
         ``n_classes``.
-    matches : dict
+    matches : dict, default={}
         ``matches[dataset][activation]``: the matched explicit network
         (:meth:`sk_deq.matching.MatchResult.to_dict`) of the first fit.
-    match_seconds : dict
-        Per activation: wall time of one matching solve (done once per
-        activation; every fit at the same data scale reuses it, so it is not
-        part of the matched network's fit time).
-    records : list of dict
-        One entry per fit: ``dataset``, ``activation``, ``width``, ``repeat``,
+    match_seconds : dict, default={}
+        Per activation: wall time in seconds of one matching solve (done once
+        per activation; every fit at the same data scale reuses it, so it is
+        not part of the matched network's fit time).
+    records : list of dict, default=[]
+        One entry per fit, in the order run: ``dataset``, ``activation``, ``width``, ``repeat``,
         ``model``, ``accuracy``, ``fit_seconds``, ``predict_seconds``,
         ``seconds`` (fit + predict), ``n_epochs`` (readout iterations),
         ``solver_mean_iter`` and ``solver_converged`` (DEQ only, else None),
@@ -97,13 +103,16 @@ class CompareResult(_JSONResult):
 
         Returns
         -------
-        rows : list of dict
-            Each with ``dataset``, ``activation``, ``width``, ``models`` (per
-            model: ``accuracy_mean``, ``accuracy_std`` (sample standard
-            deviation, 0 for one repeat), ``accuracies``, ``seconds_median``,
-            ``seconds``), ``time_ratio_median`` and ``time_ratios`` (DEQ
+        list of dict
+            One row per (dataset, activation, width) that has records, in the
+            order of ``config``.  Each has ``dataset``, ``activation``,
+            ``width``, ``models`` (per model of :data:`MODELS`:
+            ``accuracy_mean``, ``accuracy_std`` (sample standard deviation, 0
+            for one repeat), ``accuracies`` (one per repeat),
+            ``seconds_median`` and ``seconds`` (fit+predict seconds per
+            repeat)), ``time_ratio_median`` and ``time_ratios`` (DEQ
             fit+predict time over the matched network's, paired within every
-            repeat).
+            repeat; NaN without a pair).
         """
         rows = []
         for dataset in self.config["datasets"]:
@@ -147,7 +156,16 @@ class CompareResult(_JSONResult):
         return rows
 
     def to_dict(self) -> dict:
-        """All numbers of the run as a JSON-serialisable dict (``summary`` included)."""
+        """All numbers of the run as a JSON-serialisable dict (``summary`` included).
+
+        Returns
+        -------
+        dict
+            ``config``, ``environment``, ``datasets``, ``matches``,
+            ``match_seconds``, ``summary`` (:meth:`summary`) and ``records``.
+            :func:`sk_deq.plotting.plot_compare_widths` accepts it in place of
+            the result.
+        """
         return {
             "config": self.config,
             "environment": self.environment,
@@ -160,9 +178,17 @@ class CompareResult(_JSONResult):
 
     # -- display ------------------------------------------------------------
     def format_table(self) -> str:
-        """A readable table: accuracy (mean ± std over repeats, in %) and
-        median fit+predict seconds of every model, and the DEQ/matched time
-        ratio, per data set, activation and width."""
+        """The results as a readable text table.
+
+        Returns
+        -------
+        str
+            Per data set and activation, one line per width: accuracy of every
+            model (in %, mean ± standard deviation over the repeats), median
+            fit+predict seconds of every model and the DEQ/matched time ratio;
+            then the matching solve times and the distinct warnings raised
+            during the fits.
+        """
         rows = self.summary()
         n_rep = self.config["repeats"]
         lines = [
@@ -327,14 +353,14 @@ def compare_widths(
     widths : sequence of int, default=(32, 128, 256, 1024)
         Widths ``m`` (hidden units of the DEQ and of every explicit layer).
     repeats : int, default=3
-        Repeats per width.
+        Repeats per width, each with its own split and weight draw.
     sigma_a2 : float, default=0.2
         The DEQ's recurrent weight variance (the paper's value).
     test_size : float, default=0.2
         Test fraction of every split.
-    n_samples : int, optional
-        Stratified subsample of every data set before splitting (all samples
-        by default).
+    n_samples : int or None, default=None
+        Size of a stratified subsample (at least 20) drawn from every data
+        set before splitting; None uses all samples.
     plain_depth : int, default=1
         Number of layers of the plain network (``1``: one layer of the plain
         activation; ``2``: the matched ReLU network's architecture with plain
@@ -351,14 +377,15 @@ def compare_widths(
     dtype : {'float32', 'float64'}, default='float32'
         Precision of all estimators.
     random_state : int, default=0
-        Base seed.
+        Base seed: repeat ``r`` uses ``random_state + r`` for its split and
+        its networks' weights; the subsample uses ``random_state``.
     progress : bool, default=False
         Show a one-line progress display (fits done, the fit running, elapsed
         time and an estimate of the time left) on ``stream``.
     verbose : int, default=0
         ``1`` prints one line per width with the accuracies and times.
-    stream : file-like, optional
-        Where progress and verbose lines go; ``sys.stderr`` by default.
+    stream : file-like or None, default=None
+        Where progress and verbose lines go; None means ``sys.stderr``.
 
     Returns
     -------

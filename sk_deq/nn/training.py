@@ -51,26 +51,31 @@ OPTIMIZERS = ("adam", "sgd", "lbfgs")
 class TrainResult:
     """Outcome of :func:`train`.
 
-    Attributes
+    Returned by :func:`train`, which fills it in epoch by epoch; every
+    parameter is stored as an attribute of the same name.
+
+    Parameters
     ----------
-    history : list of dict
-        One entry per epoch: ``epoch``, ``train_loss``, ``valid_loss`` and
-        ``valid_score`` (validation accuracy; None without validation set),
-        ``best`` (whether it improved the monitored quantity), ``dur``
-        (seconds).
-    n_epochs : int
-        Epochs run in this call.
-    converged : bool
+    history : list of dict, default=[]
+        One entry per epoch: ``epoch`` (its number, counted from
+        ``epoch_offset + 1``), ``train_loss`` (mean loss with the penalty),
+        ``valid_loss`` and ``valid_score`` (validation loss and accuracy;
+        None without a validation set), ``best`` (whether it improved the
+        monitored loss), ``dur`` (seconds).
+    n_epochs : int, default=0
+        Epochs (L-BFGS: iterations) run in this call.
+    converged : bool, default=False
         Whether a stopping criterion was met before ``max_epochs``.
-    stopped_early : bool
+    stopped_early : bool, default=False
         Whether training stopped on the validation loss.
-    best_score : float or None
-        Validation accuracy of the restored (lowest validation loss) epoch.
-    best_valid_loss : float or None
-        Lowest validation loss.
-    best_loss : float
+    best_score : float or None, default=None
+        Validation accuracy of the restored (lowest validation loss) epoch;
+        None without a validation set.
+    best_valid_loss : float or None, default=None
+        Lowest validation loss; None without a validation set.
+    best_loss : float, default=inf
         Lowest training loss.
-    message : str
+    message : str, default=''
         How training ended.
     """
 
@@ -117,7 +122,31 @@ def _normalised_weights(weight, n: int, device):
 
 
 def predict_logits(model: nn.Module, X: torch.Tensor, chunk_size: int | None = None) -> torch.Tensor:
-    """Logits of ``model`` on ``X`` in chunks, without gradients."""
+    """Logits of ``model`` on ``X`` in chunks, without gradients.
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        Maps a batch of inputs to logits.
+    X : torch.Tensor of shape (n_samples, ...)
+        Inputs, on the model's device.
+    chunk_size : int or None, default=None
+        Rows per forward pass, to bound memory; None (or 0) passes all rows
+        at once.
+
+    Returns
+    -------
+    torch.Tensor of shape (n_samples, n_outputs)
+        The logits, the chunks' outputs concatenated in order.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from sk_deq.nn import predict_logits
+    >>> model = torch.nn.Linear(3, 2)
+    >>> predict_logits(model, torch.ones(10, 3), chunk_size=4).shape
+    torch.Size([10, 2])
+    """
     n = X.shape[0]
     chunk = n if not chunk_size else int(chunk_size)
     with torch.no_grad():
@@ -229,60 +258,105 @@ def train(
 ) -> TrainResult:
     """Train ``model`` (inputs -> logits) with cross-entropy.
 
+    The loss is the (weighted) mean cross-entropy of the training set, the
+    logistic loss for one logit, plus the L2 penalty; the stopping rule is
+    described in the module :mod:`sk_deq.nn.training`.  The parameters of
+    ``model`` are trained in place (every parameter with ``requires_grad``).
+
     Parameters
     ----------
     model : torch.nn.Module
         Maps a batch of ``X`` to logits of shape (n, 1) (binary, logistic
         loss on the logit of the second class) or (n, n_classes).
-    X, y : torch.Tensor
-        Training inputs and integer targets (``0 .. n_classes-1``) on the
+    X : torch.Tensor of shape (n, ...)
+        Training inputs, on the model's device.
+    y : torch.Tensor of shape (n,)
+        Integer targets ``0 .. n_classes-1`` (0 or 1 for one logit), on the
         model's device.
     sample_weight : array-like of shape (n,), optional
         Non-negative weight of every training sample: the loss is the
         weighted mean, so integer weights act as repeated rows.  A minibatch
         uses the weights of its samples, scaled so that its loss is an
-        unbiased estimate of the weighted mean.
-    X_val, y_val : torch.Tensor, optional
-        Validation set; when given, its loss drives early stopping and the
-        parameters of the epoch with the lowest validation loss are restored
-        at the end.
-    val_weight : array-like, optional
+        unbiased estimate of the weighted mean.  None weighs all samples
+        equally.
+    X_val : torch.Tensor of shape (n_val, ...), optional
+        Validation inputs; with ``y_val``, the validation loss drives early
+        stopping and the parameters of the epoch with the lowest validation
+        loss are restored at the end.
+    y_val : torch.Tensor of shape (n_val,), optional
+        Validation targets; without them (or with none) the training loss is
+        monitored.
+    val_weight : array-like of shape (n_val,), optional
         Weights of the validation samples (in its loss and accuracy).
-    optimizer : {'adam', 'sgd', 'lbfgs'}
-        Minibatch Adam or SGD (Nesterov momentum 0.9), or full-batch L-BFGS.
-    learning_rate : float
+    optimizer : {'adam', 'sgd', 'lbfgs'}, default='adam'
+        Minibatch Adam or SGD (Nesterov momentum 0.9), or full-batch L-BFGS
+        (scipy's L-BFGS-B on the flattened parameters).
+    learning_rate : float, default=1e-3
         Step size of Adam / SGD (ignored by L-BFGS).
-    batch_size : int
-        Minibatch size of Adam / SGD (L-BFGS uses the full batch).
-    max_epochs : int
-        Epochs (L-BFGS: iterations).
-    alpha : float
+    batch_size : int, default=200
+        Minibatch size of Adam / SGD, capped at ``n`` (L-BFGS uses the full
+        batch).
+    max_epochs : int, default=200
+        Largest number of epochs (L-BFGS: iterations).
+    alpha : float, default=0.0
         L2 penalty ``alpha/2 * sum ||p||^2`` over ``penalized``, added to the
         mean loss.
-    penalized : sequence of torch.nn.Parameter
+    penalized : sequence of torch.nn.Parameter, default=()
         The parameters the penalty applies to.
-    n_iter_no_change : int
-        Patience of the stopping rule.
-    improvement_tol : float
-        Minimal improvement of the monitored loss (and the gradient
-        tolerance of L-BFGS).
+    n_iter_no_change : int, default=10
+        Patience of the stopping rule: training stops once the monitored
+        loss has not improved by ``improvement_tol`` for more than this many
+        epochs (L-BFGS without a validation set stops on its own criteria).
+    improvement_tol : float, default=1e-4
+        Minimal improvement of the monitored loss (and the projected-gradient
+        tolerance ``gtol`` of L-BFGS).
     rng : numpy.random.RandomState, optional
-        Source of the minibatch order.
-    verbose : int
-        0 silent, 1 one line per epoch, 2 also a progress bar per epoch.
-    epoch_offset : int
-        Number of the first epoch minus one (for warm starts).
+        Source of the minibatch order; None uses ``RandomState(0)``.
+    verbose : int, default=0
+        0 silent, 1 one line per epoch, 2 also a progress bar over the
+        minibatches of every epoch.
+    epoch_offset : int, default=0
+        Number of the first epoch minus one (for warm starts); it only
+        labels the epochs.
     chunk_size : int, optional
-        Rows per forward pass when evaluating full-batch losses and scores.
+        Rows per forward pass when evaluating full-batch losses and scores
+        (L-BFGS, validation); None uses all rows at once.
     after_step : callable, optional
-        Called with no argument after every optimizer step (e.g. to collect
-        solver diagnostics).
+        Called with no argument after every optimizer step (L-BFGS: every
+        evaluation of the loss), e.g. to collect solver diagnostics.
     stream : file-like, optional
         Where verbose output goes (``sys.stdout`` by default).
 
     Returns
     -------
     TrainResult
+        The history of every epoch, how training ended and the best losses.
+
+    Raises
+    ------
+    ValueError
+        For an unknown ``optimizer``, a model without trainable parameters,
+        or sample weights of the wrong shape, negative, non-finite or all
+        zero.
+    FloatingPointError
+        If the training loss becomes infinite or NaN.
+
+    Examples
+    --------
+    A logistic regression (a linear model with two logits) on separable
+    data, trained by L-BFGS with a small penalty on the weights:
+
+    >>> import torch
+    >>> from sk_deq.nn import predict_logits, train
+    >>> _ = torch.manual_seed(0)
+    >>> X = torch.randn(200, 2)
+    >>> y = (X[:, 0] > X[:, 1]).long()
+    >>> model = torch.nn.Linear(2, 2)
+    >>> result = train(model, X, y, optimizer="lbfgs", max_epochs=100, alpha=1e-3, penalized=[model.weight])
+    >>> result.converged, result.n_epochs == len(result.history)
+    (True, True)
+    >>> float((predict_logits(model, X).argmax(dim=1) == y).double().mean())
+    1.0
     """
     if optimizer not in OPTIMIZERS:
         raise ValueError(f"optimizer must be one of {sorted(OPTIMIZERS)}, got {optimizer!r}.")
