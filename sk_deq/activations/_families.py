@@ -111,7 +111,54 @@ _TORCH = {name: _TorchNamed(name) for name in ("relu", "tanh", "erf", "sigmoid",
 # Parametric families with closed-form moments (theory page, 'Explicit networks').
 
 
-class LeakyReLU(Activation):
+class _ClosedFormFamily(Activation):
+    """A parametric family whose Gaussian moments have closed forms (``_closed_form_moments``)."""
+
+    def variance(self, t):
+        """``Var_t[phi0]`` in closed form (see the class documentation).
+
+        Parameters
+        ----------
+        t : float
+            Standard deviation of the Gaussian input ``N(0, t^2)``.
+
+        Returns
+        -------
+        float
+            ``Var_t[phi0]``.
+        """
+        return self.moments(t).var
+
+    def moments(self, t):
+        """Gaussian moments at input scale ``t``, in closed form (see the class documentation).
+
+        Parameters
+        ----------
+        t : float
+            Standard deviation of the Gaussian input ``N(0, t^2)``; positive
+            and finite.
+
+        Returns
+        -------
+        GaussianMoments
+            The mean, variance and derivative moments at ``t``, the
+            activation centred at ``t``.
+
+        Raises
+        ------
+        ValueError
+            If ``t`` is not positive and finite.
+        """
+        t = float(t)
+        if not (np.isfinite(t) and t > 0):
+            raise ValueError(f"input scale t must be positive and finite, got {t!r}.")
+        return self._closed_form_moments(t)
+
+    def _closed_form_moments(self, t: float) -> GaussianMoments:  # pragma: no cover - interface
+        raise NotImplementedError
+
+
+class LeakyReLU(_ClosedFormFamily):
     """Leaky-ReLU ``x -> a x`` for ``x >= 0`` and ``b x`` for ``x < 0``.
 
     Closed forms for an input ``N(0, t^2)`` (centred at ``t``)::
@@ -205,44 +252,7 @@ class LeakyReLU(Activation):
         """
         return (self.a - self.b) * float(t) / _SQRT_2PI
 
-    def variance(self, t):
-        """``Var_t[phi0] = t^2 G4 / 2``.
-
-        Parameters
-        ----------
-        t : float
-            Standard deviation of the Gaussian input ``N(0, t^2)``.
-
-        Returns
-        -------
-        float
-            ``Var_t[phi0]``.
-        """
-        return self.moments(t).var
-
-    def moments(self, t):
-        """Gaussian moments at input scale ``t``, in closed form (see the class documentation).
-
-        Parameters
-        ----------
-        t : float
-            Standard deviation of the Gaussian input ``N(0, t^2)``; positive
-            and finite.
-
-        Returns
-        -------
-        GaussianMoments
-            The mean, variance and derivative moments at ``t``, the
-            activation centred at ``t``.
-
-        Raises
-        ------
-        ValueError
-            If ``t`` is not positive and finite.
-        """
-        t = float(t)
-        if not (np.isfinite(t) and t > 0):
-            raise ValueError(f"input scale t must be positive and finite, got {t!r}.")
+    def _closed_form_moments(self, t: float) -> GaussianMoments:
         a, b = self.a, self.b
         sq_d2 = ((a * a + b * b) * (math.pi - 1.0) + 2.0 * a * b) / math.pi
         return GaussianMoments(
@@ -256,7 +266,7 @@ class LeakyReLU(Activation):
         )
 
 
-class HardTanh(Activation):
+class HardTanh(_ClosedFormFamily):
     """Hard-tanh ``x -> a * clip(x, -c, c)`` (odd, so already centred).
 
     Closed forms for an input ``N(0, t^2)`` with ``r = c / (sqrt(2) t)``::
@@ -347,44 +357,7 @@ class HardTanh(Activation):
         """
         return 0.0
 
-    def variance(self, t):
-        """``Var_t[phi0]`` in closed form (see the class documentation).
-
-        Parameters
-        ----------
-        t : float
-            Standard deviation of the Gaussian input ``N(0, t^2)``.
-
-        Returns
-        -------
-        float
-            ``Var_t[phi0]``.
-        """
-        return self.moments(t).var
-
-    def moments(self, t):
-        """Gaussian moments at input scale ``t``, in closed form (see the class documentation).
-
-        Parameters
-        ----------
-        t : float
-            Standard deviation of the Gaussian input ``N(0, t^2)``; positive
-            and finite.
-
-        Returns
-        -------
-        GaussianMoments
-            The mean, variance and derivative moments at ``t``, the
-            activation centred at ``t``.
-
-        Raises
-        ------
-        ValueError
-            If ``t`` is not positive and finite.
-        """
-        t = float(t)
-        if not (np.isfinite(t) and t > 0):
-            raise ValueError(f"input scale t must be positive and finite, got {t!r}.")
+    def _closed_form_moments(self, t: float) -> GaussianMoments:
         a, c = self.a, self.c
         r = c / (math.sqrt(2.0) * t)
         erf_r, erfc_r, e = math.erf(r), math.erfc(r), math.exp(-r * r)
@@ -400,7 +373,7 @@ class HardTanh(Activation):
         )
 
 
-class Quadratic(Activation):
+class Quadratic(_ClosedFormFamily):
     """Quadratic ``x -> c2 x^2 + c1 x`` (the constant ``c0`` only centres).
 
     Closed forms for an input ``N(0, t^2)``::
@@ -480,44 +453,7 @@ class Quadratic(Activation):
         """
         return self.c2 * float(t) ** 2
 
-    def variance(self, t):
-        """``Var_t[phi0] = 2 c2^2 t^4 + c1^2 t^2``.
-
-        Parameters
-        ----------
-        t : float
-            Standard deviation of the Gaussian input ``N(0, t^2)``.
-
-        Returns
-        -------
-        float
-            ``Var_t[phi0]``.
-        """
-        return self.moments(t).var
-
-    def moments(self, t):
-        """Gaussian moments at input scale ``t``, in closed form (see the class documentation).
-
-        Parameters
-        ----------
-        t : float
-            Standard deviation of the Gaussian input ``N(0, t^2)``; positive
-            and finite.
-
-        Returns
-        -------
-        GaussianMoments
-            The mean, variance and derivative moments at ``t``, the
-            activation centred at ``t``.
-
-        Raises
-        ------
-        ValueError
-            If ``t`` is not positive and finite.
-        """
-        t = float(t)
-        if not (np.isfinite(t) and t > 0):
-            raise ValueError(f"input scale t must be positive and finite, got {t!r}.")
+    def _closed_form_moments(self, t: float) -> GaussianMoments:
         c2, c1, t2 = self.c2, self.c1, t * t
         return GaussianMoments(
             t=t,
