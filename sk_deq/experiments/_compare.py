@@ -1,22 +1,7 @@
 """The accuracy-versus-width experiment: :func:`compare_widths` and its :class:`CompareResult`.
 
-:func:`compare_widths` runs the predictive comparison of the paper's
-accuracy-versus-width figure (see :ref:`theory-figures` on the theory page) on
-real data: for every data set, activation and width it fits, on the same
-stratified train/test split,
-
-- ``"deq"``: :class:`~sk_deq.DEQClassifier` with that activation;
-- ``"matched"``: :class:`~sk_deq.MatchedExplicitClassifier`, the shallow
-  explicit network whose conjugate kernel matches the DEQ's (two leaky-ReLU
-  layers for a ReLU-DEQ, one hard-tanh layer for a Tanh-DEQ);
-- ``"plain"``: :class:`~sk_deq.ExplicitClassifier` with the plain activation
-  (one layer by default), the unmatched baseline;
-
-all readout-trained (the random weights frozen, the paper's setting), and
-records test accuracy and fit+predict wall time.  The result is a
-:class:`CompareResult`, which prints as a table, serialises to JSON and is
-drawn by :func:`sk_deq.plotting.plot_compare_widths`.  The ``sk-deq compare``
-command is a thin wrapper around it.
+The package documentation (:mod:`sk_deq.experiments`) describes the three
+models it compares and what it records.
 """
 
 from __future__ import annotations
