@@ -435,7 +435,7 @@ def _anderson_mix(Hn, Fn, Gn, lam: float, beta: float, eye):
     return mixed, bad
 
 
-#: Solvers by name.
+#: Fixed-point solvers by name: ``"fixed_point"`` and ``"anderson"``.
 SOLVERS: dict[str, Callable] = {"fixed_point": fixed_point_iteration, "anderson": anderson}
 
 
