@@ -26,10 +26,15 @@ import numpy as np
 
 INPUT_SCALING = ("global", "none")
 
+#: The data scale ``tau0`` of every training set under ``input_scaling='global'`` (and the
+#: scale the estimators then match their explicit networks at).
+SCALED_TAU0 = 1.0
+
 __all__ = [
     "EXPLICIT_KERNELS",
     "INPUT_SCALING",
     "KERNELS",
+    "SCALED_TAU0",
     "apply_input_scaling",
     "check_kernel",
     "check_samples",
@@ -247,7 +252,7 @@ def fit_input_scaling(X, mode: str = "global", sample_weight=None):
                 "All training samples (with positive weight) are identical: input_scaling='global' cannot "
                 "normalise them."
             )
-        return mean, scale, 1.0
+        return mean, scale, SCALED_TAU0
     if mode == "none":
         tau0 = rms_norm(X)
         if not tau0 > 0:

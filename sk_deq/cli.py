@@ -17,10 +17,9 @@ import re
 import sys
 import time
 
-from ._inputs import EXPLICIT_KERNELS
+from ._inputs import EXPLICIT_KERNELS, SCALED_TAU0
 from .activations import ACTIVATION_NAMES
 from .experiments import DATASETS, compare_widths, demo, spectrum
-from .experiments._common import SCALED_TAU0
 from .experiments._spectrum import METHODS
 from .matching import EQUATIONS, FAMILIES, LAYER_KINDS, MatchingError, match_explicit, parse_family
 

@@ -9,6 +9,7 @@ import warnings
 
 import numpy as np
 
+from .._inputs import SCALED_TAU0
 from .._progress import STEPS, ProgressBar
 
 # Data sets known to compare_widths by name, with a description (documented in __init__).
@@ -99,11 +100,6 @@ class _JSONResult:
 def _steps(total: int, enabled: bool, stream) -> ProgressBar:
     """The experiments' progress display: a 20-character bar, the step running, elapsed time and time left."""
     return ProgressBar(total, enabled=enabled, stream=stream, width=20, template=STEPS, min_interval=0.0)
-
-
-#: The data scale ``tau0`` the estimators match their explicit networks at:
-#: ``input_scaling='global'`` scales every training set to ``tau0 = 1``.
-SCALED_TAU0 = 1.0
 
 
 def _solve_match(activation, sigma_a2):
