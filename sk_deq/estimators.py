@@ -365,12 +365,14 @@ class DEQClassifier(TorchClassifierBase):
 class _ExplicitBase(TorchClassifierBase):
     """Explicit random-feature network; subclasses choose the layers."""
 
-    def _layers(self, tau0):
-        """Return ``(layers, centers)`` for the scaled data scale ``tau0``."""
+    def _coefficients(self, tau0):
+        """The network's :class:`~sk_deq.theory.ExplicitCoefficients` at the scaled data scale ``tau0``."""
         raise NotImplementedError
 
     def _prepare(self, tau0):
-        self.layers_, self.centers_ = self._layers(tau0)
+        self.explicit_coefficients_ = coefs = self._coefficients(tau0)
+        self.layers_ = tuple(coefs.layers)
+        self.centers_ = tuple(float(c) for c in coefs.centers)
 
     def _make_features(self, n_features, generator, dtype, device):
         L = len(self.layers_)
@@ -522,13 +524,10 @@ class ExplicitClassifier(_ExplicitBase):
         self.random_state = random_state
         self.verbose = verbose
 
-    def _layers(self, tau0):
+    def _coefficients(self, tau0):
         if len(self.layers) == 0:
             raise ValueError("layers must name at least one activation.")
-        acts = tuple(get_activation(a) for a in self.layers)
-        coefs = explicit_coefficients(acts, tau0)
-        self.explicit_coefficients_ = coefs
-        return coefs.layers, tuple(float(c) for c in coefs.centers)
+        return explicit_coefficients(tuple(get_activation(a) for a in self.layers), tau0)
 
 
 class MatchedExplicitClassifier(_ExplicitBase):
@@ -648,9 +647,8 @@ class MatchedExplicitClassifier(_ExplicitBase):
         self.random_state = random_state
         self.verbose = verbose
 
-    def _layers(self, tau0):
+    def _coefficients(self, tau0):
         # cached by match_explicit: a refit with the same configuration does not solve again
         act = get_activation(self.activation)
         self.match_ = match_explicit(act, self.sigma_a2, tau0, self.kernel, self.family, tol=self.match_tol)
-        self.explicit_coefficients_ = self.match_.explicit
-        return tuple(self.match_.layers), tuple(float(c) for c in self.match_.centers)
+        return self.match_.explicit
