@@ -19,6 +19,7 @@ _LAZY = {
     "MatchedExplicitClassifier": "sk_deq.estimators",
     "ImplicitCKTransformer": "sk_deq.transformers",
     "ImplicitCKKernel": "sk_deq.transformers",
+    "ImplicitCKNystroem": "sk_deq.kernel_approximation",
 }
 
 __all__ = [
@@ -27,6 +28,7 @@ __all__ = [
     "MatchedExplicitClassifier",
     "ImplicitCKTransformer",
     "ImplicitCKKernel",
+    "ImplicitCKNystroem",
     "Activation",
     "get_activation",
     "make_gaussian_mixture",

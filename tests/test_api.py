@@ -8,7 +8,13 @@ from sklearn.base import clone
 from sklearn.gaussian_process.kernels import WhiteKernel
 from sklearn.utils._param_validation import InvalidParameterError
 
-from sk_deq import DEQClassifier, ExplicitClassifier, ImplicitCKTransformer, MatchedExplicitClassifier
+from sk_deq import (
+    DEQClassifier,
+    ExplicitClassifier,
+    ImplicitCKNystroem,
+    ImplicitCKTransformer,
+    MatchedExplicitClassifier,
+)
 from sk_deq._param_validation import ActivationName
 from sk_deq.activations import ACTIVATION_NAMES, get_activation
 from sk_deq.kernels import monte_carlo_implicit_kernel
@@ -21,6 +27,7 @@ POSITIONAL = {
     DEQClassifier: ("activation", "sigma_a2"),
     MatchedExplicitClassifier: ("activation", "sigma_a2"),
     ImplicitCKTransformer: ("activation", "sigma_a2"),
+    ImplicitCKNystroem: ("activation", "sigma_a2"),
     ImplicitCKKernel: ("activation", "sigma_a2"),
     ExplicitClassifier: ("layers",),
 }
@@ -137,9 +144,11 @@ def test_activation_names_in_any_case_in_the_kernels(name, canonical):
         K = ImplicitCKTransformer(name, **params).fit_transform(X)
         np.testing.assert_array_equal(K, ImplicitCKTransformer(canonical, **params).fit_transform(X))
     np.testing.assert_array_equal(ImplicitCKKernel(name)(X), ImplicitCKKernel(canonical)(X))
+    nys = [ImplicitCKNystroem(a, n_components=6, random_state=0).fit_transform(X) for a in (name, canonical)]
+    np.testing.assert_array_equal(*nys)
 
 
-@pytest.mark.parametrize("cls", [DEQClassifier, MatchedExplicitClassifier, ImplicitCKTransformer])
+@pytest.mark.parametrize("cls", [DEQClassifier, MatchedExplicitClassifier, ImplicitCKTransformer, ImplicitCKNystroem])
 def test_unknown_activation_names_are_refused_in_any_case(cls, digits):
     X, y = digits
     with pytest.raises(InvalidParameterError, match="'relu'"):

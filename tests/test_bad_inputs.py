@@ -20,6 +20,7 @@ from sk_deq import (
     DEQClassifier,
     ExplicitClassifier,
     ImplicitCKKernel,
+    ImplicitCKNystroem,
     ImplicitCKTransformer,
     MatchedExplicitClassifier,
 )
@@ -29,7 +30,12 @@ CLASSIFIERS = {
     "matched": lambda **kw: MatchedExplicitClassifier(**{"n_hidden": 32, "random_state": 0, **kw}),
     "explicit": lambda **kw: ExplicitClassifier(**{"n_hidden": 32, "random_state": 0, **kw}),
 }
-ALL = {**CLASSIFIERS, "transformer": lambda **kw: ImplicitCKTransformer(**kw)}
+TRANSFORMERS = (ImplicitCKTransformer, ImplicitCKNystroem)
+ALL = {
+    **CLASSIFIERS,
+    "transformer": lambda **kw: ImplicitCKTransformer(**kw),
+    "nystroem": lambda **kw: ImplicitCKNystroem(**{"n_components": 20, "random_state": 0, **kw}),
+}
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +45,7 @@ def data():
 
 
 def _fit(est, X, y):
-    if isinstance(est, ImplicitCKTransformer):
+    if isinstance(est, TRANSFORMERS):
         return est.fit(X)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
@@ -47,7 +53,7 @@ def _fit(est, X, y):
 
 
 def _out(est, X):
-    return est.transform(X) if isinstance(est, ImplicitCKTransformer) else est.predict_proba(X)
+    return est.transform(X) if isinstance(est, TRANSFORMERS) else est.predict_proba(X)
 
 
 # ---------------------------------------------------------------------------
@@ -122,6 +128,9 @@ def test_bad_parameters_are_clear_errors(data, name):
         for n_hidden in (0, -3):
             with pytest.raises(ValueError, match="'n_hidden' parameter"):
                 _fit(ALL[name](n_hidden=n_hidden), X, y)
+    elif name == "nystroem":
+        with pytest.raises(ValueError, match="'n_components' parameter"):
+            _fit(ALL[name](n_components=0), X, y)
     else:
         with pytest.raises(ValueError, match="'n_hidden' parameter"):
             _fit(ALL[name](n_hidden=0), X, y)
@@ -171,9 +180,10 @@ def test_transformer_dataframe_names():
 def test_many_more_features_than_samples(name):
     rng = np.random.default_rng(0)
     X, y = rng.standard_normal((5, 10_000)), np.array([0, 1, 0, 1, 0])
-    est = _fit(ALL[name](), X, y)
+    est = _fit(ALL[name](**({"n_components": 4} if name == "nystroem" else {})), X, y)
     out = _out(est, rng.standard_normal((3, 10_000)))
-    assert out.shape == ((3, 5) if name == "transformer" else (3, 2)) and np.isfinite(out).all()
+    expected = {"transformer": (3, 5), "nystroem": (3, 4)}.get(name, (3, 2))
+    assert out.shape == expected and np.isfinite(out).all()
 
 
 @pytest.mark.parametrize("name", list(ALL))
@@ -200,7 +210,7 @@ def test_inputs_times_a_million_with_either_scaling(data, name, activation):
     assert est.tau0_ == pytest.approx(1e6 * _fit(ALL[name](input_scaling="none", **kw), X, y).tau0_, rel=1e-9)
     out = _out(est, X * 1e6)
     assert np.isfinite(out).all()
-    if name != "transformer":
+    if name in CLASSIFIERS:
         assert est.score(X * 1e6, y) > 0.5
 
 
@@ -212,7 +222,7 @@ def test_constant_inputs(name):
     est = _fit(ALL[name](input_scaling="none"), X, y)
     out = _out(est, X)
     assert np.isfinite(out).all()
-    if name != "transformer":  # nothing to learn: the classes are equally likely
+    if name in CLASSIFIERS:  # nothing to learn: the classes are equally likely
         np.testing.assert_allclose(out, 0.5, atol=1e-6)
     with pytest.raises(ValueError, match="are zero: the data scale tau0 would be 0"):
         _fit(ALL[name](input_scaling="none"), np.zeros((20, 4)), y)

@@ -1,0 +1,416 @@
+"""Low-rank features of the implicit kernels: :class:`ImplicitCKNystroem`.
+
+The exact implicit kernel of :class:`~sk_deq.ImplicitCKTransformer` has
+``n_samples x n_training_samples`` entries: at 50,000 training samples it no
+longer fits in memory.  The Nystroem method replaces it by features
+``Phi = K(X, L) K(L, L)^{-1/2}`` against ``n_components`` landmarks ``L``
+drawn from the training set, so that ``Phi Phi^T`` approximates ``K`` and any
+linear model (``RidgeClassifier``, ``LogisticRegression``,
+``SGDClassifier.partial_fit``) trained on ``Phi`` approximates kernel
+regression with the DEQ's kernel, in ``O(n_samples x n_components)`` time
+and memory.
+
+Only numpy, scipy and scikit-learn are needed (no torch).
+"""
+
+from __future__ import annotations
+
+from numbers import Integral, Real
+from typing import ClassVar
+
+import numpy as np
+from joblib import Parallel, delayed, effective_n_jobs
+from scipy import linalg
+from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin, _fit_context
+from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import Interval
+from sklearn.utils.validation import check_is_fitted, validate_data
+from threadpoolctl import threadpool_limits
+
+from ._inputs import INPUT_SCALING, KERNELS, apply_input_scaling, fit_input_scaling
+from ._param_validation import ActivationName, SortedStrOptions
+from .activations import Activation
+from .kernels import ImplicitKernelEngine
+from .kernels.memory import check_kernel_fits_in_memory
+
+__all__ = ["LANDMARKS", "ImplicitCKNystroem"]
+
+#: Landmark selection rules of :class:`ImplicitCKNystroem`.
+LANDMARKS = ("uniform", "kmeans++", "rpcholesky")
+
+#: Pivots drawn per round of block randomly pivoted Cholesky.
+_RPC_BLOCK = 64
+
+
+class ImplicitCKNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
+    """Nystroem features of a DEQ's exact implicit kernel.
+
+    ``fit(X)`` picks ``n_components`` landmark samples ``L`` from ``X`` and
+    factors their kernel; ``transform(X)`` returns the features
+    ``Phi = K(X, L) K(L, L)^{-1/2}``, whose inner products ``Phi Phi^T``
+    approximate the kernel ``K(X, X)`` of :class:`~sk_deq.ImplicitCKTransformer`
+    (exact on the landmarks).  So a linear model on ``Phi`` approximates
+    kernel regression with the DEQ's infinite-width kernel, at
+    ``O(n_samples x n_components)`` cost instead of ``O(n_samples^2)``: this
+    is the transformer for training sets too large for the exact kernel, as
+    :class:`sklearn.kernel_approximation.Nystroem` is for the RBF kernel.
+
+    Parameters
+    ----------
+    activation : str, Activation or callable, default='relu'
+        DEQ activation ``phi0``: a name from :data:`sk_deq.activations.ACTIVATIONS`
+        (in any case, aliases included), an
+        :class:`~sk_deq.activations.Activation` or a vectorised callable.
+    sigma_a2 : float, default=0.2
+        Variance of the recurrent weights, in (0, 1).
+    kernel : {'ck', 'feature', 'ntk'}, default='ck'
+        Which kernel is approximated (see :class:`~sk_deq.ImplicitCKTransformer`).
+    n_components : int, default=100
+        Number of landmarks, i.e. of output features.  At most the number of
+        training samples.
+    landmarks : {'uniform', 'kmeans++', 'rpcholesky'}, default='uniform'
+        How the landmarks are drawn from the training samples:
+
+        * ``'uniform'``: uniformly without replacement, as scikit-learn's
+          ``Nystroem``;
+        * ``'kmeans++'``: k-means++ seeding on the scaled inputs
+          (:func:`sklearn.cluster.kmeans_plusplus`), which spreads the
+          landmarks over the data;
+        * ``'rpcholesky'``: block randomly pivoted Cholesky on the kernel
+          itself: every round draws landmarks with probability proportional
+          to the part of their kernel diagonal that the landmarks already
+          drawn do not explain (Chen, Epperly, Tropp & Webber, 2024,
+          "Randomly pivoted Cholesky: practical approximation of a kernel
+          matrix with few entry evaluations", Comm. Pure Appl. Math.).  It
+          costs about as much as one ``transform`` of the training set.
+
+        What each buys at equal ``n_components`` is measured in
+        ``benchmarks/bench_nystroem.py`` and summarised in the user guide.
+    sigma_b2 : float, default=None
+        Variance of the input weights; ``1 - sigma_a2`` when None.
+    input_scaling : {'global', 'none'}, default='global'
+        Input map fitted on the training samples, as in
+        :class:`~sk_deq.ImplicitCKTransformer` (see :ref:`input-scaling`).
+    block_size : int, default=None
+        Rows transformed per block.  Memory beyond the output stays at a few
+        arrays of ``block_size x max(n_components, n_features)`` entries.
+        Chosen from scikit-learn's ``working_memory`` when None.
+    n_jobs : int, default=None
+        Row blocks transformed in parallel through joblib: threads by default
+        (one BLAS thread each), or a Dask cluster's workers inside
+        ``joblib.parallel_config(backend='dask')``.  ``None`` means 1 (with
+        multithreaded BLAS) unless in a ``joblib.parallel_config`` context;
+        ``-1`` uses all processors.
+    tol : float, default=1e-12
+        Tolerance of every kernel entry's fixed point.
+    random_state : int, RandomState instance or None, default=None
+        Seed of the landmark selection.
+
+    Attributes
+    ----------
+    components_ : ndarray of shape (n_components, n_features)
+        The landmarks, after input scaling.
+    component_indices_ : ndarray of shape (n_components,)
+        Rows of the training data that are the landmarks.
+    normalization_ : ndarray of shape (n_components, n_components)
+        ``K(L, L)^{-1/2}``: the features are ``K(X, L) @ normalization_``.
+    landmark_eigenvalues_ : ndarray of shape (n_components,)
+        Eigenvalues of ``K(L, L)``, in increasing order.  Those at or below
+        ``eigenvalue_floor_`` are treated as zero.
+    eigenvalue_floor_ : float
+        ``max(tol, n_components * eps)`` times the largest eigenvalue.
+    n_components_ : int
+        Number of output features (``n_components``).
+    input_mean_ : ndarray of shape (n_features,) or None
+        Training mean subtracted by ``input_scaling='global'``.
+    input_scale_ : float
+        Global factor the centred inputs are divided by.
+    tau0_ : float
+        Data scale of the scaled training samples.
+    coefficients_ : sk_deq.theory.DEQCoefficients
+        ``tau``, ``alpha1..alpha4`` and the centring constant at ``tau0_``.
+    dual_method_ : str
+        How the dual activation is evaluated (closed form or Hermite expansion).
+    n_features_in_ : int
+        Number of features seen during fit.
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
+        Names of features seen during fit, when ``X`` has string column names.
+
+    See Also
+    --------
+    sk_deq.ImplicitCKTransformer : The exact kernel against all training samples.
+    sklearn.kernel_approximation.Nystroem : Nystroem features of scikit-learn's kernels.
+
+    Notes
+    -----
+    The landmark kernel is factored by an eigendecomposition,
+    ``K(L, L) = U diag(s) U^T``, and ``normalization_ = U diag(s^{-1/2})
+    U^T`` with the eigenvalues below ``eigenvalue_floor_`` left out (a
+    pseudo-inverse square root): nearly duplicate landmarks then add zero
+    features instead of amplified rounding.  ``Phi Phi^T = K(X, L) K(L,
+    L)^+ K(L, X)``, the usual Nystroem approximation.
+
+    Memory: ``transform`` writes its ``n_samples x n_components`` output
+    and otherwise holds one row block per worker; the kernel between ``X``
+    and the training set is never formed.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn.linear_model import RidgeClassifier
+    >>> from sklearn.pipeline import make_pipeline
+    >>> from sk_deq import ImplicitCKNystroem, ImplicitCKTransformer
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.standard_normal((200, 8))
+    >>> y = (X[:, 0] + X[:, 1] ** 2 > 1).astype(int)
+    >>> nys = ImplicitCKNystroem("tanh", 0.2, n_components=150, random_state=0).fit(X)
+    >>> Phi = nys.transform(X)
+    >>> Phi.shape
+    (200, 150)
+    >>> K = ImplicitCKTransformer("tanh", 0.2).fit_transform(X)
+    >>> bool(np.linalg.norm(Phi @ Phi.T - K) < 0.01 * np.linalg.norm(K))
+    True
+    >>> model = make_pipeline(ImplicitCKNystroem(n_components=50, random_state=0), RidgeClassifier())
+    >>> model.fit(X[:150], y[:150]).score(X[150:], y[150:]) > 0.8
+    True
+    """
+
+    _parameter_constraints: ClassVar[dict] = {
+        "activation": [ActivationName(), Activation, callable],
+        "sigma_a2": [Interval(Real, 0, 1, closed="neither")],
+        "kernel": [SortedStrOptions(set(KERNELS))],
+        "n_components": [Interval(Integral, 1, None, closed="left")],
+        "landmarks": [SortedStrOptions(set(LANDMARKS))],
+        "sigma_b2": [Interval(Real, 0, None, closed="neither"), None],
+        "input_scaling": [SortedStrOptions(set(INPUT_SCALING))],
+        "block_size": [Interval(Integral, 1, None, closed="left"), None],
+        "n_jobs": [Integral, None],
+        "tol": [Interval(Real, 0, None, closed="neither")],
+        "random_state": ["random_state"],
+    }
+
+    def __init__(
+        self,
+        activation="relu",
+        sigma_a2=0.2,
+        *,
+        kernel="ck",
+        n_components=100,
+        landmarks="uniform",
+        sigma_b2=None,
+        input_scaling="global",
+        block_size=None,
+        n_jobs=None,
+        tol=1e-12,
+        random_state=None,
+    ):
+        self.activation = activation
+        self.sigma_a2 = sigma_a2
+        self.kernel = kernel
+        self.n_components = n_components
+        self.landmarks = landmarks
+        self.sigma_b2 = sigma_b2
+        self.input_scaling = input_scaling
+        self.block_size = block_size
+        self.n_jobs = n_jobs
+        self.tol = tol
+        self.random_state = random_state
+
+    # -- fit ------------------------------------------------------------------
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y=None):
+        """Choose the landmarks among the rows of ``X`` and factor their kernel.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Training samples; the input scaling is fitted on all of them.
+        y : None
+            Ignored.
+
+        Returns
+        -------
+        ImplicitCKNystroem
+            The fitted transformer (``self``).
+
+        Raises
+        ------
+        ValueError
+            If ``n_components`` exceeds the number of training samples.
+        """
+        min_samples = 2 if self.input_scaling == "global" else 1
+        X = validate_data(self, X, dtype=np.float64, ensure_min_samples=min_samples)
+        n = X.shape[0]
+        if self.n_components > n:
+            raise ValueError(
+                f"n_components={self.n_components} must be at most the number of training samples, "
+                f"n_samples={n}: the landmarks are training samples. Use fewer components or more data."
+            )
+        mean, scale, tau0 = fit_input_scaling(X, self.input_scaling)
+        self.input_mean_, self.input_scale_, self.tau0_ = mean, scale, tau0
+        self._engine = ImplicitKernelEngine(
+            self.activation, self.sigma_a2, tau0, kernel=self.kernel, sigma_b2=self.sigma_b2, tol=self.tol
+        )
+        self.coefficients_ = self._engine.coefficients
+        self.dual_method_ = self._engine.method
+        rng = check_random_state(self.random_state)
+        idx = self._select(X, rng)
+        self.component_indices_ = idx
+        self.components_ = apply_input_scaling(X[idx], mean, scale)
+        self._landmarks = self._engine.prepare(self.components_)
+        self._factor(self._engine.kernel(self._landmarks))
+        self.n_components_ = len(idx)
+        return self
+
+    def _select(self, X, rng) -> np.ndarray:
+        """Indices of the landmarks among the rows of ``X``."""
+        n, k = X.shape[0], int(self.n_components)
+        if self.landmarks == "uniform":
+            return np.sort(rng.permutation(n)[:k])
+        if self.landmarks == "kmeans++":
+            from sklearn.cluster import kmeans_plusplus
+
+            Xs = apply_input_scaling(X, self.input_mean_, self.input_scale_)
+            _, idx = kmeans_plusplus(Xs, k, random_state=rng)
+            return np.sort(idx)
+        return np.sort(self._rpcholesky(X, k, rng))
+
+    def _rpcholesky(self, X, k, rng) -> np.ndarray:
+        """Block randomly pivoted Cholesky: ``k`` pivots drawn by residual diagonal."""
+        eng = self._engine
+        n = X.shape[0]
+        S = self._prepare_rows(X)
+        residual = eng.diagonal(S).copy()
+        F = np.zeros((n, k))
+        chosen: list[int] = []
+        while len(chosen) < k:
+            total = float(residual.sum())
+            if not total > 0:  # the kernel is already exact: any new samples
+                rest = np.setdiff1d(np.arange(n), chosen)
+                chosen.extend(rng.permutation(rest)[: k - len(chosen)].tolist())
+                break
+            b = min(_RPC_BLOCK, k - len(chosen))
+            draw = np.unique(rng.choice(n, size=b, p=residual / total))
+            draw = np.setdiff1d(draw, chosen)
+            c = len(chosen)
+            G = eng.kernel(S, S.take(draw)) - F[:, :c] @ F[draw, :c].T
+            new = _accept_pivots(G, draw, residual, len(chosen), k)
+            if len(new) == 0:
+                residual[draw] = 0.0  # numerically explained already: never draw them again
+                continue
+            cols = np.searchsorted(draw, new)
+            R = linalg.cholesky(G[new][:, cols], lower=False)
+            F[:, c : c + len(new)] = linalg.solve_triangular(R, G[:, cols].T, trans="T", lower=False).T
+            residual = np.maximum(residual - np.einsum("ij,ij->i", F[:, c : c + len(new)], F[:, c : c + len(new)]), 0)
+            residual[new] = 0.0
+            chosen.extend(new.tolist())
+        return np.asarray(chosen[:k], dtype=np.intp)
+
+    def _factor(self, K_LL):
+        """``normalization_ = K_LL^{-1/2}`` with eigenvalues under the floor left out."""
+        s, U = linalg.eigh(K_LL)
+        floor = max(float(self.tol), len(s) * np.finfo(np.float64).eps) * max(float(s[-1]), 0.0)
+        keep = s > floor
+        inv_sqrt = np.zeros_like(s)
+        inv_sqrt[keep] = 1.0 / np.sqrt(s[keep])
+        self.landmark_eigenvalues_ = s
+        self.eigenvalue_floor_ = floor
+        self.normalization_ = (U * inv_sqrt) @ U.T
+
+    # -- transform ----------------------------------------------------------
+    def _prepare_rows(self, X):
+        """Scale raw rows and prepare them for the engine."""
+        return self._engine.prepare(apply_input_scaling(X, self.input_mean_, self.input_scale_))
+
+    def _block(self) -> int:
+        if self.block_size is not None:
+            return int(self.block_size)
+        from sklearn import get_config
+
+        budget = float(get_config().get("working_memory", 1024)) * 2**20
+        # bytes per row: the scaled row, the kernel row and the engine's temporaries
+        per_row = 8 * (self.n_features_in_ + 4 * self.n_components_)
+        return int(min(4096, max(64, budget // (4 * per_row))))
+
+    def _transform_rows(self, X) -> np.ndarray:
+        """Features of validated raw rows (one block)."""
+        K = self._engine.kernel(self._prepare_rows(X), self._landmarks, block_size=max(len(X), 1), n_jobs=1)
+        return K @ self.normalization_
+
+    def transform(self, X):
+        """Nystroem features of ``X``: ``K(X, L) @ normalization_``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Samples to transform (raw: the fitted input scaling is applied).
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_components)
+            The features, in float64.
+        """
+        check_is_fitted(self, "normalization_")
+        if hasattr(X, "shape") and len(getattr(X, "shape", ())) == 2:
+            check_kernel_fits_in_memory(X.shape[0], self.n_components_)  # the output, before any copy of X
+        X = validate_data(self, X, dtype=np.float64, reset=False)
+        n = X.shape[0]
+        out = np.empty((n, self.n_components_))
+        b = self._block()
+        rows = [slice(i, min(i + b, n)) for i in range(0, n, b)]
+        workers = effective_n_jobs(self.n_jobs)
+        if workers == 1 or len(rows) == 1:
+            for sl in rows:
+                out[sl] = self._transform_rows(X[sl])
+            return out
+        tasks = Parallel(n_jobs=self.n_jobs, prefer="threads", return_as="generator_unordered")(
+            delayed(_row_task)(self, sl, X[sl]) for sl in rows
+        )
+        # one BLAS thread per worker: the row blocks are the parallelism
+        with threadpool_limits(limits=1, user_api="blas"):
+            for sl, block in tasks:
+                out[sl] = block
+        return out
+
+    # -- scikit-learn plumbing ------------------------------------------------
+    @property
+    def _n_features_out(self):
+        """Number of output columns: the number of landmarks."""
+        return self.n_components_
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.transformer_tags.preserves_dtype = ["float64"]
+        tags.input_tags.sparse = False
+        return tags
+
+
+def _row_task(nys, sl, X):
+    return sl, nys._transform_rows(X)
+
+
+def _accept_pivots(G, draw, residual, n_chosen, k):
+    """The drawn pivots whose residual is not negligible (at most ``k - n_chosen``).
+
+    A pivot is kept when its residual diagonal ``G[p, p]`` stays above a
+    relative threshold once the pivots kept before it are accounted for:
+    nearly dependent draws of one round are dropped, so the block's Cholesky
+    factor is well conditioned.
+    """
+    cols = np.arange(len(draw))
+    Gd = G[draw][:, cols]
+    scale = float(max(residual.max(), 0.0)) if residual.size else 0.0
+    threshold = 1e-10 * max(scale, np.finfo(np.float64).tiny)
+    kept: list[int] = []
+    for j in cols:
+        if len(kept) >= k - n_chosen:
+            break
+        if kept:
+            A = Gd[np.ix_(kept, kept)]
+            v = Gd[kept, j]
+            schur = Gd[j, j] - v @ np.linalg.solve(A, v)
+        else:
+            schur = Gd[j, j]
+        if schur > threshold:
+            kept.append(j)
+    return draw[np.asarray(kept, dtype=np.intp)]
