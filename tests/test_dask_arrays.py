@@ -14,11 +14,17 @@ import pytest
 da = pytest.importorskip("dask.array")
 dask = pytest.importorskip("dask")
 
-from sk_deq import DEQClassifier, ImplicitCKTransformer, MatchedExplicitClassifier  # noqa: E402
+from sk_deq import DEQClassifier, ImplicitCKNystroem, ImplicitCKTransformer, MatchedExplicitClassifier  # noqa: E402
 
 
 def _data(n=150, p=6, seed=0):
     return np.random.default_rng(seed).standard_normal((n, p))
+
+
+def _fitted(cls, activation, kernel, X):
+    if cls is ImplicitCKNystroem:
+        return ImplicitCKNystroem(activation, kernel=kernel, n_components=40, random_state=0).fit(X)
+    return ImplicitCKTransformer(activation, kernel=kernel).fit(X)
 
 
 def _sync(K):
@@ -37,14 +43,16 @@ class _CountingTransformer(ImplicitCKTransformer):
 
 
 # ---------------------------------------------------------------- quick tests
+@pytest.mark.parametrize("cls", [ImplicitCKTransformer, ImplicitCKNystroem])
 @pytest.mark.parametrize("kernel", ["ck", "feature", "ntk"])
 @pytest.mark.parametrize("activation", ["relu", "tanh"])
-def test_transform_of_dask_array_equals_in_memory(kernel, activation):
+def test_transform_of_dask_array_equals_in_memory(cls, kernel, activation):
     X = _data()
-    tr = ImplicitCKTransformer(activation, kernel=kernel).fit(X[:60])
+    tr = _fitted(cls, activation, kernel, X[:60])
     K = tr.transform(da.from_array(X, chunks=(40, 4)))  # columns split too: gathered per row block
+    n_out = tr.transform(X[:1]).shape[1]
     assert isinstance(K, da.Array) and K.dtype == np.float64
-    assert K.shape == (150, 60) and K.chunks == ((40, 40, 40, 30), (60,))
+    assert K.shape == (150, n_out) and K.chunks == ((40, 40, 40, 30), (n_out,))
     np.testing.assert_allclose(_sync(K), tr.transform(X), rtol=1e-10, atol=1e-10)
 
 
@@ -107,9 +115,10 @@ def test_blocks_without_rows():
     np.testing.assert_allclose(_sync(tr.transform(Xd)), tr.transform(X), rtol=1e-10, atol=1e-10)
 
 
-def test_unknown_chunk_sizes_raise():
+@pytest.mark.parametrize("cls", [ImplicitCKTransformer, ImplicitCKNystroem])
+def test_unknown_chunk_sizes_raise(cls):
     X = _data()
-    tr = ImplicitCKTransformer().fit(X[:60])
+    tr = _fitted(cls, "relu", "ck", X[:60])
     Xd = da.from_array(X, chunks=(50, 6))
     masked = Xd[Xd[:, 0] > 0]
     with pytest.raises(ValueError, match=r"unknown.*compute_chunk_sizes\(\).*to_dask_array\(lengths=True\)"):
@@ -119,15 +128,16 @@ def test_unknown_chunk_sizes_raise():
     )
 
 
-def test_wrong_number_of_features_raises_as_in_memory():
+@pytest.mark.parametrize("cls", [ImplicitCKTransformer, ImplicitCKNystroem])
+def test_wrong_number_of_features_raises_as_in_memory(cls):
     X = _data()
-    tr = ImplicitCKTransformer().fit(X[:60])
+    tr = _fitted(cls, "relu", "ck", X[:60])
     with pytest.raises(ValueError) as in_memory:
         tr.transform(X[:, :4])
     with pytest.raises(ValueError) as lazy:
         tr.transform(da.from_array(X[:, :4], chunks=(50, 4)))
     assert str(lazy.value) == str(in_memory.value)
-    assert "X has 4 features, but ImplicitCKTransformer is expecting 6 features" in str(lazy.value)
+    assert f"X has 4 features, but {cls.__name__} is expecting 6 features" in str(lazy.value)
 
 
 def test_not_2d_or_not_an_array_raises():
@@ -163,20 +173,22 @@ def test_feature_names_warn_once_when_built():
 
 # ---------------------------------------------------------------- on a cluster
 @pytest.mark.heavy
+@pytest.mark.parametrize("cls", [ImplicitCKTransformer, ImplicitCKNystroem])
 @pytest.mark.parametrize(
     ("activation", "kernel"), [("relu", "ck"), ("relu", "ntk"), ("tanh", "feature"), ("tanh", "ntk"), ("gelu", "ck")]
 )
-def test_transform_on_cluster_equals_in_memory(dask_client, activation, kernel):
+def test_transform_on_cluster_equals_in_memory(dask_client, cls, activation, kernel):
     distributed = pytest.importorskip("distributed")
     X = _data(300)
-    tr = ImplicitCKTransformer(activation, kernel=kernel).fit(X[:100])
+    tr = _fitted(cls, activation, kernel, X[:100])
     Xd = da.from_array(X, chunks=(60, 6))
     with distributed.get_task_stream(dask_client) as ts:
         K = tr.transform(Xd)
     assert isinstance(K, da.Array) and not ts.data  # lazy: nothing ran on the cluster
     with distributed.get_task_stream(dask_client) as ts:
         out = K.compute()
-    assert {t["worker"] for t in ts.data} <= set(dask_client.scheduler_info()["workers"])
+    workers = {t["worker"] for t in ts.data}
+    assert workers and workers <= set(dask_client.scheduler_info()["workers"])
     np.testing.assert_allclose(out, tr.transform(X), rtol=1e-10, atol=1e-10)
 
 
