@@ -10,6 +10,7 @@ import warnings
 
 import numpy as np
 import pytest
+from sklearn.base import clone
 
 da = pytest.importorskip("dask.array")
 dask = pytest.importorskip("dask")
@@ -232,3 +233,63 @@ def test_parallel_post_fit_on_cluster_equals_in_memory(dask_client):
         labels, proba = dask.compute(model.predict(Xd), model.predict_proba(Xd))
         np.testing.assert_array_equal(labels, clf.predict(X))
         np.testing.assert_allclose(proba, clf.predict_proba(X), rtol=1e-10, atol=1e-10)
+
+
+# ------------------------------------------------------- the documentation page
+def _page_module():
+    """The code of docs/larger_than_memory.rst, imported from its file."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "docs" / "larger_than_memory.py"
+    spec = importlib.util.spec_from_file_location("larger_than_memory", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _page_data():
+    from sklearn.datasets import make_classification
+
+    X, y = make_classification(1600, 10, n_informative=6, n_classes=3, random_state=0)
+    return X, y, da.from_array(X, chunks=(200, 5)), da.from_array(y, chunks=200)
+
+
+@pytest.mark.heavy
+def test_larger_than_memory_page(dask_client):
+    import inspect
+
+    page = _page_module()
+    X, y, Xd, yd = _page_data()
+    search, clf, features = page.fit_larger_than_memory(Xd, yd, n_sample=300, n_components=60)
+
+    # the grid search on the cluster agrees with a serial one on the same sample
+    X_sample, y_sample = page.sample_rows(Xd, yd, 300)
+    ref = clone(search).set_params(n_jobs=None).fit(X_sample, y_sample)
+    np.testing.assert_allclose(search.cv_results_["mean_test_score"], ref.cv_results_["mean_test_score"], rtol=1e-12)
+    assert search.best_params_ == ref.best_params_
+
+    # the features are the in-memory ones, and SGD saw the blocks in order
+    nystroem = search.best_estimator_.named_steps["implicitcknystroem"]
+    F = features.compute()
+    np.testing.assert_allclose(F, nystroem.transform(X), rtol=1e-10, atol=1e-10)
+    ref_clf = clone(clf)
+    for _ in range(inspect.signature(page.train_sgd).parameters["n_epochs"].default):
+        for i in range(0, len(X), 200):
+            ref_clf.partial_fit(nystroem.transform(X[i : i + 200]), y[i : i + 200], classes=np.arange(3))
+    np.testing.assert_allclose(clf.coef_, ref_clf.coef_, rtol=1e-8, atol=1e-10)
+
+    labels = page.predict(clf, features).compute()
+    np.testing.assert_array_equal(labels, clf.predict(F))
+    assert np.mean(labels == y) > 0.6  # three classes: chance is 1/3
+
+
+@pytest.mark.heavy
+def test_incremental_of_dask_ml_equals_the_page_loop(dask_client):
+    wrappers = pytest.importorskip("dask_ml.wrappers")
+    page = _page_module()
+    X, _, Xd, yd = _page_data()
+    features = ImplicitCKNystroem(n_components=50, random_state=0).fit(X[:300]).transform(Xd).persist()
+    clf = page.train_sgd(features, yd, np.arange(3), n_epochs=1)
+    inc = wrappers.Incremental(clone(clf), shuffle_blocks=False).fit(features, yd, classes=np.arange(3))
+    np.testing.assert_allclose(inc.estimator_.coef_, clf.coef_, rtol=1e-10, atol=1e-12)
