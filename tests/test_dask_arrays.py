@@ -217,8 +217,17 @@ def test_classifier_predictions_on_cluster_equal_in_memory(dask_client):
     Xd = da.from_array(X, chunks=(70, 3))
     for clf in classifiers:
         labels, proba = _lazy_predictions(clf, Xd)
-        labels, proba = dask.compute(labels, proba)
+        # the user guide's variant that sends the classifier once per worker
+        once = Xd.rechunk({1: -1}).map_blocks(
+            lambda b, c: c.predict(b),
+            dask.delayed(clf),
+            drop_axis=1,
+            dtype=labels.dtype,
+            meta=np.empty(0, labels.dtype),
+        )
+        labels, proba, once = dask.compute(labels, proba, once)
         np.testing.assert_array_equal(labels, clf.predict(X))
+        np.testing.assert_array_equal(once, labels)
         np.testing.assert_allclose(proba, clf.predict_proba(X), rtol=1e-10, atol=1e-10)
 
 
