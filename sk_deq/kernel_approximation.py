@@ -255,32 +255,32 @@ class ImplicitCKNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
         self.coefficients_ = self._engine.coefficients
         self.dual_method_ = self._engine.method
         rng = check_random_state(self.random_state)
-        idx = self._select(X, rng)
+        idx, prepared = self._select(X, rng)
         self.component_indices_ = idx
         self.components_ = apply_input_scaling(X[idx], mean, scale)
-        self._landmarks = self._engine.prepare(self.components_)
+        self._landmarks = prepared.take(idx) if prepared is not None else self._engine.prepare(self.components_)
         self._factor(self._engine.kernel(self._landmarks))
         self.n_components_ = len(idx)
         return self
 
-    def _select(self, X, rng) -> np.ndarray:
-        """Indices of the landmarks among the rows of ``X``."""
+    def _select(self, X, rng):
+        """Sorted indices of the landmarks among the rows of ``X``, and the prepared rows if computed."""
         n, k = X.shape[0], int(self.n_components)
         if self.landmarks == "uniform":
-            return np.sort(rng.permutation(n)[:k])
+            return np.sort(rng.permutation(n)[:k]), None
         if self.landmarks == "kmeans++":
             from sklearn.cluster import kmeans_plusplus
 
             Xs = apply_input_scaling(X, self.input_mean_, self.input_scale_)
             _, idx = kmeans_plusplus(Xs, k, random_state=rng)
-            return np.sort(idx)
-        return np.sort(self._rpcholesky(X, k, rng))
-
-    def _rpcholesky(self, X, k, rng) -> np.ndarray:
-        """Block randomly pivoted Cholesky: ``k`` pivots drawn by residual diagonal."""
-        eng = self._engine
-        n = X.shape[0]
+            return np.sort(idx), None
         S = self._prepare_rows(X)
+        return np.sort(self._rpcholesky(S, k, rng)), S
+
+    def _rpcholesky(self, S, k, rng) -> np.ndarray:
+        """Block randomly pivoted Cholesky on the prepared rows ``S``: ``k`` pivots drawn by residual diagonal."""
+        eng = self._engine
+        n = len(S)
         residual = eng.diagonal(S).copy()
         F = np.zeros((n, k))
         chosen: list[int] = []

@@ -1,0 +1,203 @@
+"""How time and memory grow with the number of samples, from 1,000 to 100,000.
+
+For log-spaced ``n`` (default 1,000, 3,162, 10,000, 31,623, 100,000) on
+MNIST augmented by shifts and rotations (``_data.py``; 784 features), every
+measurement runs in a fresh subprocess so that its peak resident memory
+(``ru_maxrss``) is its own.  Measured:
+
+``deq``
+    ``DEQClassifier(activation, sigma_a2, n_hidden=1024).fit`` (readout
+    trained by L-BFGS on cached features);
+``matched``
+    ``MatchedExplicitClassifier(...).fit`` (the matching solve included);
+``exact``
+    ``ImplicitCKTransformer(...).fit_transform``: the exact ``n x n`` kernel,
+    up to the memory limit, where the transformer's own ``MemoryError`` is
+    recorded instead of a crash;
+``nystroem``
+    ``ImplicitCKNystroem(n_components=1000)`` fitted on ``min(n, 10,000)``
+    rows, ``transform`` of all ``n`` rows and ``RidgeClassifier().fit`` on the
+    features.
+
+Then the slope of ``log(time)`` and ``log(peak memory above the data)``
+against ``log(n)`` is fitted for each (least squares over the sizes that
+ran).  Expected: about 1 for the linear paths and 2 for the exact kernel.
+
+Usage::
+
+    python benchmarks/bench_scale.py                        # all sizes (about 15 minutes on 2 cores)
+    python benchmarks/bench_scale.py --sizes 1000 3162 10000 --only deq nystroem
+    python benchmarks/bench_scale.py --quick                # 1,000 and 3,162 only
+    python benchmarks/bench_scale.py --json scale.json --plot docs/_static/scale.png
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import resource
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PATHS = ("deq", "matched", "exact", "nystroem")
+LABELS = {
+    "deq": "DEQClassifier.fit",
+    "matched": "MatchedExplicitClassifier.fit",
+    "exact": "ImplicitCKTransformer.fit_transform (exact)",
+    "nystroem": "ImplicitCKNystroem + RidgeClassifier",
+}
+
+
+def _rss_gib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+
+
+def _child(path: str, n: int, activation: str, sigma_a2: float, width: int, components: int, threads: int) -> dict:
+    """One measurement, in a subprocess; returns the record printed as JSON."""
+    import torch
+
+    torch.set_num_threads(threads)
+    sys.path.insert(0, HERE)
+    from _data import augmented_mnist
+
+    X, y = augmented_mnist(n, random_state=0)
+    base = _rss_gib()
+    t0 = time.perf_counter()
+    status = "ok"
+    try:
+        _run_path(path, X, y, activation, sigma_a2, width, components)
+    except MemoryError as exc:
+        status = f"MemoryError: {str(exc).split('.')[0]}"
+    seconds = time.perf_counter() - t0
+    return dict(path=path, n=n, seconds=seconds, status=status, data_gib=base, peak_gib=_rss_gib())
+
+
+def _run_path(path, X, y, activation, sigma_a2, width, components):
+    from sklearn.linear_model import RidgeClassifier
+
+    from sk_deq import DEQClassifier, ImplicitCKNystroem, ImplicitCKTransformer, MatchedExplicitClassifier
+
+    if path == "deq":
+        DEQClassifier(activation, sigma_a2, n_hidden=width, random_state=0).fit(X, y)
+    elif path == "matched":
+        MatchedExplicitClassifier(activation, sigma_a2, n_hidden=width, random_state=0).fit(X, y)
+    elif path == "exact":
+        ImplicitCKTransformer(activation, sigma_a2).fit_transform(X)
+    else:
+        nys = ImplicitCKNystroem(activation, sigma_a2, n_components=min(components, len(X)), random_state=0)
+        nys.fit(X[: min(len(X), 10 * components)])
+        RidgeClassifier().fit(nys.transform(X), y)
+
+
+def measure(path, n, args) -> dict:
+    code = (
+        f"import sys, json; sys.path.insert(0, {HERE!r}); import bench_scale as b; "
+        f"print(json.dumps(b._child({path!r}, {n}, {args.activation!r}, {args.sigma_a2}, {args.width}, "
+        f"{args.components}, {args.threads})))"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        tail = proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else f"exit {proc.returncode}"
+        return dict(path=path, n=n, seconds=math.nan, status=f"failed: {tail}", data_gib=math.nan, peak_gib=math.nan)
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def slope(rows, key) -> float:
+    """Least-squares slope of log(key) against log(n) over the rows that ran."""
+    pts = [(r["n"], r[key]) for r in rows if r["status"] == "ok" and r[key] > 0]
+    if len(pts) < 2:
+        return math.nan
+    n, v = np.log([p[0] for p in pts]), np.log([p[1] for p in pts])
+    return float(np.polyfit(n, v, 1)[0])
+
+
+def plot(results, path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    for p, rows in results["rows"].items():
+        ok = [r for r in rows if r["status"] == "ok"]
+        if not ok:
+            continue
+        n = [r["n"] for r in ok]
+        label = f"{LABELS[p]} (slope {results['slopes'][p]['time']:.2f})"
+        axes[0].loglog(n, [r["seconds"] for r in ok], "o-", label=label)
+        axes[1].loglog(n, [r["extra_gib"] for r in ok], "o-", label=LABELS[p])
+        for r in rows:
+            if r["status"] != "ok":
+                axes[0].annotate("out of memory", (r["n"], ok[-1]["seconds"]), fontsize=8)
+    axes[0].set(xlabel="n (samples)", ylabel="wall time (s)", title="time")
+    axes[1].set(xlabel="n (samples)", ylabel="peak memory above the data (GiB)", title="memory")
+    axes[0].legend(fontsize=7)
+    for ax in axes:
+        ax.grid(True, which="both", alpha=0.3)
+    fig.suptitle(
+        f"{results['activation']}-DEQ, sigma_a2={results['sigma_a2']}, augmented MNIST, {os.cpu_count()} cores"
+    )
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", nargs="+", type=int, default=[1000, 3162, 10000, 31623, 100000])
+    parser.add_argument("--only", nargs="+", choices=PATHS, default=list(PATHS))
+    parser.add_argument("--activation", default="relu")
+    parser.add_argument("--sigma-a2", type=float, default=0.2)
+    parser.add_argument("--width", type=int, default=1024, help="n_hidden of the classifiers")
+    parser.add_argument("--components", type=int, default=1000, help="n_components of the Nystroem path")
+    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: all cores)")
+    parser.add_argument("--quick", action="store_true", help="sizes 1000 and 3162")
+    parser.add_argument("--json", default=None)
+    parser.add_argument("--plot", default=None, help="write the figure (needs matplotlib)")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.sizes = [1000, 3162]
+    args.threads = args.threads or os.cpu_count() or 1
+    print(
+        f"# sk_deq scale benchmark: {args.activation}, sigma_a2={args.sigma_a2}, width {args.width}, "
+        f"{args.components} Nystroem components; python {platform.python_version()}, {os.cpu_count()} CPU(s), "
+        f"{args.threads} torch thread(s)"
+    )
+    print(f"| {'path':>9} | {'n':>7} | {'seconds':>8} | {'peak GiB':>8} | {'above data':>10} | status")
+    print("|----------:|--------:|---------:|---------:|-----------:|-------")
+    rows = {p: [] for p in args.only}
+    for n in args.sizes:
+        for p in args.only:
+            if rows[p] and rows[p][-1]["status"] != "ok":  # out of memory before: larger n will be too
+                rows[p].append({**rows[p][-1], "n": n, "seconds": math.nan})
+                continue
+            r = measure(p, n, args)
+            r["extra_gib"] = r["peak_gib"] - r["data_gib"]
+            rows[p].append(r)
+            print(
+                f"| {p:>9} | {n:>7} | {r['seconds']:>8.2f} | {r['peak_gib']:>8.2f} | {r['extra_gib']:>10.2f} "
+                f"| {r['status']}",
+                flush=True,
+            )
+    slopes = {p: dict(time=slope(rows[p], "seconds"), memory=slope(rows[p], "extra_gib")) for p in rows}
+    print("\n| path | log-log slope of time | of memory above the data |")
+    print("|---|---|---|")
+    for p, s in slopes.items():
+        print(f"| {LABELS[p]} | {s['time']:.2f} | {s['memory']:.2f} |")
+    results = dict(activation=args.activation, sigma_a2=args.sigma_a2, width=args.width, rows=rows, slopes=slopes)
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(results, fh, indent=1)
+    if args.plot:
+        plot(results, args.plot)
+    return results
+
+
+if __name__ == "__main__":
+    main()
