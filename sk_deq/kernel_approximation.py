@@ -27,6 +27,7 @@ from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted, validate_data
 from threadpoolctl import threadpool_limits
 
+from ._dask import is_dask_collection, map_row_blocks
 from ._inputs import INPUT_SCALING, KERNELS, apply_input_scaling, fit_input_scaling
 from ._param_validation import ActivationName, SortedStrOptions
 from .activations import Activation
@@ -340,17 +341,23 @@ class ImplicitCKNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
     def transform(self, X):
         """Nystroem features of ``X``: ``K(X, L) @ normalization_``.
 
+        A Dask array gives a lazy Dask array with the same row chunks (see
+        :doc:`/larger_than_memory`): every row block is transformed as an
+        in-memory array when it is computed, and validated then.
+
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
+        X : array-like or dask.array.Array of shape (n_samples, n_features)
             Samples to transform (raw: the fitted input scaling is applied).
 
         Returns
         -------
-        ndarray of shape (n_samples, n_components)
+        ndarray or dask.array.Array of shape (n_samples, n_components)
             The features, in float64.
         """
         check_is_fitted(self, "normalization_")
+        if is_dask_collection(X):
+            return map_row_blocks(X, self.transform, self.n_components_)
         if hasattr(X, "shape") and len(getattr(X, "shape", ())) == 2:
             check_kernel_fits_in_memory(X.shape[0], self.n_components_)  # the output, before any copy of X
         X = validate_data(self, X, dtype=np.float64, reset=False)

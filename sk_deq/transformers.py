@@ -25,6 +25,7 @@ from sklearn.gaussian_process.kernels import Hyperparameter, Kernel
 from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from ._dask import is_dask_collection, map_row_blocks
 from ._inputs import INPUT_SCALING, KERNELS, apply_input_scaling, check_samples, fit_input_scaling, squared_norms
 from ._param_validation import ActivationName, SortedStrOptions
 from .activations import Activation
@@ -314,17 +315,23 @@ class ImplicitCKTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, B
     def transform(self, X):
         """Kernel between ``X`` and the training samples.
 
+        A Dask array gives a lazy Dask array with the same row chunks (see
+        :doc:`/larger_than_memory`): every row block is transformed as an
+        in-memory array when it is computed, and validated then.
+
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
+        X : array-like or dask.array.Array of shape (n_samples, n_features)
             Samples to transform.
 
         Returns
         -------
-        ndarray of shape (n_samples, n_training_samples)
+        ndarray or dask.array.Array of shape (n_samples, n_training_samples)
             ``K[i, j]`` is the kernel between ``X[i]`` and training sample ``j``.
         """
         check_is_fitted(self, "X_fit_")
+        if is_dask_collection(X):
+            return map_row_blocks(X, self.transform, len(self.X_fit_))
         if hasattr(X, "shape") and len(getattr(X, "shape", ())) == 2:
             check_kernel_fits_in_memory(X.shape[0], len(self.X_fit_))  # before any copy of X
         X = validate_data(self, X, dtype=np.float64, reset=False)

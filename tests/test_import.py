@@ -19,3 +19,15 @@ def test_public_api():
     for name in sk_deq.__all__:
         assert hasattr(sk_deq, name), name
     assert sk_deq.__version__
+
+
+def test_transformers_work_without_dask():
+    code = (
+        "import sys\n"
+        "sys.modules['dask'] = sys.modules['distributed'] = None  # as if not installed\n"
+        "import numpy as np\n"
+        "from sk_deq import ImplicitCKTransformer\n"
+        "X = np.random.default_rng(0).standard_normal((20, 3))\n"
+        "assert ImplicitCKTransformer().fit(X).transform(X).shape == (20, 20)\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)

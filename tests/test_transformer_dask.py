@@ -1,7 +1,8 @@
 """Kernel blocks and grid searches on a Dask cluster through joblib's dask backend.
 
-The cluster is a ``distributed.LocalCluster`` with two worker processes that
-listen on the loopback interface only.
+The cluster (the ``dask_client`` fixture of ``conftest.py``) is a
+``distributed.LocalCluster`` with two worker processes that listen on the
+loopback interface only.
 """
 
 import numpy as np
@@ -19,22 +20,6 @@ from sklearn.pipeline import make_pipeline  # noqa: E402
 from sk_deq import ImplicitCKTransformer  # noqa: E402
 
 
-@pytest.fixture(scope="module")
-def client():
-    cluster = distributed.LocalCluster(
-        n_workers=2,
-        threads_per_worker=1,
-        processes=True,
-        protocol="tcp",
-        host="127.0.0.1",
-        dashboard_address=None,
-    )
-    c = distributed.Client(cluster)
-    yield c
-    c.close()
-    cluster.close()
-
-
 def _ran_on_cluster(ts):
     # joblib batches several calls into one task, so only check that work ran
     # on the cluster's worker processes (listening on the loopback interface)
@@ -48,11 +33,11 @@ def _data():
     return X, np.sin(X[:, 0]) + 0.1 * rng.standard_normal(120)
 
 
-def test_transform_on_dask_matches_serial(client):
+def test_transform_on_dask_matches_serial(dask_client):
     X, _ = _data()
     serial = ImplicitCKTransformer("tanh", kernel="ntk", block_size=16).fit(X[:80])
     ref_t, ref_sq = serial.transform(X[80:]), serial.fit_transform(X[:80])
-    with distributed.get_task_stream(client) as ts, joblib.parallel_config(backend="dask"):
+    with distributed.get_task_stream(dask_client) as ts, joblib.parallel_config(backend="dask"):
         tr = ImplicitCKTransformer("tanh", kernel="ntk", block_size=16, n_jobs=2).fit(X[:80])
         K_t, K_sq = tr.transform(X[80:]), tr.fit_transform(X[:80])
     _ran_on_cluster(ts)
@@ -60,12 +45,12 @@ def test_transform_on_dask_matches_serial(client):
     np.testing.assert_allclose(K_sq, ref_sq, rtol=1e-13, atol=1e-14)
 
 
-def test_grid_search_on_dask_matches_serial(client):
+def test_grid_search_on_dask_matches_serial(dask_client):
     X, y = _data()
     pipe = make_pipeline(ImplicitCKTransformer(block_size=32), KernelRidge(kernel="precomputed"))
     grid = {"implicitcktransformer__sigma_a2": [0.1, 0.3], "kernelridge__alpha": [0.1, 1.0]}
     ref = GridSearchCV(pipe, grid, cv=3).fit(X, y)
-    with distributed.get_task_stream(client) as ts, joblib.parallel_config(backend="dask"):
+    with distributed.get_task_stream(dask_client) as ts, joblib.parallel_config(backend="dask"):
         gs = GridSearchCV(pipe, grid, cv=3, n_jobs=2).fit(X, y)
     _ran_on_cluster(ts)
     np.testing.assert_allclose(gs.cv_results_["mean_test_score"], ref.cv_results_["mean_test_score"], rtol=1e-12)
