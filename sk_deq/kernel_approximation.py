@@ -69,7 +69,7 @@ class ImplicitCKNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
     n_components : int, default=100
         Number of landmarks, i.e. of output features.  At most the number of
         training samples.
-    landmarks : {'uniform', 'kmeans++', 'rpcholesky'}, default='uniform'
+    landmarks : {'kmeans++', 'rpcholesky', 'uniform'}, default='kmeans++'
         How the landmarks are drawn from the training samples:
 
         * ``'uniform'``: uniformly without replacement, as scikit-learn's
@@ -85,8 +85,15 @@ class ImplicitCKNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
           matrix with few entry evaluations", Comm. Pure Appl. Math.).  It
           costs about as much as one ``transform`` of the training set.
 
-        What each buys at equal ``n_components`` is measured in
-        ``benchmarks/bench_nystroem.py`` and summarised in the user guide.
+        At equal ``n_components`` both adaptive rules beat ``'uniform'`` on
+        MNIST: with 2,000 components of 4,000 training digits (tanh),
+        ``RidgeClassifier`` on the features is 0.2 (``'kmeans++'``) and 0.4
+        (``'rpcholesky'``) accuracy points below exact kernel ridge
+        regression, against 1.2 points for ``'uniform'``; with 1,000
+        components 1.9, 2.0 and 3.7 points
+        (``benchmarks/bench_nystroem.py``, summarised in :ref:`nystroem`).
+        ``'kmeans++'`` is the default: as good as the best, and it needs no
+        kernel evaluation beyond the landmarks'.
     sigma_b2 : float, default=None
         Variance of the input weights; ``1 - sigma_a2`` when None.
     input_scaling : {'global', 'none'}, default='global'
@@ -197,7 +204,7 @@ class ImplicitCKNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
         *,
         kernel="ck",
         n_components=100,
-        landmarks="uniform",
+        landmarks="kmeans++",
         sigma_b2=None,
         input_scaling="global",
         block_size=None,
