@@ -280,7 +280,7 @@ class ImplicitCKNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
 
             Xs = apply_input_scaling(X, self.input_mean_, self.input_scale_)
             _, idx = kmeans_plusplus(Xs, k, random_state=rng)
-            return np.sort(idx), None
+            return np.sort(_distinct(idx, n, k, rng)), None
         S = self._prepare_rows(X)
         return np.sort(self._rpcholesky(S, k, rng)), S
 
@@ -397,6 +397,19 @@ class ImplicitCKNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
         tags.transformer_tags.preserves_dtype = ["float64"]
         tags.input_tags.sparse = False
         return tags
+
+
+def _distinct(idx, n, k, rng) -> np.ndarray:
+    """``k`` distinct rows: ``idx`` with repeats replaced by rows drawn uniformly from the unused ones.
+
+    k-means++ seeding draws a row again once every row coincides with a
+    centre (data with fewer distinct rows than ``k``).
+    """
+    idx = np.unique(idx)
+    if len(idx) < k:
+        rest = np.setdiff1d(np.arange(n), idx)
+        idx = np.concatenate([idx, rng.permutation(rest)[: k - len(idx)]])
+    return idx
 
 
 def _row_task(nys, sl, X):

@@ -130,10 +130,11 @@ def test_adaptive_landmarks_beat_uniform_where_data_are_uneven(landmarks):
     assert errs[landmarks] < 0.2 * errs["uniform"]
 
 
-def test_rpcholesky_with_fewer_distinct_samples_than_components():
+@pytest.mark.parametrize("landmarks", ["kmeans++", "rpcholesky"])
+def test_fewer_distinct_samples_than_components(landmarks):
     base = _data(6, 5)
     X = np.repeat(base, 4, axis=0)  # 24 rows, 6 distinct
-    nys = ImplicitCKNystroem("tanh", 0.2, n_components=10, landmarks="rpcholesky", random_state=0).fit(X)
+    nys = ImplicitCKNystroem("tanh", 0.2, n_components=10, landmarks=landmarks, random_state=0).fit(X)
     assert len(np.unique(nys.component_indices_)) == 10
     # the duplicates add no features beyond the 6 distinct ones, and no noise
     assert np.sum(nys.landmark_eigenvalues_ > nys.eigenvalue_floor_) == 6
@@ -146,6 +147,7 @@ def test_rpcholesky_with_fewer_distinct_samples_than_components():
 def test_duplicate_landmarks_are_handled_by_the_eigenvalue_floor():
     X = np.vstack([_data(30, 4)] * 2)
     nys = ImplicitCKNystroem("relu", 0.2, n_components=60).fit(X)
+    assert sorted(nys.component_indices_) == list(range(60))
     assert np.sum(nys.landmark_eigenvalues_ > nys.eigenvalue_floor_) == 30
     assert np.all(np.isfinite(nys.normalization_))
     P = nys.transform(X)
