@@ -32,6 +32,7 @@ from sklearn.utils.validation import _check_sample_weight, check_is_fitted, vali
 
 from ._inputs import INPUT_SCALING, apply_input_scaling, fit_input_scaling
 from ._param_validation import SortedStrOptions
+from .kernels.memory import _available_memory_bytes
 from .nn.training import ProgressBar, train
 
 __all__ = ["ROW_QUANTUM", "TorchClassifierBase", "resolve_device"]
@@ -106,6 +107,23 @@ class _Model(torch.nn.Module):
 
     def forward(self, x):
         return self.readout(self.features(x).to(torch.float64))
+
+
+class _Float64Readout(torch.nn.Module):
+    """The float64 readout applied to features kept in the network's dtype.
+
+    Cached features stay float32 (with the default dtype); each batch the
+    training loop evaluates is upcast here, so the float64 copy exists one
+    chunk or minibatch at a time.  Upcasting is exact: the readout sees the
+    same numbers as from a float64 copy of all the features.
+    """
+
+    def __init__(self, readout: torch.nn.Linear):
+        super().__init__()
+        self.readout = readout
+
+    def forward(self, z):
+        return self.readout(z.to(torch.float64))
 
 
 #: Every batch of rows goes through the network with a row count that is a
@@ -229,13 +247,13 @@ class TorchClassifierBase(ClassifierMixin, BaseEstimator):
         n = Xt.shape[0]
         n_chunks = max(1, math.ceil(n / chunk))
         diagnostics: list = []
-        out = []
+        # filled in place: concatenating chunks would hold the features twice
+        Z = torch.empty(n, int(self.n_hidden), dtype=Xt.dtype, device=Xt.device)
         with ProgressBar(n_chunks, desc, enabled=bool(self.verbose) and n_chunks > 1) as bar:
             for i in range(0, n, chunk):
                 xb, rows = _pad_rows(Xt[i : i + chunk])
-                out.append(self._feature_chunk(feats, xb, diagnostics, rows)[:rows])
+                Z[i : i + rows] = self._feature_chunk(feats, xb, diagnostics, rows)[:rows]
                 bar.update()
-        Z = torch.cat(out) if out else torch.zeros(0, int(self.n_hidden), dtype=Xt.dtype, device=Xt.device)
         summary = self._check_diagnostics(diagnostics, where)
         if not bool(torch.isfinite(Z).all()):
             raise ValueError(
@@ -243,6 +261,22 @@ class TorchClassifierBase(ClassifierMixin, BaseEstimator):
                 "the network can handle. Check the input scaling."
             )
         return Z, summary
+
+    def _check_features_fit(self, n_rows: int, Xt: torch.Tensor) -> None:
+        """Raise ``MemoryError`` when the features of ``n_rows`` samples cannot be cached on ``Xt``'s device."""
+        nbytes = int(n_rows) * int(self.n_hidden) * Xt.element_size()
+        if Xt.device.type == "cuda":
+            available = int(torch.cuda.mem_get_info(Xt.device)[0])
+        else:
+            available = _available_memory_bytes()
+        if available is None or nbytes <= available:
+            return
+        raise MemoryError(
+            f"{type(self).__name__} caches the features of the {n_rows} training samples to fit the readout: "
+            f"{n_rows} x {self.n_hidden} {self.dtype} values need {nbytes / 2**30:.3g} GiB, more than the "
+            f"{available / 2**30:.3g} GiB available on {Xt.device}. Train in chunks with partial_fit (it holds "
+            "one chunk's features at a time), fit on fewer samples, or reduce n_hidden."
+        )
 
     def _n_outputs(self) -> int:
         return 1 if len(self.classes_) == 2 else len(self.classes_)
@@ -276,6 +310,26 @@ class TorchClassifierBase(ClassifierMixin, BaseEstimator):
         -------
         object
             The fitted classifier (``self``).
+
+        Raises
+        ------
+        MemoryError
+            With ``trainable='readout'``, when the cached features (see the
+            notes) would not fit in the memory available on the device.
+
+        Notes
+        -----
+        With ``trainable='readout'`` the features of all training samples are
+        computed once and cached in the network's dtype, ``n_samples *
+        n_hidden * 4`` bytes in float32 (234 MiB for 60,000 samples at width
+        1024); the float64 readout upcasts one chunk (L-BFGS) or minibatch
+        (Adam, SGD) at a time, so the peak memory of fitting is that cache
+        plus a few copies of the inputs and a constant.  When the cache would
+        not fit in the memory available, ``fit`` raises ``MemoryError``
+        before computing anything rather than switch to another optimizer;
+        :meth:`partial_fit` trains on chunks of any size instead.  With
+        trained hidden weights nothing is cached: every minibatch goes
+        through the network.
         """
         warm = bool(self.warm_start) and hasattr(self, "module_")
         data, classes, sample_weight = self._validate_training_data(X, y, sample_weight, warm)
@@ -423,19 +477,23 @@ class TorchClassifierBase(ClassifierMixin, BaseEstimator):
         return self._train_readout(Xt, yt, train_set.weight, valid, options)
 
     def _train_readout(self, Xt, yt, weight, valid, options):
-        """Frozen features: compute them once (no graph), then fit the readout on them."""
+        """Frozen features: compute them once (no graph), then fit the readout on them.
+
+        The features stay in the network's dtype; :class:`_Float64Readout`
+        upcasts each chunk or minibatch the training loop evaluates.
+        """
         t0 = time.perf_counter()
+        self._check_features_fit(Xt.shape[0] + (0 if valid is None else valid[0].shape[0]), Xt)
         Ft, self.solver_info_ = self._compute_features(Xt, "fit", "features (train)")
         Fv = self._compute_features(valid[0], "fit", "features (valid)")[0] if valid is not None else None
-        Fv = None if Fv is None else Fv.to(torch.float64)
         if self.verbose:
             print(
                 f"{type(self).__name__}: features of {Xt.shape[0]} samples computed in {time.perf_counter() - t0:.2f}s"
             )
         self.module_.readout.train()
         return train(
-            self.module_.readout,
-            Ft.to(torch.float64),
+            _Float64Readout(self.module_.readout),
+            Ft,
             yt,
             sample_weight=weight,
             X_val=Fv,
