@@ -232,6 +232,8 @@ def fit_input_scaling(X, mode: str = "global", sample_weight=None):
     """
     X = np.asarray(X, dtype=float)
     w = None if sample_weight is None else np.asarray(sample_weight, dtype=float)
+    if w is not None and not np.all(w > 0):  # rows of weight zero count as absent, to the last bit
+        X, w = X[w > 0], w[w > 0]
 
     def average(values, axis=0):
         return np.average(values, axis=axis, weights=w)

@@ -3,8 +3,8 @@
 :class:`TorchClassifierBase` does everything that does not depend on the
 network: input validation, label encoding, the input scaling (see
 :ref:`input-scaling`), seeding, device choice, the validation split, feature caching when only the
-readout is trained, the call to :func:`sk_deq.nn.train`, prediction, and
-pickling.  Subclasses say how to build the feature module (a DEQ or an
+readout is trained, the call to :func:`sk_deq.nn.train`, incremental
+training (``partial_fit``), prediction, and pickling.  Subclasses say how to build the feature module (a DEQ or an
 explicit net) through three hooks: :meth:`_prepare`, :meth:`_make_features`
 and :meth:`_feature_chunk`.
 """
@@ -27,13 +27,15 @@ from sklearn.model_selection import train_test_split
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval
 from sklearn.utils.class_weight import compute_class_weight
-from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.metaestimators import available_if
+from sklearn.utils.multiclass import check_classification_targets, unique_labels
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
 from ._inputs import INPUT_SCALING, apply_input_scaling, fit_input_scaling
 from ._param_validation import SortedStrOptions
+from ._stream import Stream, numpy_to_tensors, partial_fit_available, picklable
 from .kernels.memory import _available_memory_bytes
-from .nn.training import ProgressBar, train
+from .nn.training import ProgressBar, _make_optimizer, train
 
 __all__ = ["ROW_QUANTUM", "TorchClassifierBase", "resolve_device"]
 
@@ -155,6 +157,13 @@ class _Data:
     def __len__(self):
         return len(self.y)
 
+    def positive(self) -> _Data:
+        """The rows of positive weight (all rows when unweighted)."""
+        if self.weight is None:
+            return self
+        keep = self.weight > 0
+        return _Data(self.X[keep], self.y[keep], self.weight[keep])
+
 
 class TorchClassifierBase(ClassifierMixin, BaseEstimator):
     """Base class of the torch classifiers (not meant to be used directly).
@@ -163,6 +172,10 @@ class TorchClassifierBase(ClassifierMixin, BaseEstimator):
     :meth:`_validate_training_data` -> :meth:`_initialize` ->
     :meth:`_split_validation` -> :meth:`_train` (:meth:`_train_readout` on
     cached features, or :meth:`_train_end_to_end`) -> :meth:`_record`.
+    ``partial_fit`` runs :meth:`_validate_chunk` -> :meth:`_initialize` (on
+    its first call; afterwards it only moves the network to the device) ->
+    :meth:`_train_chunk` (one epoch of the same two training modes with the
+    stream's optimizer) -> :meth:`_record_chunk`.
     """
 
     _parameter_constraints: ClassVar[dict] = {
@@ -284,10 +297,23 @@ class TorchClassifierBase(ClassifierMixin, BaseEstimator):
     def _features_trainable(self) -> bool:
         return any(p.requires_grad for p in self.module_.features.parameters())
 
-    def _resolve_optimizer(self) -> str:
+    def _resolve_optimizer(self, partial: bool = False) -> str:
         if self.optimizer != "auto":
             return self.optimizer
-        return "adam" if self._features_trainable() else "lbfgs"
+        return "adam" if partial or self._features_trainable() else "lbfgs"
+
+    def _draw_seeds(self) -> list[int]:
+        """Seeds of the weights, the validation split and the minibatch order, drawn from ``random_state``."""
+        rng = check_random_state(self.random_state)
+        return [int(rng.randint(np.iinfo(np.int32).max)) for _ in range(3)]
+
+    def _check_same_width(self, what: str, remedy: str) -> None:
+        kept = self.module_.readout.in_features
+        if kept != int(self.n_hidden):
+            raise ValueError(
+                f"{what} keeps the network of the previous fit (n_hidden={kept}); got n_hidden={self.n_hidden}. "
+                f"{remedy}"
+            )
 
     # -------------------------------------------------------------------- fit
     @_fit_context(prefer_skip_nested_validation=True)
@@ -332,9 +358,9 @@ class TorchClassifierBase(ClassifierMixin, BaseEstimator):
         through the network.
         """
         warm = bool(self.warm_start) and hasattr(self, "module_")
+        self.__dict__.pop("_stream", None)  # fit starts a new stream of partial_fit calls
         data, classes, sample_weight = self._validate_training_data(X, y, sample_weight, warm)
-        rng = check_random_state(self.random_state)
-        seeds = [int(rng.randint(np.iinfo(np.int32).max)) for _ in range(3)]  # weights, split, minibatches
+        seeds = self._draw_seeds()
         device = resolve_device(self.device, strict=True)
         self._initialize(data.X, classes, sample_weight, seeds[0], device, warm)
         t_start = time.perf_counter()
@@ -375,11 +401,7 @@ class TorchClassifierBase(ClassifierMixin, BaseEstimator):
                 f"{name} needs samples of at least 2 classes{what} to train; got 1 class ({weighted[0]!r})."
             )
         if warm:
-            if self.module_.readout.in_features != int(self.n_hidden):
-                raise ValueError(
-                    f"warm_start keeps the network of the previous fit (n_hidden={self.module_.readout.in_features}); "
-                    f"got n_hidden={self.n_hidden}. Set warm_start=False to build a new network."
-                )
+            self._check_same_width("warm_start", "Set warm_start=False to build a new network.")
             if not np.array_equal(classes, self.classes_):
                 raise ValueError(
                     "warm_start can only be used where `y` has the same classes as in the previous call "
@@ -545,6 +567,174 @@ class TorchClassifierBase(ClassifierMixin, BaseEstimator):
     def _sync_runtime_settings(self) -> None:
         """Copy parameters that may change after fit (solver settings) into the module."""
 
+    # ------------------------------------------------------------ partial_fit
+    @available_if(partial_fit_available)
+    @_fit_context(prefer_skip_nested_validation=True)
+    def partial_fit(self, X, y, classes=None, sample_weight=None):
+        """Train on one chunk of data: one epoch of Adam or SGD over its rows.
+
+        The first call (on an unfitted classifier) fits the input scaling
+        and ``tau0_`` on its chunk and builds the network as :meth:`fit`
+        does; later calls keep them and continue training, and so does a
+        call after :meth:`fit` (a new ``fit`` starts afresh).  The optimizer
+        (``'auto'`` is Adam here; ``'lbfgs'`` has no ``partial_fit``) keeps
+        its state from call to call, so successive chunks act like the
+        minibatches of one long training run.  The readout is trained on
+        the chunk's features; with ``trainable='hidden'`` or ``'all'`` the
+        hidden weights train too, through the network (implicit gradients
+        through a DEQ).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            One chunk of training data (dense).
+        y : array-like of shape (n_samples,)
+            Its labels, all among the classes of the first call; a chunk
+            may hold a single class.
+        classes : array-like of shape (n_classes,), default=None
+            Every label the stream will hold (e.g. ``np.unique(y_all)``),
+            at least two.  Required on the first call; later calls may
+            omit it or pass the same labels.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Non-negative weight of every sample in the loss (times
+            ``class_weight``), and in the input scaling on the first call.
+            Rows of zero weight are dropped from the chunk, exactly as if
+            absent.
+
+        Returns
+        -------
+        object
+            The classifier (``self``).
+
+        Raises
+        ------
+        ValueError
+            When ``classes`` is missing on the first call or differs from
+            ``classes_``, ``y`` holds a label not in ``classes_``, the
+            number of features changes, no sample has a positive weight, or
+            ``class_weight='balanced'``.
+
+        Notes
+        -----
+        ``class_weight='balanced'`` needs the class frequencies of the whole
+        stream, which no chunk has: compute them with
+        :func:`sklearn.utils.class_weight.compute_class_weight` on a
+        representative sample of the labels and pass the dict.
+        ``early_stopping``, ``max_epochs``, ``n_iter_no_change``,
+        ``improvement_tol`` and ``warm_start`` do not apply: every call is one
+        epoch over its chunk.  ``history_`` gains one entry per call (the
+        chunk's mean training loss) and ``n_iter_`` counts them.  A pickled
+        classifier keeps the optimizer's state and the minibatch order's
+        random state: after loading, ``partial_fit`` continues as the
+        original would.
+        """
+        first = not hasattr(self, "module_")
+        data, classes, sample_weight = self._validate_chunk(X, y, classes, sample_weight, first)
+        device = resolve_device(self.device, strict=True)
+        if first:
+            seeds = self._draw_seeds()
+            self._initialize(data.X, classes, sample_weight, seeds[0], device, warm=False)
+            self._stream = Stream(np.random.RandomState(seeds[2]))
+        else:
+            self._initialize(data.X, classes, sample_weight, None, device, warm=True)
+        t_start = time.perf_counter()
+        result = self._train_chunk(data.positive(), device)
+        self._record_chunk(result, time.perf_counter() - t_start)
+        return self
+
+    def _chunk_classes(self, classes, first: bool) -> np.ndarray:
+        """The sorted classes of the stream: ``classes`` on the first call, ``classes_`` afterwards."""
+        if classes is None:
+            if first:
+                raise ValueError(
+                    f"classes must be passed on the first call to partial_fit: every label the stream will hold "
+                    f"(e.g. np.unique(y_all)), since a chunk may lack some; {type(self).__name__} is not fitted yet."
+                )
+            return self.classes_
+        classes = unique_labels(classes)
+        if not first and not np.array_equal(classes, self.classes_):
+            raise ValueError(
+                f"classes={classes.tolist()} differs from the classes_ of the previous calls, "
+                f"{self.classes_.tolist()}: partial_fit keeps the classes of its first call (or of fit)."
+            )
+        if len(classes) < 2:
+            raise ValueError(f"classes must hold at least 2 labels; got {classes.tolist()}.")
+        return classes
+
+    def _validate_chunk(self, X, y, classes, sample_weight, first: bool):
+        """partial_fit's counterpart of :meth:`_validate_training_data` (a chunk may hold one class)."""
+        name = type(self).__name__
+        if isinstance(self.class_weight, str) and self.class_weight == "balanced":
+            raise ValueError(
+                "class_weight='balanced' is not supported by partial_fit: a chunk does not know the class "
+                "frequencies of the stream. Compute the weights with compute_class_weight('balanced', "
+                "classes=classes, y=y_sample) on a representative sample of the labels and pass the resulting "
+                "dict as class_weight."
+            )
+        classes = self._chunk_classes(classes, first)
+        X, y = validate_data(self, X, y, reset=first, accept_sparse=False, dtype=[np.float64, np.float32])
+        X = np.asarray(X, dtype=np.float64)
+        check_classification_targets(y)
+        unknown = set(np.unique(y).tolist()) - set(classes.tolist())
+        if unknown:
+            raise ValueError(
+                f"y holds labels {sorted(unknown, key=str)} that are not among the classes {classes.tolist()} "
+                f"{name} was started with; pass every label of the stream as classes on the first call."
+            )
+        if not first:
+            self._check_same_width("partial_fit", "Call fit to build a new network.")
+        if sample_weight is not None:
+            sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
+        y_enc = np.searchsorted(classes, y)
+        weight = sample_weight
+        if self.class_weight is not None:
+            per_class = compute_class_weight(self.class_weight, classes=classes, y=y)
+            weight = per_class[y_enc] if weight is None else weight * per_class[y_enc]
+        if weight is not None and not np.any(weight > 0):
+            raise ValueError(f"{name}: no sample of this chunk has a positive weight (sample_weight x class_weight).")
+        return _Data(X, y_enc, weight), classes, sample_weight
+
+    def _chunk_optimizer(self, device) -> torch.optim.Optimizer:
+        """The stream's optimizer, new (or restored from a pickle) when its kind, dtype or device changed."""
+        if getattr(self, "_stream", None) is None:  # partial_fit after fit
+            self._stream = Stream(np.random.RandomState(self._draw_seeds()[2]))
+        stream = self._stream
+        config = (self._resolve_optimizer(partial=True), self.dtype, str(device))
+        if stream.optimizer is None or stream.config != config:
+            saved = stream.saved if stream.optimizer is None else stream.optimizer.state_dict()
+            params = [p for p in self.module_.parameters() if p.requires_grad]
+            optimizer = _make_optimizer(config[0], params, float(self.learning_rate))
+            if saved is not None and stream.config is not None and stream.config[0] == config[0]:
+                optimizer.load_state_dict(numpy_to_tensors(saved))  # casts to the parameters' dtype and device
+            stream.config, stream.optimizer, stream.saved = config, optimizer, None
+        for group in stream.optimizer.param_groups:
+            group["lr"] = float(self.learning_rate)
+        return stream.optimizer
+
+    def _train_chunk(self, data: _Data, device):
+        """One epoch of the stream's optimizer over ``data``: the readout alone, or the whole network."""
+        Xt = self._to_tensor(data.X, device)
+        yt = torch.from_numpy(np.asarray(data.y, dtype=np.int64)).to(device)
+        optimizer = self._chunk_optimizer(device)
+        options = self._train_options(len(data), self._stream.rng)
+        options.update(optimizer=self._stream.config[0], max_epochs=1, torch_optimizer=optimizer)
+        if self._features_trainable():
+            return self._train_end_to_end(Xt, yt, data.weight, None, options)
+        return self._train_readout(Xt, yt, data.weight, None, options)
+
+    def _record_chunk(self, result, seconds: float) -> None:
+        """Extend the history by the chunk's epoch (no convergence warning: one epoch is the point)."""
+        self.module_.eval()
+        self.history_.extend(result.history)
+        self.n_iter_ = len(self.history_)
+        self.best_loss_ = min(getattr(self, "best_loss_", math.inf), result.best_loss)
+        self.best_validation_score_ = self.best_validation_loss_ = None
+        self.fit_time_ = seconds
+        if self.verbose:
+            print(
+                f"{type(self).__name__}: partial_fit epoch {self.n_iter_} ({self._stream.config[0]}) in {seconds:.2f}s"
+            )
+
     # ---------------------------------------------------------------- predict
     def _predict_device(self) -> torch.device:
         dev = resolve_device(self.device, strict=False)
@@ -670,6 +860,9 @@ class TorchClassifierBase(ClassifierMixin, BaseEstimator):
     def __getstate__(self):
         state = super().__getstate__()
         state = dict(state)
+        stream = state.pop("_stream", None)
+        if stream is not None:
+            state["_stream"] = picklable(stream)
         module = state.pop("module_", None)
         if module is not None:
             # Plain numpy arrays: the pickle holds no torch storage, so a model
