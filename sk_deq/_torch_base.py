@@ -248,23 +248,25 @@ class TorchClassifierBase(ClassifierMixin, BaseEstimator):
         feats = self._make_features(n_features, generator, dtype, device)
         return _Model(feats, int(self.n_hidden), n_outputs, device)
 
-    def _compute_features(self, Xt: torch.Tensor, where: str, desc: str = "features"):
-        """Features of ``Xt`` in chunks; returns ``(Z, solver summary or None)``.
+    def _compute_features(self, X: np.ndarray, device, where: str, desc: str = "features"):
+        """Features of the raw inputs ``X`` in chunks; returns ``(Z, solver summary or None)``.
 
-        Every chunk is padded to a multiple of :data:`ROW_QUANTUM` rows, so a
-        sample's features do not depend on the other rows of its batch.
+        Every chunk is scaled, converted and moved to ``device`` on its own
+        (no scaled copy of all of ``X``), and padded to a multiple of
+        :data:`ROW_QUANTUM` rows, so a sample's features do not depend on the
+        other rows of its batch.
         """
         feats = self.module_.features
         feats.eval()
         chunk = self._chunk_rows()
-        n = Xt.shape[0]
+        n = X.shape[0]
         n_chunks = max(1, math.ceil(n / chunk))
         diagnostics: list = []
         # filled in place: concatenating chunks would hold the features twice
-        Z = torch.empty(n, int(self.n_hidden), dtype=Xt.dtype, device=Xt.device)
+        Z = torch.empty(n, int(self.n_hidden), dtype=self._torch_dtype, device=device)
         with ProgressBar(n_chunks, desc, enabled=bool(self.verbose) and n_chunks > 1) as bar:
             for i in range(0, n, chunk):
-                xb, rows = _pad_rows(Xt[i : i + chunk])
+                xb, rows = _pad_rows(self._to_tensor(X[i : i + chunk], device))
                 Z[i : i + rows] = self._feature_chunk(feats, xb, diagnostics, rows)[:rows]
                 bar.update()
         summary = self._check_diagnostics(diagnostics, where)
@@ -275,11 +277,11 @@ class TorchClassifierBase(ClassifierMixin, BaseEstimator):
             )
         return Z, summary
 
-    def _check_features_fit(self, n_rows: int, Xt: torch.Tensor) -> None:
-        """Raise ``MemoryError`` when the features of ``n_rows`` samples cannot be cached on ``Xt``'s device."""
-        nbytes = int(n_rows) * int(self.n_hidden) * Xt.element_size()
-        if Xt.device.type == "cuda":
-            available = int(torch.cuda.mem_get_info(Xt.device)[0])
+    def _check_features_fit(self, n_rows: int, device: torch.device) -> None:
+        """Raise ``MemoryError`` when the features of ``n_rows`` samples cannot be cached on ``device``."""
+        nbytes = int(n_rows) * int(self.n_hidden) * self._torch_dtype.itemsize
+        if device.type == "cuda":
+            available = int(torch.cuda.mem_get_info(device)[0])
         else:
             available = _available_memory_bytes()
         if available is None or nbytes <= available:
@@ -287,7 +289,7 @@ class TorchClassifierBase(ClassifierMixin, BaseEstimator):
         raise MemoryError(
             f"{type(self).__name__} caches the features of the {n_rows} training samples to fit the readout: "
             f"{n_rows} x {self.n_hidden} {self.dtype} values need {nbytes / 2**30:.3g} GiB, more than the "
-            f"{available / 2**30:.3g} GiB available on {Xt.device}. Train in chunks with partial_fit (it holds "
+            f"{available / 2**30:.3g} GiB available on {device}. Train in chunks with partial_fit (it holds "
             "one chunk's features at a time), fit on fewer samples, or reduce n_hidden."
         )
 
@@ -483,59 +485,56 @@ class TorchClassifierBase(ClassifierMixin, BaseEstimator):
         )
 
     def _train(self, train_set: _Data, valid_set: _Data | None, shuffle_rng, device):
-        """Move the data to ``device`` and train: the readout alone, or the whole network."""
-        Xt = self._to_tensor(train_set.X, device)
-        yt = torch.from_numpy(np.asarray(train_set.y, dtype=np.int64)).to(device)
-        valid = None
-        if valid_set is not None:
-            valid = (
-                self._to_tensor(valid_set.X, device),
-                torch.from_numpy(np.asarray(valid_set.y, dtype=np.int64)).to(device),
-                valid_set.weight,
-            )
+        """Train on ``device``: the readout alone on cached features, or the whole network."""
         options = self._train_options(len(train_set), shuffle_rng)
         if self._features_trainable():
-            return self._train_end_to_end(Xt, yt, train_set.weight, valid, options)
-        return self._train_readout(Xt, yt, train_set.weight, valid, options)
+            return self._train_end_to_end(train_set, valid_set, options, device)
+        return self._train_readout(train_set, valid_set, options, device)
 
-    def _train_readout(self, Xt, yt, weight, valid, options):
+    @staticmethod
+    def _targets(data: _Data, device) -> torch.Tensor:
+        return torch.from_numpy(np.asarray(data.y, dtype=np.int64)).to(device)
+
+    def _train_readout(self, train_set: _Data, valid_set: _Data | None, options: dict, device):
         """Frozen features: compute them once (no graph), then fit the readout on them.
 
-        The features stay in the network's dtype; :class:`_Float64Readout`
-        upcasts each chunk or minibatch the training loop evaluates.
+        The inputs go to the device one chunk at a time and the features stay
+        in the network's dtype; :class:`_Float64Readout` upcasts each chunk
+        or minibatch the training loop evaluates.
         """
         t0 = time.perf_counter()
-        self._check_features_fit(Xt.shape[0] + (0 if valid is None else valid[0].shape[0]), Xt)
-        Ft, self.solver_info_ = self._compute_features(Xt, "fit", "features (train)")
-        Fv = self._compute_features(valid[0], "fit", "features (valid)")[0] if valid is not None else None
+        self._check_features_fit(len(train_set) + (0 if valid_set is None else len(valid_set)), device)
+        Ft, self.solver_info_ = self._compute_features(train_set.X, device, "fit", "features (train)")
+        Fv = None if valid_set is None else self._compute_features(valid_set.X, device, "fit", "features (valid)")[0]
         if self.verbose:
             print(
-                f"{type(self).__name__}: features of {Xt.shape[0]} samples computed in {time.perf_counter() - t0:.2f}s"
+                f"{type(self).__name__}: features of {len(train_set)} samples computed in "
+                f"{time.perf_counter() - t0:.2f}s"
             )
         self.module_.readout.train()
         return train(
             _Float64Readout(self.module_.readout),
             Ft,
-            yt,
-            sample_weight=weight,
+            self._targets(train_set, device),
+            sample_weight=train_set.weight,
             X_val=Fv,
-            y_val=None if valid is None else valid[1],
-            val_weight=None if valid is None else valid[2],
+            y_val=None if valid_set is None else self._targets(valid_set, device),
+            val_weight=None if valid_set is None else valid_set.weight,
             **options,
         )
 
-    def _train_end_to_end(self, Xt, yt, weight, valid, options):
+    def _train_end_to_end(self, train_set: _Data, valid_set: _Data | None, options: dict, device):
         """Trained hidden weights: gradients through the network (implicit ones through a DEQ)."""
         diagnostics: list = []
         self.module_.train()
         result = train(
             self.module_,
-            Xt,
-            yt,
-            sample_weight=weight,
-            X_val=None if valid is None else valid[0],
-            y_val=None if valid is None else valid[1],
-            val_weight=None if valid is None else valid[2],
+            self._to_tensor(train_set.X, device),
+            self._targets(train_set, device),
+            sample_weight=train_set.weight,
+            X_val=None if valid_set is None else self._to_tensor(valid_set.X, device),
+            y_val=None if valid_set is None else self._targets(valid_set, device),
+            val_weight=None if valid_set is None else valid_set.weight,
             after_step=self._after_step_hook(diagnostics),
             **options,
         )
@@ -713,14 +712,12 @@ class TorchClassifierBase(ClassifierMixin, BaseEstimator):
 
     def _train_chunk(self, data: _Data, device):
         """One epoch of the stream's optimizer over ``data``: the readout alone, or the whole network."""
-        Xt = self._to_tensor(data.X, device)
-        yt = torch.from_numpy(np.asarray(data.y, dtype=np.int64)).to(device)
         optimizer = self._chunk_optimizer(device)
         options = self._train_options(len(data), self._stream.rng)
         options.update(optimizer=self._stream.config[0], max_epochs=1, torch_optimizer=optimizer)
         if self._features_trainable():
-            return self._train_end_to_end(Xt, yt, data.weight, None, options)
-        return self._train_readout(Xt, yt, data.weight, None, options)
+            return self._train_end_to_end(data, None, options, device)
+        return self._train_readout(data, None, options, device)
 
     def _record_chunk(self, result, seconds: float) -> None:
         """Extend the history by the chunk's epoch (no convergence warning: one epoch is the point)."""
@@ -748,8 +745,7 @@ class TorchClassifierBase(ClassifierMixin, BaseEstimator):
         dev = self._predict_device()
         self._sync_runtime_settings()
         self.module_.eval()
-        Xt = self._to_tensor(X, dev)
-        Z, _ = self._compute_features(Xt, "predict")
+        Z, _ = self._compute_features(X, dev, "predict")
         with torch.no_grad():  # the readout is float64 (see _Model); padded like the features
             Zp, rows = _pad_rows(Z.to(torch.float64))
             logits = self.module_.readout(Zp)[:rows]
@@ -845,7 +841,7 @@ class TorchClassifierBase(ClassifierMixin, BaseEstimator):
         X = validate_data(self, X, reset=False, accept_sparse=False, dtype=[np.float64, np.float32])
         dev = self._predict_device()
         self._sync_runtime_settings()
-        Z, _ = self._compute_features(self._to_tensor(np.asarray(X, dtype=np.float64), dev), "predict")
+        Z, _ = self._compute_features(np.asarray(X, dtype=np.float64), dev, "predict")
         return Z.detach().to("cpu", torch.float64).numpy()
 
     # ----------------------------------------------------------------- tags
