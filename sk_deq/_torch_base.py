@@ -262,15 +262,18 @@ class TorchClassifierBase(ClassifierMixin, BaseEstimator):
         n = X.shape[0]
         n_chunks = max(1, math.ceil(n / chunk))
         diagnostics: list = []
-        # filled in place: concatenating chunks would hold the features twice
+        # filled in place (concatenating chunks would hold the features twice), checked chunk by chunk
         Z = torch.empty(n, int(self.n_hidden), dtype=self._torch_dtype, device=device)
+        finite = True
         with ProgressBar(n_chunks, desc, enabled=bool(self.verbose) and n_chunks > 1) as bar:
             for i in range(0, n, chunk):
                 xb, rows = _pad_rows(self._to_tensor(X[i : i + chunk], device))
-                Z[i : i + rows] = self._feature_chunk(feats, xb, diagnostics, rows)[:rows]
+                part = self._feature_chunk(feats, xb, diagnostics, rows)[:rows]
+                finite = finite and bool(torch.isfinite(part).all())
+                Z[i : i + rows] = part
                 bar.update()
         summary = self._check_diagnostics(diagnostics, where)
-        if not bool(torch.isfinite(Z).all()):
+        if not finite:
             raise ValueError(
                 f"{type(self).__name__} produced non-finite features; the inputs are far outside the range "
                 "the network can handle. Check the input scaling."
