@@ -275,7 +275,9 @@ def apply_input_scaling(X, mean, scale):
     """Apply a map fitted by :func:`fit_input_scaling`."""
     X = np.asarray(X, dtype=float)
     if mean is not None:
-        X = X - mean
-    if scale != 1.0:
+        X = X - mean  # a new array (the caller's is left alone), divided in place below
+        if scale != 1.0:
+            X /= scale
+    elif scale != 1.0:
         X = X / scale
     return X

@@ -234,7 +234,7 @@ class TorchClassifierBase(ClassifierMixin, BaseEstimator):
         dtype = np.float64 if self.dtype == "float64" else np.float32
         # The input term B x of a layer is about ||x|| in size: keep it within the dtype's range.
         limit = math.sqrt(np.finfo(dtype).max) / 1e3
-        big = float(np.max(np.abs(X))) if X.size else 0.0
+        big = max(float(X.max()), -float(X.min())) if X.size else 0.0  # max |x| without a temporary
         if not big * math.sqrt(max(X.shape[1], 1)) < limit:
             raise ValueError(
                 f"After input scaling the inputs of {type(self).__name__} reach {big:.3g}, too large for "
