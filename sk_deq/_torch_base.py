@@ -353,9 +353,11 @@ class TorchClassifierBase(ClassifierMixin, BaseEstimator):
         With ``trainable='readout'`` the features of all training samples are
         computed once and cached in the network's dtype, ``n_samples *
         n_hidden * 4`` bytes in float32 (234 MiB for 60,000 samples at width
-        1024); the float64 readout upcasts one chunk (L-BFGS) or minibatch
-        (Adam, SGD) at a time, so the peak memory of fitting is that cache
-        plus a few copies of the inputs and a constant.  When the cache would
+        1024).  The inputs are scaled, converted and passed through the
+        network one chunk at a time (no copy of all of them) and the float64
+        readout upcasts one chunk (L-BFGS) or minibatch (Adam, SGD) of
+        features at a time, so the peak memory of fitting is that cache plus
+        a constant, the working memory of one chunk.  When the cache would
         not fit in the memory available, ``fit`` raises ``MemoryError``
         before computing anything rather than switch to another optimizer;
         :meth:`partial_fit` trains on chunks of any size instead.  With
@@ -629,6 +631,29 @@ class TorchClassifierBase(ClassifierMixin, BaseEstimator):
         classifier keeps the optimizer's state and the minibatch order's
         random state: after loading, ``partial_fit`` continues as the
         original would.
+
+        The readout starts from zero and Adam moves each weight by about
+        ``learning_rate`` per step: for the readout alone the default 1e-3 is
+        slow, and 0.1 came within one accuracy point of ``fit`` after five
+        passes over MNIST (see :ref:`incremental-learning`).
+
+        Examples
+        --------
+        Five passes over a stream of 250-sample chunks:
+
+        >>> import numpy as np
+        >>> from sklearn.datasets import load_digits
+        >>> from sk_deq import DEQClassifier
+        >>> X, y = load_digits(return_X_y=True)
+        >>> clf = DEQClassifier(n_hidden=256, learning_rate=0.1, random_state=0)
+        >>> for epoch in range(5):
+        ...     for start in range(0, 1500, 250):
+        ...         rows = slice(start, start + 250)
+        ...         _ = clf.partial_fit(X[rows], y[rows], classes=np.arange(10))
+        >>> clf.n_iter_
+        30
+        >>> clf.score(X[1500:], y[1500:]) > 0.85
+        True
         """
         first = not hasattr(self, "module_")
         data, classes, sample_weight = self._validate_chunk(X, y, classes, sample_weight, first)
