@@ -65,3 +65,36 @@ def test_features_that_do_not_fit_in_memory_are_a_clear_error(blobs, monkeypatch
         DEQClassifier(n_hidden=48, dtype="float64", random_state=0).fit(X, y)
     monkeypatch.setattr(base, "_available_memory_bytes", lambda: 0)
     DEQClassifier(n_hidden=48, trainable="all", max_epochs=1, random_state=0).fit(X, y)
+
+
+@pytest.mark.parametrize("cls", ESTIMATORS)
+def test_a_frozen_network_sees_the_inputs_one_chunk_at_a_time(cls, blobs, monkeypatch):
+    X, y = blobs
+    whole = cls(n_hidden=48, max_epochs=40, random_state=0).fit(X, y)
+    seen = []
+    to_tensor = base.TorchClassifierBase._to_tensor
+
+    def spy(self, X, device):
+        seen.append(len(X))
+        return to_tensor(self, X, device)
+
+    monkeypatch.setattr(base.TorchClassifierBase, "_chunk_rows", lambda self: 64)
+    monkeypatch.setattr(base.TorchClassifierBase, "_to_tensor", spy)
+    chunked = cls(n_hidden=48, max_epochs=40, random_state=0).fit(X, y)
+    assert seen == [64, 64, 64, 64, 44]  # no scaled copy of all 300 rows
+    np.testing.assert_array_equal(chunked.features(X), whole.features(X))
+    # L-BFGS sums its loss over chunks of the same rows: only the order of the sums differs
+    np.testing.assert_allclose(chunked.decision_function(X), whole.decision_function(X), rtol=1e-9, atol=1e-9)
+
+
+def test_train_continues_a_given_optimizer():
+    torch.manual_seed(0)
+    X, y = torch.randn(64, 3, dtype=torch.float64), torch.arange(64) % 2
+    model = torch.nn.Linear(3, 2, dtype=torch.float64)
+    opt = torch.optim.Adam(model.parameters(), lr=0.1)
+    base.train(model, X, y, optimizer="adam", max_epochs=1, batch_size=16, torch_optimizer=opt)
+    assert opt.state[model.weight]["step"] == 4  # the steps went through the given optimizer
+    base.train(model, X, y, optimizer="adam", max_epochs=1, batch_size=16, torch_optimizer=opt)
+    assert opt.state[model.weight]["step"] == 8
+    with pytest.raises(ValueError, match="torch_optimizer continues a minibatch optimizer; it cannot be used with"):
+        base.train(model, X, y, optimizer="lbfgs", torch_optimizer=opt)
