@@ -32,7 +32,6 @@ from __future__ import annotations
 import argparse
 import json
 import platform
-import resource
 import subprocess
 import sys
 import tempfile
@@ -40,36 +39,10 @@ import time
 from pathlib import Path
 
 import numpy as np
+from _memory import PeakMemory, peak_rss_bytes
 
 MODELS = ("deq", "matched")
 MIB = 2**20
-
-
-def _peak_rss_bytes() -> int:
-    """``ru_maxrss``: the largest resident set of the process so far."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
-
-
-def _status_bytes(field: str) -> int | None:
-    """``VmRSS`` (resident now) or ``VmHWM`` (its peak since the last reset) of /proc/self/status."""
-    try:
-        with open("/proc/self/status") as fh:
-            for line in fh:
-                if line.startswith(field + ":"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return None
-
-
-def _reset_peak() -> bool:
-    """Reset ``VmHWM`` to the current resident set (Linux), so that it measures the fit alone."""
-    try:
-        with open("/proc/self/clear_refs", "w") as fh:
-            fh.write("5")
-        return True
-    except OSError:
-        return False
 
 
 def worker(args) -> int:
@@ -85,12 +58,12 @@ def worker(args) -> int:
     est = cls("relu", 0.2, n_hidden=args.width, random_state=0)
     # the loading of the data may have peaked above what the fit needs: the fit's own peak is
     # VmHWM after a reset (Linux); without one, ru_maxrss, which may then hide it
-    before, maxrss_before = _status_bytes("VmRSS") or _peak_rss_bytes(), _peak_rss_bytes()
-    reset = _reset_peak()
-    t0 = time.perf_counter()
-    est.fit(X_tr, y_tr)
-    seconds = time.perf_counter() - t0
-    peak = _status_bytes("VmHWM") if reset else _peak_rss_bytes()
+    maxrss_before = peak_rss_bytes()
+    with PeakMemory() as mem:
+        t0 = time.perf_counter()
+        est.fit(X_tr, y_tr)
+        seconds = time.perf_counter() - t0
+    before, peak, reset = mem.before, mem.peak, mem.reset
     out = {
         "model": args.worker,
         "fit_s": seconds,
@@ -101,7 +74,7 @@ def worker(args) -> int:
         "rss_fit": peak - before,
         "peak_measured_by": "VmHWM" if reset else "ru_maxrss",
         "ru_maxrss_before_fit": maxrss_before,
-        "ru_maxrss_after_fit": _peak_rss_bytes(),
+        "ru_maxrss_after_fit": peak_rss_bytes(),
         "solver_mean_iter": (est.solver_info_ or {}).get("mean_iter"),
     }
     print(json.dumps(out))

@@ -19,7 +19,11 @@ measurement runs in a fresh subprocess so that its peak resident memory
     rows, ``transform`` of all ``n`` rows and ``RidgeClassifier().fit`` on the
     features.
 
-Then the slope of ``log(time)`` and ``log(peak memory above the data)``
+Memory is the peak resident set during the step (``VmHWM``, reset when the
+step starts: see ``_memory.py``) minus the resident set at its start (Python,
+torch and the float64 data loaded): what the step itself adds.
+
+Then the slope of ``log(time)`` and ``log(memory added)``
 against ``log(n)`` is fitted for each (least squares over the sizes that
 ran).  Expected: about 1 for the linear paths and 2 for the exact kernel.
 
@@ -38,7 +42,6 @@ import json
 import math
 import os
 import platform
-import resource
 import subprocess
 import sys
 import time
@@ -55,10 +58,6 @@ LABELS = {
 }
 
 
-def _rss_gib() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
-
-
 def _child(path: str, n: int, activation: str, sigma_a2: float, width: int, components: int, threads: int) -> dict:
     """One measurement, in a subprocess; returns the record printed as JSON."""
     import torch
@@ -67,16 +66,28 @@ def _child(path: str, n: int, activation: str, sigma_a2: float, width: int, comp
     sys.path.insert(0, HERE)
     from _data import augmented_mnist
 
+    from _memory import PeakMemory
+
     X, y = augmented_mnist(n, random_state=0, source=np.random.default_rng(0).permutation(5000))
-    base = _rss_gib()
-    t0 = time.perf_counter()
     status = "ok"
-    try:
-        _run_path(path, X, y, activation, sigma_a2, width, components)
-    except MemoryError as exc:
-        status = f"MemoryError: {str(exc).split('.')[0]}"
-    seconds = time.perf_counter() - t0
-    return dict(path=path, n=n, seconds=seconds, status=status, data_gib=base, peak_gib=_rss_gib())
+    with PeakMemory() as mem:
+        t0 = time.perf_counter()
+        try:
+            _run_path(path, X, y, activation, sigma_a2, width, components)
+        except MemoryError as exc:
+            status = f"MemoryError: {str(exc).split('.')[0]}"
+        seconds = time.perf_counter() - t0
+    gib = 2.0**30
+    return dict(
+        path=path,
+        n=n,
+        seconds=seconds,
+        status=status,
+        before_gib=mem.before / gib,
+        peak_gib=mem.peak / gib,
+        extra_gib=mem.above / gib,
+        data_gib=X.nbytes / gib,
+    )
 
 
 def _run_path(path, X, y, activation, sigma_a2, width, components):
@@ -105,7 +116,8 @@ def measure(path, n, args) -> dict:
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         tail = proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else f"exit {proc.returncode}"
-        return dict(path=path, n=n, seconds=math.nan, status=f"failed: {tail}", data_gib=math.nan, peak_gib=math.nan)
+        nan = math.nan
+        return dict(path=path, n=n, seconds=nan, status=f"failed: {tail}", before_gib=nan, peak_gib=nan, extra_gib=nan)
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
@@ -137,7 +149,7 @@ def plot(results, path):
             if r["status"] != "ok":
                 axes[0].annotate("out of memory", (r["n"], ok[-1]["seconds"]), fontsize=8)
     axes[0].set(xlabel="n (samples)", ylabel="wall time (s)", title="time")
-    axes[1].set(xlabel="n (samples)", ylabel="peak memory above the data (GiB)", title="memory")
+    axes[1].set(xlabel="n (samples)", ylabel="peak memory added by the step (GiB)", title="memory")
     axes[0].legend(fontsize=7)
     for ax in axes:
         ax.grid(True, which="both", alpha=0.3)
@@ -169,8 +181,10 @@ def main(argv=None):
         f"{args.components} Nystroem components; python {platform.python_version()}, {os.cpu_count()} CPU(s), "
         f"{args.threads} torch thread(s)"
     )
-    print(f"| {'path':>9} | {'n':>7} | {'seconds':>8} | {'peak GiB':>8} | {'above data':>10} | status")
-    print("|----------:|--------:|---------:|---------:|-----------:|-------")
+    print(
+        f"| {'path':>9} | {'n':>7} | {'seconds':>8} | {'RSS before GiB':>14} | {'peak GiB':>8} | {'added GiB':>9} | status"
+    )
+    print("|----------:|--------:|---------:|---------------:|---------:|----------:|-------")
     rows = {p: [] for p in args.only}
     for n in args.sizes:
         for p in args.only:
@@ -178,15 +192,15 @@ def main(argv=None):
                 rows[p].append({**rows[p][-1], "n": n, "seconds": math.nan})
                 continue
             r = measure(p, n, args)
-            r["extra_gib"] = r["peak_gib"] - r["data_gib"]
             rows[p].append(r)
             print(
-                f"| {p:>9} | {n:>7} | {r['seconds']:>8.2f} | {r['peak_gib']:>8.2f} | {r['extra_gib']:>10.2f} "
+                f"| {p:>9} | {n:>7} | {r['seconds']:>8.2f} | {r['before_gib']:>14.2f} | {r['peak_gib']:>8.2f} "
+                f"| {r['extra_gib']:>9.3f} "
                 f"| {r['status']}",
                 flush=True,
             )
     slopes = {p: dict(time=slope(rows[p], "seconds"), memory=slope(rows[p], "extra_gib")) for p in rows}
-    print("\n| path | log-log slope of time | of memory above the data |")
+    print("\n| path | log-log slope of time | of memory added |")
     print("|---|---|---|")
     for p, s in slopes.items():
         print(f"| {LABELS[p]} | {s['time']:.2f} | {s['memory']:.2f} |")
