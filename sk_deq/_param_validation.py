@@ -3,16 +3,20 @@
 :class:`SortedStrOptions` lists its options in sorted order in error messages
 (scikit-learn's :class:`StrOptions` prints them in set order, which changes
 from run to run).  :class:`ActivationName` accepts the activation names
-:func:`sk_deq.get_activation` resolves, in any case, aliases included.
+:func:`sk_deq.get_activation` resolves, in any case, aliases included.  :data:`KERNEL_TRANSFORMER_CONSTRAINTS` are the constraints
+the two kernel transformers share.
 """
 
 from __future__ import annotations
 
-from sklearn.utils._param_validation import StrOptions
+from numbers import Integral, Real
 
-from .activations import ACTIVATION_NAMES
+from sklearn.utils._param_validation import Interval, StrOptions
 
-__all__ = ["ActivationName", "SortedStrOptions"]
+from ._inputs import INPUT_SCALING, KERNELS
+from .activations import ACTIVATION_NAMES, Activation
+
+__all__ = ["KERNEL_TRANSFORMER_CONSTRAINTS", "ActivationName", "SortedStrOptions"]
 
 
 class SortedStrOptions(StrOptions):
@@ -30,3 +34,18 @@ class ActivationName(SortedStrOptions):
 
     def is_satisfied_by(self, val):
         return isinstance(val, str) and val.lower() in self.options
+
+
+#: Parameter constraints shared by the transformers of the implicit kernels
+#: (:class:`~sk_deq.ImplicitCKTransformer` and :class:`~sk_deq.ImplicitCKNystroem`).
+KERNEL_TRANSFORMER_CONSTRAINTS = {
+    "activation": [ActivationName(), Activation, callable],
+    "sigma_a2": [Interval(Real, 0, 1, closed="neither")],
+    "kernel": [SortedStrOptions(set(KERNELS))],
+    "sigma_b2": [Interval(Real, 0, None, closed="neither"), None],
+    "input_scaling": [SortedStrOptions(set(INPUT_SCALING))],
+    "block_size": [Interval(Integral, 1, None, closed="left"), None],
+    "n_jobs": [Integral, None],
+    "tol": [Interval(Real, 0, None, closed="neither")],
+    "random_state": ["random_state"],
+}

@@ -15,7 +15,7 @@ Only numpy, scipy and scikit-learn are needed (no torch).
 
 from __future__ import annotations
 
-from numbers import Integral, Real
+from numbers import Integral
 from typing import ClassVar
 
 import numpy as np
@@ -28,9 +28,8 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from threadpoolctl import threadpool_limits
 
 from ._dask import is_dask_collection, map_row_blocks
-from ._inputs import INPUT_SCALING, KERNELS, apply_input_scaling, fit_input_scaling
-from ._param_validation import ActivationName, SortedStrOptions
-from .activations import Activation
+from ._inputs import apply_input_scaling, fit_input_scaling
+from ._param_validation import KERNEL_TRANSFORMER_CONSTRAINTS, SortedStrOptions
 from .kernels import ImplicitKernelEngine
 from .kernels.memory import check_kernel_fits_in_memory
 
@@ -184,17 +183,9 @@ class ImplicitCKNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
     """
 
     _parameter_constraints: ClassVar[dict] = {
-        "activation": [ActivationName(), Activation, callable],
-        "sigma_a2": [Interval(Real, 0, 1, closed="neither")],
-        "kernel": [SortedStrOptions(set(KERNELS))],
+        **KERNEL_TRANSFORMER_CONSTRAINTS,
         "n_components": [Interval(Integral, 1, None, closed="left")],
         "landmarks": [SortedStrOptions(set(LANDMARKS))],
-        "sigma_b2": [Interval(Real, 0, None, closed="neither"), None],
-        "input_scaling": [SortedStrOptions(set(INPUT_SCALING))],
-        "block_size": [Interval(Integral, 1, None, closed="left"), None],
-        "n_jobs": [Integral, None],
-        "tol": [Interval(Real, 0, None, closed="neither")],
-        "random_state": ["random_state"],
     }
 
     def __init__(

@@ -16,7 +16,7 @@ Both only need numpy and scipy (no torch).
 from __future__ import annotations
 
 import math
-from numbers import Integral, Real
+from numbers import Integral
 from typing import ClassVar
 
 import numpy as np
@@ -26,9 +26,8 @@ from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._dask import is_dask_collection, map_row_blocks
-from ._inputs import INPUT_SCALING, KERNELS, apply_input_scaling, check_samples, fit_input_scaling, squared_norms
-from ._param_validation import ActivationName, SortedStrOptions
-from .activations import Activation
+from ._inputs import apply_input_scaling, check_samples, fit_input_scaling, squared_norms
+from ._param_validation import KERNEL_TRANSFORMER_CONSTRAINTS, SortedStrOptions
 from .kernels import (
     ImplicitKernelEngine,
     MonteCarloDEQSampler,
@@ -38,7 +37,7 @@ from .kernels import (
     linearized_kernel_coefficients,
 )
 
-__all__ = ["ImplicitCKTransformer", "ImplicitCKKernel"]
+__all__ = ["ImplicitCKKernel", "ImplicitCKTransformer"]
 
 _METHODS = ("exact", "linearized", "monte_carlo")
 
@@ -176,18 +175,10 @@ class ImplicitCKTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, B
     """
 
     _parameter_constraints: ClassVar[dict] = {
-        "activation": [ActivationName(), Activation, callable],
-        "sigma_a2": [Interval(Real, 0, 1, closed="neither")],
-        "kernel": [SortedStrOptions(set(KERNELS))],
+        **KERNEL_TRANSFORMER_CONSTRAINTS,
         "method": [SortedStrOptions(set(_METHODS))],
-        "sigma_b2": [Interval(Real, 0, None, closed="neither"), None],
-        "input_scaling": [SortedStrOptions(set(INPUT_SCALING))],
         "n_hidden": [Interval(Integral, 1, None, closed="left")],
         "n_draws": [Interval(Integral, 1, None, closed="left")],
-        "block_size": [Interval(Integral, 1, None, closed="left"), None],
-        "n_jobs": [Integral, None],
-        "tol": [Interval(Real, 0, None, closed="neither")],
-        "random_state": ["random_state"],
     }
 
     def __init__(
