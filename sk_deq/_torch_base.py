@@ -35,6 +35,7 @@ from ._inputs import INPUT_SCALING, apply_input_scaling, fit_input_scaling
 from ._param_validation import SortedStrOptions
 from ._stream import Stream, numpy_to_tensors, partial_fit_available, picklable
 from .kernels.memory import _available_memory_bytes
+from .nn.readout import LinearReadout
 from .nn.training import ProgressBar, _make_optimizer, train
 
 __all__ = ["ROW_QUANTUM", "TorchClassifierBase", "resolve_device"]
@@ -109,23 +110,6 @@ class _Model(torch.nn.Module):
 
     def forward(self, x):
         return self.readout(self.features(x).to(torch.float64))
-
-
-class _Float64Readout(torch.nn.Module):
-    """The float64 readout applied to features kept in the network's dtype.
-
-    Cached features stay float32 (with the default dtype); each batch the
-    training loop evaluates is upcast here, so the float64 copy exists one
-    chunk or minibatch at a time.  Upcasting is exact: the readout sees the
-    same numbers as from a float64 copy of all the features.
-    """
-
-    def __init__(self, readout: torch.nn.Linear):
-        super().__init__()
-        self.readout = readout
-
-    def forward(self, z):
-        return self.readout(z.to(torch.float64))
 
 
 #: Every batch of rows goes through the network with a row count that is a
@@ -504,7 +488,7 @@ class TorchClassifierBase(ClassifierMixin, BaseEstimator):
         """Frozen features: compute them once (no graph), then fit the readout on them.
 
         The inputs go to the device one chunk at a time and the features stay
-        in the network's dtype; :class:`_Float64Readout` upcasts each chunk
+        in the network's dtype; :class:`~sk_deq.nn.readout.LinearReadout` upcasts each chunk
         or minibatch the training loop evaluates.
         """
         t0 = time.perf_counter()
@@ -518,7 +502,7 @@ class TorchClassifierBase(ClassifierMixin, BaseEstimator):
             )
         self.module_.readout.train()
         return train(
-            _Float64Readout(self.module_.readout),
+            LinearReadout(self.module_.readout),
             Ft,
             self._targets(train_set, device),
             sample_weight=train_set.weight,

@@ -40,6 +40,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .._progress import ProgressBar  # re-exported: sk_deq.nn.training.ProgressBar is imported elsewhere
+from .readout import LinearReadout, ReadoutObjective, fit_readout
 
 __all__ = ["OPTIMIZERS", "TrainResult", "ProgressBar", "train", "predict_logits"]
 
@@ -382,7 +383,12 @@ def train(
     if optimizer == "lbfgs":
         if torch_optimizer is not None:
             raise ValueError("torch_optimizer continues a minibatch optimizer; it cannot be used with 'lbfgs'.")
-        _train_lbfgs(model, X, y, w, params, penalized, alpha, max_epochs, improvement_tol, epochs, after_step)
+        linear = _linear_readout(model, params, penalized)
+        if linear is not None:
+            alpha = alpha if penalized else 0.0
+            _train_lbfgs_linear(linear, X, y, w, alpha, max_epochs, improvement_tol, epochs, after_step)
+        else:
+            _train_lbfgs(model, X, y, w, params, penalized, alpha, max_epochs, improvement_tol, epochs, after_step)
     else:
         opt = _make_optimizer(optimizer, params, learning_rate) if torch_optimizer is None else torch_optimizer
         _train_minibatch(
@@ -532,6 +538,65 @@ def _minibatch_epoch(model, X, y, w, order, bs, opt, penalized, alpha, after_ste
         total += float(data.detach()) + (float(pen.detach()) * len(idx) if pen is not None else 0.0)
         bar.update()
     return total
+
+
+def _linear_readout(model, params, penalized) -> nn.Linear | None:
+    """The ``nn.Linear`` of a linear model L-BFGS can train in closed form (penalty on its weight only), or None."""
+    linear = model.linear if isinstance(model, LinearReadout) else model
+    if type(linear) is not nn.Linear or linear.bias is None:
+        return None
+    if len(params) != 2 or {id(p) for p in params} != {id(linear.weight), id(linear.bias)}:
+        return None
+    if any(p is not linear.weight for p in penalized):
+        return None
+    return linear
+
+
+def _scipy_blas_limited():
+    """One BLAS thread for scipy's own BLAS library only (numpy's, when it is a separate library, keeps its threads)."""
+    import contextlib
+    import os
+
+    import scipy
+    from threadpoolctl import ThreadpoolController
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(scipy.__file__)))
+    scipy_dirs = (os.path.join(root, "scipy"), os.path.join(root, "scipy.libs"))
+    libs = ThreadpoolController().select(user_api="blas")
+    paths = [c.filepath for c in libs.lib_controllers if os.path.abspath(c.filepath).startswith(scipy_dirs)]
+    if not paths:  # one library for both: limiting it would slow the matrix products down more
+        return contextlib.nullcontext()
+    return libs.select(filepath=paths).limit(limits=1)
+
+
+def _train_lbfgs_linear(linear, X, y, w, alpha, max_epochs, tol, epochs, after_step):
+    """L-BFGS-B on a linear model: fused loss and gradient, preconditioned variables (:mod:`sk_deq.nn.readout`)."""
+    result = epochs.result
+    objective = ReadoutObjective(X, y, linear.out_features, alpha, w, epochs.chunk_size)
+    t0 = [time.perf_counter()]
+
+    def callback(loss):
+        if after_step is not None:
+            after_step()
+        epochs.end(loss, t0[0])
+        t0[0] = time.perf_counter()
+        if epochs.monitor.use_val and epochs.monitor.stop:
+            raise _StopTraining
+
+    try:
+        # L-BFGS-B's own work is vector operations on the parameters: threads do not pay off
+        # at this size and on a busy machine they stall; the matrix products keep their threads
+        with _scipy_blas_limited():
+            info = fit_readout(linear, objective, max_iter=max_epochs, tol=tol, callback=callback)
+    except _StopTraining:
+        result.converged = True
+        result.stopped_early = True
+        result.message = f"validation loss did not improve by {tol:g} for {epochs.monitor.n_iter_no_change} iterations"
+        return
+    if result.n_epochs == 0:  # converged at the starting point: record it
+        epochs.end(info["loss"], t0[0])
+    result.converged = bool(info["converged"])
+    result.message = info["message"]
 
 
 def _train_lbfgs(model, X, y, w, params, penalized, alpha, max_epochs, tol, epochs, after_step):

