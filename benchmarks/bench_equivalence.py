@@ -128,8 +128,6 @@ def summarise(dataset, width, res) -> dict:
         out[f"{m}_acc_pct"] = 100 * statistics.fmean(acc)
         out[f"{m}_acc_std_pt"] = 100 * statistics.stdev(acc) if len(acc) > 1 else 0.0
         out[f"{m}_s"] = statistics.median(times)
-        for part in ("features", "readout", "predict"):
-            out[f"{m}_{part}_s"] = statistics.median(o[part] for o in res[m])
     ratio = [d["time"] / m["time"] for d, m in zip(res["deq"], res["matched"])]
     out["deq_over_matched"] = statistics.median(ratio)
     out["deq_over_matched_min"], out["deq_over_matched_max"] = min(ratio), max(ratio)
@@ -137,6 +135,20 @@ def summarise(dataset, width, res) -> dict:
     iters = [o["iters"] for o in res["deq"] if o["iters"] is not None]
     out["deq_iters"] = statistics.fmean(iters) if iters else None
     return out
+
+
+def breakdown(dataset, width, res) -> list[dict]:
+    """Median seconds of the parts of a fit and predict, one record per model."""
+    return [
+        {
+            "dataset": dataset,
+            "width": width,
+            "model": m,
+            **{f"{part}_s": statistics.median(o[part] for o in res[m]) for part in ("features", "readout", "predict")},
+            "epochs": statistics.median(o["epochs"] for o in res[m]),
+        }
+        for m in MODELS
+    ]
 
 
 def collect(quick=False, repeats=3, threads=1):
@@ -158,18 +170,25 @@ def collect(quick=False, repeats=3, threads=1):
     if threads:
         torch.set_num_threads(threads)
     try:
-        records, warned = [], set()
+        records, parts, warned = [], [], set()
         for name in args.datasets:
             _, data = load(name)
             for width in args.widths:
                 res = run_width(width, data, args)
                 warned.update(w for m in MODELS for o in res[m] for w in o["warnings"])
                 records.append(summarise(name, width, res))
+                parts += breakdown(name, width, res)
         config = {k: v for k, v in vars(args).items()}
         config["torch_threads"] = torch.get_num_threads()
     finally:
         torch.set_num_threads(before)
-    return {"config": config, "records": records, "warnings": sorted(warned)}
+    return {
+        "config": config,
+        "records": records,
+        "breakdown": parts,
+        "extra_tables": ["breakdown"],
+        "warnings": sorted(warned),
+    }
 
 
 def main(argv=None):

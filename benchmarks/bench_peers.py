@@ -52,7 +52,7 @@ time ratio DEQ / matched is measured again at width 4,096 (not in quick mode).
 Usage::
 
     python benchmarks/bench_peers.py                  # width 1024 and 4096, 3 repeats
-    python benchmarks/bench_peers.py --quick          # 1,000 / 250 digits, width 256, per-sample on 50
+    python benchmarks/bench_peers.py --quick          # 600 / 250 digits, width 128, per-sample on 50
     python benchmarks/bench_peers.py --json peers.json
 """
 
@@ -195,7 +195,7 @@ def _data(quick: bool):
     X, y = load_digits_once()
     train, test = mnist_split()
     if quick:  # the training indices are shuffled, the test indices sorted by class: take every 4th
-        train, test = train[:1000], test[::4]
+        train, test = train[:600], test[::4]
     return X[train], y[train], X[test], y[test]
 
 
@@ -302,7 +302,7 @@ def _summary(name, runs):
     }
     if "forward_s" in runs[0]:
         row["forward_s"] = _median([r["forward_s"] for r in runs])
-        row["evaluations"] = _median([r["evaluations"] for r in runs])
+        row["map_evals_train_test"] = _median([r["evaluations"] for r in runs])
         row["readout_s"] = _median([r["readout_s"] for r in runs])
         row["max_rel_residual"] = max(r["max_rel_residual"] for r in runs)
         if "same_weights_as_deq" in runs[0]:
@@ -351,11 +351,11 @@ def collect(
 ) -> dict:
     """Run every contestant ``repeats`` times, interleaved; returns config, table records and the ratio rows.
 
-    ``quick``: 1,000 training / 250 test digits, width 256, per-sample loop on
+    ``quick``: 600 training / 250 test digits, width 128, per-sample loop on
     50 digits, MLP for 5 epochs, no width-4,096 ratio.
     """
     repeats = max(int(repeats), 1)
-    width = width or (256 if quick else 1024)
+    width = width or (128 if quick else 1024)
     ratio_widths = list(ratio_widths if ratio_widths is not None else ([] if quick else [4096]))
     per_sample_n = per_sample_n or (50 if quick else 1000)
     mlp_max_iter = mlp_max_iter or (5 if quick else 50)
@@ -392,18 +392,18 @@ def collect(
     ps = runs["per_sample"]
     deq_row = records[0]
     per_row_batched = deq_row["forward_s"] / (len(data[1]) + len(data[3]))
-    records.append(
+    per_sample = [
         {
-            "contestant": f"per_sample (n={ps[0]['n']})",
+            "n": ps[0]["n"],
             "acc_pct": 100 * statistics.fmean(p["acc"] for p in ps),
             "per_sample_s": _median([p["per_sample_s"] for p in ps]),
             "batched_per_sample_s": per_row_batched,
             "per_sample_over_batched": _median([p["per_sample_s"] for p in ps]) / per_row_batched,
-            "evaluations": _median([p["mean_iterations"] for p in ps]),
+            "mean_iterations_per_sample": _median([p["mean_iterations"] for p in ps]),
             "max_abs_diff_vs_batched": max(p["max_abs_diff_vs_batched"] for p in ps),
             "agrees_with_batched_predictions": min(p["agrees_with_batched_predictions"] for p in ps),
         }
-    )
+    ]
     ratio_rows = [_ratio_at(width, repeats, data, cfg, runs={"deq": runs["deq"], "matched": runs["matched"]})]
     for w in ratio_widths:
         if verbose:
@@ -444,11 +444,16 @@ def collect(
             "mlp": {**cfg["mlp"], "hidden_layer_sizes": [width], "preprocessing": "StandardScaler"},
             "repeats": repeats,
             "torch_threads": torch.get_num_threads(),
+            "columns": "times in seconds, medians over the repeats (min and max of fit+predict); accuracy: mean "
+            "over the repeats; forward_s: inside the solver calls; map_evals_train_test: evaluations of the map, "
+            "training and test solves together; per_sample_over_batched: per-sample loop seconds per sample over "
+            "the batched solve's (deq's forward_s per row)",
             "order": "rotated from one repeat to the next; random_state = repeat index",
         },
         "records": records,
         "ratios": ratio_rows,
-        "extra_tables": ["ratios"],
+        "per_sample": per_sample,
+        "extra_tables": ["per_sample", "ratios"],
         "goals": goals,
         "runs": {
             k: [{kk: vv for kk, vv in r.items() if kk != "evaluations_per_call"} for r in v] for k, v in runs.items()

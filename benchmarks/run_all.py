@@ -308,7 +308,7 @@ def run_benchmark(name: str, quick: bool, repeats: int, registry=None) -> dict:
         entry["status"], entry["error"] = "error", f"{type(exc).__name__}: {exc}"
         entry["traceback"] = traceback.format_exc()
     finally:
-        entry["torch_threads"] = torch.get_num_threads()
+        entry["torch_threads"] = threads  # at the start; a benchmark may set its own (see its config)
         torch.set_num_threads(threads)
     entry["seconds"] = time.perf_counter() - t0
     return entry
@@ -380,7 +380,7 @@ def goals_table(benchmarks: dict) -> list[dict]:
                 break
         else:
             states = [f"{s}: {benchmarks[s]['status']}" for s in goal["from"] if s in benchmarks]
-            row["note"] = "not measured (" + ("; ".join(states) if states else "benchmark not run") + ")"
+            row["note"] = "not measured in this run (" + ("; ".join(states) if states else "not run") + ")"
         rows.append(row)
     for key, (name, g) in provided.items():
         if key not in used:
@@ -550,8 +550,8 @@ def markdown(results: dict) -> str:
         lines += [f"## {name}", ""]
         status = entry.get("status")
         lines.append(
-            f"`{entry.get('module')}`: {status}, {_fmt(entry.get('seconds'))} s, torch threads "
-            f"{entry.get('torch_threads')}."
+            f"`{entry.get('module')}`: {status}, {_fmt(entry.get('seconds'))} s (torch threads at the start: "
+            f"{entry.get('torch_threads')})."
         )
         lines.append("")
         if status != "ok":
