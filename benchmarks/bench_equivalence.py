@@ -109,6 +109,88 @@ def fmt_acc(values):
     return f"{mean:.2f}±{100 * statistics.stdev(values):.2f}"
 
 
+def run_width(width, data, args) -> dict:
+    """Every model ``args.repeats`` times at one width, the order rotated from one repeat to the next."""
+    res = {m: [] for m in MODELS}
+    for r in range(args.repeats):
+        order = MODELS[r % 3 :] + MODELS[: r % 3]
+        for model in order:
+            res[model].append(run_one(model, width, r, data, args))
+    return res
+
+
+def summarise(dataset, width, res) -> dict:
+    """One JSON record of a width: accuracies (mean, std), median times and the DEQ/matched ratio."""
+    out = {"dataset": dataset, "width": width, "repeats": len(res["deq"])}
+    for m in MODELS:
+        acc = [o["acc"] for o in res[m]]
+        times = [o["time"] for o in res[m]]
+        out[f"{m}_acc_pct"] = 100 * statistics.fmean(acc)
+        out[f"{m}_acc_std_pt"] = 100 * statistics.stdev(acc) if len(acc) > 1 else 0.0
+        out[f"{m}_s"] = statistics.median(times)
+    ratio = [d["time"] / m["time"] for d, m in zip(res["deq"], res["matched"])]
+    out["deq_over_matched"] = statistics.median(ratio)
+    out["deq_over_matched_min"], out["deq_over_matched_max"] = min(ratio), max(ratio)
+    out["acc_diff_pt"] = out["matched_acc_pct"] - out["deq_acc_pct"]
+    iters = [o["iters"] for o in res["deq"] if o["iters"] is not None]
+    out["deq_iters"] = statistics.fmean(iters) if iters else None
+    return out
+
+
+def breakdown(dataset, width, res) -> list[dict]:
+    """Median seconds of the parts of a fit and predict, one record per model."""
+    return [
+        {
+            "dataset": dataset,
+            "width": width,
+            "model": m,
+            **{f"{part}_s": statistics.median(o[part] for o in res[m]) for part in ("features", "readout", "predict")},
+            "epochs": statistics.median(o["epochs"] for o in res[m]),
+        }
+        for m in MODELS
+    ]
+
+
+def collect(quick=False, repeats=3, threads=1):
+    """The benchmark as JSON records (one per data set and width), ``repeats`` interleaved repeats each.
+
+    Full: MNIST and digits, widths 32 to 1024; quick: digits, widths 32 and 128.
+    ``threads`` torch threads during the run (as the command line's default).
+    """
+    args = argparse.Namespace(
+        activation="relu",
+        sigma_a2=0.2,
+        device="auto",
+        dtype="float32",
+        repeats=max(int(repeats), 1),
+        widths=[32, 128] if quick else [32, 128, 256, 512, 1024],
+        datasets=["digits"] if quick else ["mnist", "digits"],
+    )
+    before = torch.get_num_threads()
+    if threads:
+        torch.set_num_threads(threads)
+    try:
+        records, parts, warned = [], [], set()
+        for name in args.datasets:
+            _, data = load(name)
+            for width in args.widths:
+                res = run_width(width, data, args)
+                warned.update(w for m in MODELS for o in res[m] for w in o["warnings"])
+                records.append(summarise(name, width, res))
+                parts += breakdown(name, width, res)
+        config = {k: v for k, v in vars(args).items()}
+        config["torch_threads"] = torch.get_num_threads()
+    finally:
+        torch.set_num_threads(before)
+    return {
+        "config": config,
+        "records": records,
+        "breakdown": parts,
+        "extra_tables": ["breakdown"],
+        "warnings": sorted(warned),
+    }
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--datasets", nargs="+", default=["mnist", "digits"], choices=["mnist", "digits"])
@@ -140,14 +222,9 @@ def main(argv=None):
         print(f"\n## {label}: {len(data[2])} train / {len(data[3])} test")
         rows = {}
         for width in args.widths:
-            res = {m: [] for m in MODELS}
-            for r in range(args.repeats):
-                order = MODELS[r % 3 :] + MODELS[: r % 3]
-                for model in order:
-                    out = run_one(model, width, r, data, args)
-                    res[model].append(out)
-                    all_warnings.update(out["warnings"])
-            rows[width] = res
+            res = rows[width] = run_width(width, data, args)
+            for m in MODELS:
+                all_warnings.update(w for o in res[m] for w in o["warnings"])
             ratio = [d["time"] / m["time"] for d, m in zip(res["deq"], res["matched"])]
             print(
                 f"  width {width:>5}: acc DEQ {fmt_acc([o['acc'] for o in res['deq']])}, matched "

@@ -110,6 +110,47 @@ def build_data(n_samples, path) -> dict:
     } | {"p": X.shape[1]}
 
 
+def collect(quick=False, repeats=3, models=MODELS, threads=1):
+    """The benchmark as JSON records (one per model: medians of ``repeats`` worker subprocesses, interleaved).
+
+    Full: n = 60,000, width 1024; quick: n = 8,000, width 256.
+    """
+    import statistics
+
+    args = argparse.Namespace(n_samples=8000 if quick else 60_000, width=256 if quick else 1024, threads=threads)
+    models = list(models)
+    runs = {m: [] for m in models}
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "data.npz"
+        build = build_data(args.n_samples, path)
+        for r in range(max(int(repeats), 1)):
+            for model in models[r % len(models) :] + models[: r % len(models)]:
+                runs[model].append(run_model(model, path, args))
+    cache = build["n_train"] * args.width * 4
+    records = []
+    for model in models:
+        rs = runs[model]
+        med = {k: statistics.median(x[k] for x in rs) for k in ("fit_s", "rss_before", "rss_peak", "rss_fit")}
+        records.append(
+            {
+                "model": model,
+                "n": build["n_train"],
+                "width": args.width,
+                "fit_s": med["fit_s"],
+                "acc_pct": 100 * statistics.fmean(x["acc"] for x in rs),
+                "iterations": statistics.median(x["iterations"] for x in rs),
+                "rss_before_mib": med["rss_before"] / MIB,
+                "fit_peak_mib": med["rss_peak"] / MIB,
+                "fit_added_mib": med["rss_fit"] / MIB,
+                "cache_mib": cache / MIB,
+                "added_over_cache": med["rss_fit"] / cache,
+                "peak_measured_by": rs[0]["peak_measured_by"],
+                "repeats": len(rs),
+            }
+        )
+    return {"config": {**vars(args), "models": models}, "data": build, "records": records, "runs": runs}
+
+
 def print_table(rows, build, args):
     n, p, m = build["n_train"], build["p"], args.width
     cache, inputs = n * m * 4, n * p * 8

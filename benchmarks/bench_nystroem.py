@@ -75,7 +75,7 @@ def run_approx(args) -> list[dict]:
     for k in comps:
         for rule in LANDMARKS:
             errs, times = [], []
-            for seed in range(1 if args.quick else 3):
+            for seed in range(getattr(args, "repeats", None) or (1 if args.quick else 3)):
                 t0 = time.perf_counter()
                 nys = ImplicitCKNystroem(
                     args.activation, args.sigma_a2, n_components=k, landmarks=rule, random_state=seed
@@ -249,6 +249,58 @@ def run_scale(args) -> list[dict]:
             flush=True,
         )
     return rows
+
+
+def collect(quick=False, repeats=3, parts=None):
+    """The benchmark as JSON: ``approx`` (``repeats`` seeds per setting), ``accuracy`` and ``scale``; quick: ``approx``.
+
+    ``scale`` runs once per data set (one subprocess each, as on the command
+    line): it measures the memory of one transform at 100,000 rows.  The
+    quick ``accuracy`` part (1,000 training digits) takes minutes on 2
+    cores, so quick mode leaves it out unless ``parts`` names it.
+    """
+    parts = list(parts or (["approx"] if quick else ["approx", "accuracy", "scale"]))
+    args = argparse.Namespace(activation="tanh", sigma_a2=0.2, n_jobs=None, quick=quick, repeats=max(int(repeats), 1))
+    runners = {"approx": run_approx, "accuracy": run_accuracy, "scale": run_scale}
+    out = {"config": {**vars(args), "parts": parts}}
+    for part in parts:
+        out[part] = runners[part](args)
+    records = [
+        {
+            "part": "approx",
+            "n_components": r["n_components"],
+            "landmarks": r["landmarks"],
+            "rel_error": r["error"],
+            "fit_s": statistics.median(r["fit_s"]),
+        }
+        for r in out.get("approx", [])
+    ]
+    if "accuracy" in out:
+        exact = out["accuracy"]["exact"]
+        records.append(
+            {
+                "part": "accuracy",
+                "landmarks": "exact kernel",
+                "accuracy_pct": 100 * exact["accuracy"],
+                "alpha": exact["alpha"],
+                "features_s": exact["kernel_s"],
+            }
+        )
+        records += [
+            {
+                "part": "accuracy",
+                "n_components": r["n_components"],
+                "landmarks": r["landmarks"],
+                "accuracy_pct": 100 * r["accuracy"],
+                "delta_vs_exact_pt": 100 * (r["accuracy"] - exact["accuracy"]),
+                "alpha": r["alpha"],
+                "features_s": r["features_s"],
+            }
+            for r in out["accuracy"]["nystroem"]
+        ]
+    records += [{"part": "scale", **r} for r in out.get("scale", [])]
+    out["records"] = records
+    return out
 
 
 def main(argv=None):

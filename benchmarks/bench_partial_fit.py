@@ -81,6 +81,61 @@ def run_partial(model, width, seed, data, lr, args):
     return {"lr": lr, "acc": curve[-1], "curve": curve, "time": seconds, "calls": est.n_iter_}
 
 
+def run_model_seed(model, seed, data, args) -> dict:
+    """fit, then partial_fit at every learning rate, of one model and seed."""
+    row = {"model": model, "seed": seed, "fit": run_fit(model, args.width, seed, data), "partial": []}
+    for lr in args.learning_rates:
+        row["partial"].append(run_partial(model, args.width, seed, data, lr, args))
+        print(f"  {model} seed {seed} lr {lr:g}: {row['partial'][-1]['curve']}", flush=True)
+    return row
+
+
+def collect(quick=False, repeats=3, threads=1):
+    """The benchmark as JSON records (one per model), over ``repeats`` seeds, the models interleaved.
+
+    Full: width 1024, 5 passes; quick: width 128, 2 passes; 500-row chunks,
+    learning rate 0.1, ``threads`` torch threads (the command line's default).
+    """
+    args = argparse.Namespace(
+        models=list(MODELS),
+        width=128 if quick else 1024,
+        passes=2 if quick else 5,
+        chunk_size=500,
+        learning_rates=[0.1],
+        seeds=list(range(max(int(repeats), 1))),
+    )
+    before = torch.get_num_threads()
+    if threads:
+        torch.set_num_threads(threads)
+    try:
+        X, y = load_digits_once()
+        train, test = mnist_split()
+        data = (X[train], y[train], X[test], y[test])
+        rows = [run_model_seed(model, seed, data, args) for seed in args.seeds for model in args.models]
+        config = {**vars(args), "torch_threads": torch.get_num_threads(), "bar_pt": BAR}
+    finally:
+        torch.set_num_threads(before)
+    records = []
+    for model in args.models:
+        rs = [r for r in rows if r["model"] == model]
+        pf = [r["partial"][0] for r in rs]
+        deltas = [100 * (p["acc"] - r["fit"]["acc"]) for p, r in zip(pf, rs)]
+        records.append(
+            {
+                "model": model,
+                "fit_acc_pct": 100 * statistics.fmean(r["fit"]["acc"] for r in rs),
+                "fit_s": statistics.median(r["fit"]["time"] for r in rs),
+                "partial_fit_acc_pct": 100 * statistics.fmean(p["acc"] for p in pf),
+                "partial_fit_s": statistics.median(p["time"] for p in pf),
+                "delta_pt": statistics.fmean(deltas),
+                "worst_delta_pt": min(deltas),
+                "within_bar": min(deltas) >= -BAR,
+                "seeds": len(rs),
+            }
+        )
+    return {"config": config, "records": records, "results": rows}
+
+
 def print_table(rows, args):
     width = max(26, 7 * args.passes)
     head = (
@@ -143,14 +198,7 @@ def main(argv=None):
         f"# partial_fit vs fit: MNIST {len(train)} train / {len(test)} test, width {args.width}, {args.passes} passes "
         f"of {args.chunk_size}-row chunks, Adam; torch {torch.__version__}, {torch.get_num_threads()} thread(s)"
     )
-    rows = []
-    for model in args.models:
-        for seed in args.seeds:
-            row = {"model": model, "seed": seed, "fit": run_fit(model, args.width, seed, data), "partial": []}
-            for lr in args.learning_rates:
-                row["partial"].append(run_partial(model, args.width, seed, data, lr, args))
-                print(f"  {model} seed {seed} lr {lr:g}: {row['partial'][-1]['curve']}", flush=True)
-            rows.append(row)
+    rows = [run_model_seed(model, seed, data, args) for model in args.models for seed in args.seeds]
     print()
     print_table(rows, args)
     print_summary(rows, args)

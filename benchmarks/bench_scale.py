@@ -169,6 +169,62 @@ def plot(results, path):
     fig.savefig(path, dpi=110)
 
 
+def collect(quick=False, repeats=3, sizes=None, paths=PATHS):
+    """The benchmark as JSON: one record per path and size (medians of ``repeats`` subprocesses) and the slopes.
+
+    The repeats are interleaved (every repeat measures every path once, in a
+    rotated order); full: sizes 1,000 to 100,000; quick: 1,000 and 3,162.
+    A path out of memory at one size is not run at larger ones.
+    """
+    sizes = list(sizes or ([1000, 3162] if quick else [1000, 3162, 10000, 31623, 100000]))
+    paths = list(paths)
+    args = argparse.Namespace(activation="relu", sigma_a2=0.2, width=1024, components=1000, threads=os.cpu_count() or 1)
+    repeats = max(int(repeats), 1)
+    rows = {p: [] for p in paths}
+    for n in sizes:
+        runs = {p: [] for p in paths if not (rows[p] and rows[p][-1]["status"] != "ok")}
+        for r in range(repeats):
+            todo = [p for p in paths if p in runs]
+            for p in todo[r % max(len(todo), 1) :] + todo[: r % max(len(todo), 1)]:
+                runs[p].append(measure(p, n, args))
+        for p in paths:
+            if p not in runs:  # out of memory before: larger n will be too
+                rows[p].append({**rows[p][-1], "n": n, "seconds": math.nan})
+                continue
+            ok = [m for m in runs[p] if m["status"] == "ok"]
+            rec = dict(runs[p][-1] if not ok else ok[0])
+            for key in ("seconds", "extra_gib", "peak_gib", "before_gib", "fit_s", "linear_s", "transform_s"):
+                vals = [m[key] for m in ok if key in m]
+                if vals:
+                    rec[key] = float(np.median(vals))
+            rec["repeats_ok"] = len(ok)
+            rows[p].append(rec)
+    slopes = {
+        p: dict(
+            time=slope(rows[p], "seconds"),
+            time_large_n=slope(rows[p], "seconds", last=2),
+            memory=slope(rows[p], "extra_gib"),
+            memory_large_n=slope(rows[p], "extra_gib", last=2),
+        )
+        for p in rows
+    }
+    records = [
+        {"path": p, "n": r["n"], "seconds": r["seconds"], "added_gib": r.get("extra_gib"), "status": r["status"]}
+        for p in paths
+        for r in rows[p]
+    ]
+    records += [
+        {"path": p, "n": "slope", "seconds": s["time"], "added_gib": s["memory"], "status": ""}
+        for p, s in slopes.items()
+    ]
+    return {
+        "config": {**vars(args), "sizes": sizes, "repeats": repeats},
+        "records": records,
+        "rows": rows,
+        "slopes": slopes,
+    }
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", nargs="+", type=int, default=[1000, 3162, 10000, 31623, 100000])

@@ -1,0 +1,604 @@
+"""Run every benchmark in one process and write one JSON file and one markdown file of tables.
+
+Usage::
+
+    python benchmarks/run_all.py                       # everything, full sizes, 3 repeats (hours on 2 cores)
+    python benchmarks/run_all.py --quick               # small sizes (minutes)
+    python benchmarks/run_all.py --only peers forward --repeats 5
+    python benchmarks/run_all.py --out /tmp/bench      # where the files go
+    python benchmarks/run_all.py --from-json benchmarks/results/run_all.json   # rewrite the markdown only
+
+Every benchmark module of the registry (:data:`REGISTRY`) offers
+``collect(quick=False, repeats=3) -> dict``; this script imports each, calls
+it and stores what it returns.  A benchmark that cannot be imported or has no
+``collect`` is recorded as ``not available``; one that raises is recorded
+with its error and traceback, and the others still run.  The JSON is
+rewritten after every benchmark, so an interrupted run keeps what finished.
+
+Output: ``<out>/run_all.json`` (``run_all_quick.json`` with ``--quick``),
+default ``benchmarks/results/``, with
+
+``schema``
+    ``"sk_deq.run_all/1"``.
+``quick``, ``repeats``, ``started``, ``finished``, ``wall_s``
+    How the run was made, and its wall time.
+``machine``
+    Platform, CPU model (``/proc/cpuinfo``), cores, the versions of Python,
+    NumPy, SciPy, scikit-learn, torch and TorchDEQ, torch's thread count,
+    the BLAS and OpenMP libraries with their thread counts (threadpoolctl)
+    and the git commit.
+``benchmarks``
+    ``{name: {"module", "status" ('ok', 'error' or 'not available'),
+    "seconds", "torch_threads", "error", "traceback", "result"}}``; the
+    ``result`` is the benchmark's own dict: by convention ``config`` (its
+    settings), ``records`` (a list of flat dicts, one table row each: medians
+    over the repeats where times are involved), optionally ``goals`` and
+    ``extra_tables`` (names of further lists of flat dicts to print), and
+    whatever raw data it keeps.
+``goals``
+    The targets of the project (:data:`GOALS`), each with the measured
+    figure, whether it is met, and the benchmark it comes from.
+
+and ``run_all.md`` (``run_all_quick.md``) built from the JSON by
+:func:`markdown`: the machine, the goals table, then one table per
+benchmark.  ``markdown(json.load(...))`` regenerates it from a saved JSON
+(``--from-json``), e.g. for the README's tables.
+
+Torch's thread count is restored after every benchmark (some set their own,
+as on their command line); each benchmark records the count it ran with.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import importlib
+import json
+import math
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
+
+SCHEMA = "sk_deq.run_all/1"
+KERNEL_ACTIVATIONS = ["relu", "tanh", "gelu", "silu", "erf", "sigmoid"]
+
+
+class NotAvailable(Exception):
+    """The benchmark cannot run here (module or entry point missing, or it returns no records)."""
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    """A registry entry: the module, its entry point, and an optional adapter.
+
+    Without an adapter the entry point is called as ``entry(quick=...,
+    repeats=...)``; with one, as ``adapter(entry, quick, repeats)``.
+    """
+
+    module: str
+    entry: str = "collect"
+    adapter: object = None
+    description: str = ""
+
+
+def _kernels_adapter(bench_speed, quick: bool, repeats: int) -> dict:
+    """``bench_kernels.bench_speed`` at n = 4,000 (quick 1,000), the six activations, one job."""
+    sizes = [1000] if quick else [4000]
+    records = bench_speed(sizes=sizes, repeats=repeats, acts=list(KERNEL_ACTIVATIONS), n_jobs_list=[1])
+    if not records:
+        raise NotAvailable("bench_kernels.bench_speed returned no records (a version that only prints)")
+    records = [dict(r) for r in records]
+    return {
+        "config": {"sizes": sizes, "repeats": repeats, "activations": KERNEL_ACTIVATIONS, "n_jobs": [1]},
+        "records": records,
+        "goals": kernel_goals(records),
+    }
+
+
+def kernel_goals(records) -> list[dict]:
+    """The kernel-speed goals from ``bench_speed`` records: relu <= 1.5x GEMM, every smooth activation <= 3x.
+
+    Records of the largest ``n`` with ``n_jobs`` 1; several records of one
+    activation (e.g. one per repeat) count by their median ratio.
+    """
+    rows = [r for r in records if r.get("n_jobs", 1) in (1, None) and r.get("ratio") is not None]
+    if not rows:
+        return []
+    n = max(r.get("n", 0) for r in rows)
+    by_act: dict[str, list[float]] = {}
+    for r in rows:
+        if r.get("n", 0) == n:
+            by_act.setdefault(r["activation"], []).append(float(r["ratio"]))
+    ratio = {a: statistics.median(v) for a, v in by_act.items()}
+    goals = []
+    if "relu" in ratio:
+        goals.append(
+            {
+                "id": "kernel_relu",
+                "goal": f"exact ReLU kernel time / GEMM time (n={n})",
+                "target": "<= 1.5x",
+                "measured": f"{ratio['relu']:.2f}x",
+                "met": ratio["relu"] <= 1.5,
+            }
+        )
+    smooth = {a: r for a, r in ratio.items() if a != "relu"}
+    if smooth:
+        worst = max(smooth, key=smooth.get)
+        goals.append(
+            {
+                "id": "kernel_smooth",
+                "goal": f"exact smooth kernels time / GEMM time (n={n}; worst of {', '.join(sorted(smooth))})",
+                "target": "<= 3x",
+                "measured": f"{smooth[worst]:.2f}x ({worst})",
+                "met": smooth[worst] <= 3.0,
+            }
+        )
+    return goals
+
+
+#: The benchmarks, in the order they run.
+REGISTRY: dict[str, Benchmark] = {
+    "peers": Benchmark("bench_peers", description="DEQ vs matched, TorchDEQ solvers, per-sample loop, MLP"),
+    "forward": Benchmark("bench_forward", description="DEQ forward GFLOP/s vs float32 GEMM"),
+    "kernels": Benchmark("bench_kernels", "bench_speed", _kernels_adapter, "exact implicit kernels vs GEMM"),
+    "readout": Benchmark("bench_readout", description="readout solver speed"),
+    "torch_engine": Benchmark("bench_torch_engine", description="torch kernel engine"),
+    "equivalence": Benchmark("bench_equivalence", description="DEQ vs matched vs unmatched over widths"),
+    "partial_fit": Benchmark("bench_partial_fit", description="partial_fit vs fit"),
+    "early_stopping": Benchmark("bench_early_stopping", description="cost of early stopping"),
+    "nystroem": Benchmark("bench_nystroem", description="Nystroem features of the implicit kernel"),
+    "large_fit": Benchmark("bench_large_fit", description="fit at large n: time and memory"),
+    "scale": Benchmark("bench_scale", description="time and memory against n"),
+}
+
+#: The project's targets: ``id`` is matched with the ``goals`` the benchmarks return (first provider wins).
+GOALS = [
+    {
+        "id": "readout_ratio_1024",
+        "goal": "fit+predict time DEQ / matched, width 1024",
+        "target": ">= 3x",
+        "from": ["peers", "readout"],
+    },
+    {
+        "id": "readout_ratio_4096",
+        "goal": "fit+predict time DEQ / matched, width 4096",
+        "target": ">= 5x",
+        "from": ["peers", "readout"],
+    },
+    {
+        "id": "readout_accuracy_1024",
+        "goal": "accuracy matched vs DEQ, width 1024",
+        "target": "within 1 pt",
+        "from": ["peers", "readout"],
+    },
+    {
+        "id": "readout_accuracy_4096",
+        "goal": "accuracy matched vs DEQ, width 4096",
+        "target": "within 1 pt",
+        "from": ["peers", "readout"],
+    },
+    {"id": "kernel_smooth", "goal": "exact smooth kernels / GEMM (n=4000)", "target": "<= 3x", "from": ["kernels"]},
+    {"id": "kernel_relu", "goal": "exact ReLU kernel / GEMM (n=4000)", "target": "<= 1.5x", "from": ["kernels"]},
+    {
+        "id": "forward_gemm",
+        "goal": "DEQ forward / float32 GEMM throughput (n=4000, m=1024)",
+        "target": ">= 90 %",
+        "from": ["forward"],
+    },
+    {
+        "id": "torch_engine_agreement",
+        "goal": "torch kernel engine agrees with the NumPy engine",
+        "target": "<= 1e-10",
+        "from": ["torch_engine"],
+    },
+]
+
+
+# -------------------------------------------------------------------------------- machine
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.lower().startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def _version(name: str):
+    try:
+        from importlib.metadata import version
+
+        return version(name)
+    except Exception:
+        return None
+
+
+def machine_info() -> dict:
+    """Platform, CPU, cores, library versions, thread counts and the git commit."""
+    import torch
+
+    info = {
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "python": platform.python_version(),
+        "cpu_model": _cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "cpus_usable": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        "versions": {
+            name: _version(name) for name in ("numpy", "scipy", "scikit-learn", "torch", "torchdeq", "mlxtend")
+        },
+        "torch_threads": torch.get_num_threads(),
+        "cuda_available": torch.cuda.is_available(),
+    }
+    try:
+        from threadpoolctl import threadpool_info
+
+        keep = ("user_api", "internal_api", "num_threads", "version", "threading_layer", "architecture", "prefix")
+        info["threadpools"] = [{k: p.get(k) for k in keep} for p in threadpool_info()]
+    except ImportError:
+        info["threadpools"] = None
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=HERE, capture_output=True, text=True, timeout=10)
+        info["git_commit"] = head.stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        info["git_commit"] = None
+    return info
+
+
+# -------------------------------------------------------------------------------- running
+
+
+def clean(obj):
+    """A JSON-safe copy: NumPy scalars and arrays to Python, NaN and infinities to None, unknown objects to str."""
+    if isinstance(obj, dict):
+        return {str(k): clean(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple, set)):
+        return [clean(v) for v in obj]
+    if isinstance(obj, bool) or obj is None or isinstance(obj, str):
+        return obj
+    if isinstance(obj, int):
+        return obj
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if hasattr(obj, "tolist"):  # numpy scalars and arrays, torch tensors
+        return clean(obj.tolist())
+    return str(obj)
+
+
+def resolve(name: str, registry=None):
+    """The callable ``f(quick, repeats) -> dict`` of a benchmark; raises :class:`NotAvailable`."""
+    spec = (registry or REGISTRY)[name]
+    try:
+        entry = getattr(importlib.import_module(spec.module), spec.entry)
+    except (ImportError, AttributeError) as exc:
+        raise NotAvailable(f"{type(exc).__name__}: {exc}") from exc
+    if spec.adapter is not None:
+        return lambda quick, repeats: spec.adapter(entry, quick, repeats)
+    return lambda quick, repeats: entry(quick=quick, repeats=repeats)
+
+
+def run_benchmark(name: str, quick: bool, repeats: int, registry=None) -> dict:
+    """Run one benchmark; returns its entry of the JSON (status, seconds, error, result)."""
+    import torch
+
+    spec = (registry or REGISTRY)[name]
+    entry = {"module": spec.module, "status": "ok", "seconds": None, "error": None, "traceback": None, "result": None}
+    threads = torch.get_num_threads()
+    t0 = time.perf_counter()
+    try:
+        fn = resolve(name, registry)
+        entry["result"] = clean(fn(quick, repeats))
+    except NotAvailable as exc:
+        entry["status"], entry["error"] = "not available", str(exc)
+    except Exception as exc:  # recorded; the other benchmarks still run
+        entry["status"], entry["error"] = "error", f"{type(exc).__name__}: {exc}"
+        entry["traceback"] = traceback.format_exc()
+    finally:
+        entry["torch_threads"] = threads  # at the start; a benchmark may set its own (see its config)
+        torch.set_num_threads(threads)
+    entry["seconds"] = time.perf_counter() - t0
+    return entry
+
+
+def _derived_goals(name: str, result) -> list[dict]:
+    """Goals a benchmark did not state itself: the torch engine's agreement from its largest difference."""
+    if name != "torch_engine" or not isinstance(result, (dict, list)):
+        return []
+    found = []
+
+    def walk(obj, key=""):
+        if isinstance(obj, dict):
+            for k, v in obj.items():
+                walk(v, str(k))
+        elif isinstance(obj, list):
+            for v in obj:
+                walk(v, key)
+        elif isinstance(obj, (int, float)) and not isinstance(obj, bool):
+            low = key.lower()
+            if any(w in low for w in ("diff", "err", "agree", "deviation")):
+                found.append((abs(float(obj)), key))
+
+    walk(result.get("records", result) if isinstance(result, dict) else result)
+    if not found:
+        return []
+    worst, key = max(found)
+    return [
+        {
+            "id": "torch_engine_agreement",
+            "goal": "torch kernel engine agrees with the NumPy engine",
+            "target": "<= 1e-10",
+            "measured": f"{worst:.2e} (largest '{key}')",
+            "met": worst <= 1e-10,
+        }
+    ]
+
+
+def goals_table(benchmarks: dict) -> list[dict]:
+    """The project's goals (:data:`GOALS`) filled in from the benchmarks' results, then any other goals they state."""
+    provided: dict[str, tuple[str, dict]] = {}
+    for name, entry in benchmarks.items():
+        result = entry.get("result")
+        if entry.get("status") != "ok" or not isinstance(result, dict):
+            continue
+        goals = list(result.get("goals") or [])
+        ids = {g.get("id") for g in goals}
+        goals += [g for g in _derived_goals(name, result) if g["id"] not in ids]
+        for g in goals:
+            provided.setdefault(g.get("id") or g.get("goal"), (name, g))
+    rows, used = [], set()
+    for goal in GOALS:
+        row = {
+            "id": goal["id"],
+            "goal": goal["goal"],
+            "target": goal["target"],
+            "benchmark": None,
+            "measured": None,
+            "met": None,
+            "note": None,
+        }
+        for source in goal["from"]:
+            if goal["id"] in provided and provided[goal["id"]][0] == source:
+                name, g = provided[goal["id"]]
+                row.update(
+                    benchmark=name, measured=g.get("measured"), met=g.get("met"), goal=g.get("goal", goal["goal"])
+                )
+                used.add(goal["id"])
+                break
+        else:
+            states = [f"{s}: {benchmarks[s]['status']}" for s in goal["from"] if s in benchmarks]
+            row["note"] = "not measured in this run (" + ("; ".join(states) if states else "not run") + ")"
+        rows.append(row)
+    for key, (name, g) in provided.items():
+        if key not in used:
+            rows.append(
+                {
+                    "id": key,
+                    "goal": g.get("goal", key),
+                    "target": g.get("target"),
+                    "benchmark": name,
+                    "measured": g.get("measured"),
+                    "met": g.get("met"),
+                    "note": g.get("note"),
+                }
+            )
+    return rows
+
+
+def run_all(names=None, quick=False, repeats=3, out=None, registry=None, progress=print) -> dict:
+    """Run the benchmarks ``names`` (all by default) and return the results; with ``out``, write JSON and markdown.
+
+    The JSON is rewritten after every benchmark.
+    """
+    registry = registry or REGISTRY
+    names = list(names or registry)
+    unknown = [n for n in names if n not in registry]
+    if unknown:
+        raise ValueError(f"unknown benchmark(s) {unknown}; choose from {list(registry)}")
+    t0 = time.perf_counter()
+    results = {
+        "schema": SCHEMA,
+        "quick": bool(quick),
+        "repeats": int(repeats),
+        "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "finished": None,
+        "wall_s": None,
+        "machine": machine_info(),
+        "benchmarks": {},
+        "goals": [],
+    }
+    paths = None
+    if out is not None:
+        stem = "run_all_quick" if quick else "run_all"
+        Path(out).mkdir(parents=True, exist_ok=True)
+        paths = (Path(out) / f"{stem}.json", Path(out) / f"{stem}.md")
+    for i, name in enumerate(names, 1):
+        progress(f"[{i}/{len(names)}] {name} ({registry[name].module}) ...", flush=True)
+        entry = run_benchmark(name, quick, repeats, registry)
+        results["benchmarks"][name] = entry
+        results["goals"] = goals_table(results["benchmarks"])
+        results["wall_s"] = time.perf_counter() - t0
+        msg = f"[{i}/{len(names)}] {name}: {entry['status']} in {entry['seconds']:.1f} s"
+        progress(msg + (f" ({entry['error']})" if entry["error"] else ""), flush=True)
+        if paths:
+            paths[0].write_text(json.dumps(results, indent=1))
+    results["finished"] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    results["wall_s"] = time.perf_counter() - t0
+    if paths:
+        paths[0].write_text(json.dumps(results, indent=1))
+        paths[1].write_text(markdown(results))
+        progress(f"wrote {paths[0]} and {paths[1]}", flush=True)
+    return results
+
+
+# -------------------------------------------------------------------------------- markdown
+
+
+def _fmt(v) -> str:
+    if v is None:
+        return ""
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        if not math.isfinite(v):
+            return ""
+        if v != 0 and (abs(v) < 1e-3 or abs(v) >= 1e6):
+            return f"{v:.3g}"
+        return f"{v:.4g}" if abs(v) < 100 else f"{v:.1f}"
+    return str(v).replace("|", "\\|").replace("\n", " ")
+
+
+def _scalar(v) -> bool:
+    return v is None or isinstance(v, (str, int, float, bool))
+
+
+def table(rows) -> str:
+    """A markdown table of a list of flat dicts (columns: the scalar keys, in order of appearance)."""
+    rows = [r for r in rows if isinstance(r, dict)]
+    cols: list[str] = []
+    for r in rows:
+        cols += [k for k, v in r.items() if k not in cols and _scalar(v)]
+    if not rows or not cols:
+        return "(no rows)\n"
+    lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
+    lines += ["| " + " | ".join(_fmt(r.get(c)) for c in cols) + " |" for r in rows]
+    return "\n".join(lines) + "\n"
+
+
+def _config_line(config) -> str:
+    if not isinstance(config, dict):
+        return ""
+    parts = []
+    for k, v in config.items():
+        if _scalar(v):
+            parts.append(f"{k}={_fmt(v)}")
+        elif isinstance(v, list) and all(_scalar(x) for x in v):
+            parts.append(f"{k}=[{', '.join(_fmt(x) for x in v)}]")
+        elif isinstance(v, dict) and all(_scalar(x) for x in v.values()):
+            parts.append(f"{k}=({', '.join(f'{a}={_fmt(b)}' for a, b in v.items())})")
+    return "; ".join(parts)
+
+
+def _result_tables(result) -> list[tuple[str, list]]:
+    """The tables of one benchmark's result: ``records`` and its ``extra_tables``, else what looks like rows."""
+    if isinstance(result, list):
+        return [("", result)]
+    if not isinstance(result, dict):
+        return []
+    if "records" in result:
+        out = [("", result["records"])]
+        out += [(k, result[k]) for k in result.get("extra_tables", []) if isinstance(result.get(k), list)]
+        return out
+    out = [(k, v) for k, v in result.items() if isinstance(v, list) and v and all(isinstance(x, dict) for x in v)]
+    scalars = {k: v for k, v in result.items() if _scalar(v)}
+    if scalars:
+        out.append(("values", [{"key": k, "value": v} for k, v in scalars.items()]))
+    return out
+
+
+def markdown(results: dict) -> str:
+    """The markdown report of a ``run_all`` JSON: machine, goals table, one table per benchmark."""
+    m = results.get("machine", {})
+    versions = ", ".join(f"{k} {v}" for k, v in (m.get("versions") or {}).items() if v)
+    blas = "; ".join(
+        f"{p.get('internal_api')} {p.get('version') or ''} ({p.get('num_threads')} threads)".replace("  ", " ")
+        for p in (m.get("threadpools") or [])
+    )
+    mode = "quick" if results.get("quick") else "full"
+    lines = [
+        f"# sk_deq benchmarks ({mode}, {results.get('repeats')} repeats)",
+        "",
+        f"Run {results.get('started')} ({_fmt(results.get('wall_s'))} s wall); commit {m.get('git_commit')}.",
+        "",
+        f"Machine: {m.get('cpu_model')}, {m.get('cpu_count')} cores ({m.get('cpus_usable')} usable), "
+        f"{m.get('platform')}; Python {m.get('python')}; torch threads {m.get('torch_threads')}.",
+        "",
+        f"Libraries: {versions}.",
+        "",
+        f"Thread pools: {blas}." if blas else "",
+        "",
+        "## Goals",
+        "",
+    ]
+    goal_rows = [
+        {
+            "goal": g.get("goal"),
+            "target": g.get("target"),
+            "measured": g.get("measured") if g.get("measured") is not None else g.get("note"),
+            "met": {True: "met", False: "not met"}.get(g.get("met"), "—"),
+            "benchmark": g.get("benchmark"),
+        }
+        for g in results.get("goals", [])
+    ]
+    lines.append(table(goal_rows))
+    for name, entry in results.get("benchmarks", {}).items():
+        lines += [f"## {name}", ""]
+        status = entry.get("status")
+        lines.append(
+            f"`{entry.get('module')}`: {status}, {_fmt(entry.get('seconds'))} s (torch threads at the start: "
+            f"{entry.get('torch_threads')})."
+        )
+        lines.append("")
+        if status != "ok":
+            lines += [f"Error: {entry.get('error')}", ""]
+            continue
+        result = entry.get("result")
+        config = _config_line(result.get("config")) if isinstance(result, dict) else ""
+        if config:
+            lines += [f"Settings: {config}.", ""]
+        for title, rows in _result_tables(result):
+            if title:
+                lines += [f"{title}:", ""]
+            lines.append(table(rows))
+    return "\n".join(lines).rstrip() + "\n"
+
+
+# -------------------------------------------------------------------------------- command line
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="small sizes")
+    parser.add_argument(
+        "--only",
+        nargs="+",
+        choices=list(REGISTRY),
+        default=None,
+        metavar="NAME",
+        help=f"benchmarks to run, of: {', '.join(REGISTRY)}",
+    )
+    parser.add_argument("--repeats", type=int, default=3, help="interleaved repeats where times are taken")
+    parser.add_argument("--out", default=str(HERE / "results"), help="folder of the JSON and markdown files")
+    parser.add_argument("--from-json", default=None, help="only write the markdown of this JSON (next to it)")
+    args = parser.parse_args(argv)
+    if args.from_json:
+        src = Path(args.from_json)
+        dst = src.with_suffix(".md")
+        dst.write_text(markdown(json.loads(src.read_text())))
+        print(f"wrote {dst}")
+        return 0
+    if args.repeats < 1:
+        parser.error("--repeats must be at least 1")
+    results = run_all(args.only, quick=args.quick, repeats=args.repeats, out=args.out)
+    bad = [n for n, e in results["benchmarks"].items() if e["status"] != "ok"]
+    print(f"done in {results['wall_s']:.0f} s; " + (f"not ok: {', '.join(bad)}" if bad else "all ok"))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
