@@ -86,9 +86,10 @@ class LinearReadout(torch.nn.Module):
 def _mm(A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
     """``A @ B``; on the CPU through numpy's matmul (zero-copy views).
 
-    torch's CPU matrix product is up to three times slower than numpy's on
+    torch's CPU matrix product was up to three times slower than numpy's on
     the skinny products of the readout (``(n, m) @ (m, k)`` and ``G^T Z``
-    with ``k`` about 10), measured on both operand orders.
+    with ``k`` about 10), in both operand orders, even with one numpy
+    thread against two torch threads.
     """
     if A.device.type == "cpu":
         return torch.from_numpy(np.matmul(A.detach().numpy(), B.detach().numpy()))
@@ -216,7 +217,7 @@ class ReadoutObjective:
         for rows in self.slices:
             Zr = self.Z[rows]
             Zw = Zr if self.weight is None else Zr * self.weight[rows, None].to(self.dtype)
-            out[:m, :m] += _mm(Zr.T, Zw).to(torch.float64)
+            out[:m, :m] += (Zr.T @ Zw).to(torch.float64)  # compute-bound: torch's threads
             out[:m, m] += Zw.sum(dim=0, dtype=torch.float64)
             out[m, m] += float(self.weight[rows].sum()) if self.weight is not None else (rows.stop - rows.start)
         out[m, :m] = out[:m, m]
@@ -312,6 +313,7 @@ def fit_readout(
         gradient entry at the end).
     """
     from scipy.optimize import minimize
+    from threadpoolctl import threadpool_limits
 
     W0 = linear.weight.detach().T.to(torch.float64)
     b0 = linear.bias.detach().to(torch.float64)
@@ -366,14 +368,19 @@ def fit_readout(
             "loss": loss0,
         }
     try:
-        res = minimize(
-            fun,
-            v0,
-            jac=True,
-            method="L-BFGS-B",
-            callback=on_iter,
-            options={"maxiter": int(max_iter), "gtol": 0.0, "ftol": float(ftol), "maxfun": 20 * int(max_iter) + 20},
-        )
+        # one BLAS thread: L-BFGS-B's own work is vector operations on the parameters and the
+        # loss's products are skinny (k columns), bound by memory; threads do not pay off there
+        # and on a busy machine they stall (the preconditioner's Gram matrix, a compute-bound
+        # torch product, was formed before and keeps torch's threads)
+        with threadpool_limits(limits=1, user_api="blas"):
+            res = minimize(
+                fun,
+                v0,
+                jac=True,
+                method="L-BFGS-B",
+                callback=on_iter,
+                options={"maxiter": int(max_iter), "gtol": 0.0, "ftol": float(ftol), "maxfun": 20 * int(max_iter) + 20},
+            )
     except _Stop:
         return {
             "n_iter": n_iter[0],

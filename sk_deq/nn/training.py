@@ -552,23 +552,6 @@ def _linear_readout(model, params, penalized) -> nn.Linear | None:
     return linear
 
 
-def _scipy_blas_limited():
-    """One BLAS thread for scipy's own BLAS library only (numpy's, when it is a separate library, keeps its threads)."""
-    import contextlib
-    import os
-
-    import scipy
-    from threadpoolctl import ThreadpoolController
-
-    root = os.path.dirname(os.path.dirname(os.path.abspath(scipy.__file__)))
-    scipy_dirs = (os.path.join(root, "scipy"), os.path.join(root, "scipy.libs"))
-    libs = ThreadpoolController().select(user_api="blas")
-    paths = [c.filepath for c in libs.lib_controllers if os.path.abspath(c.filepath).startswith(scipy_dirs)]
-    if not paths:  # one library for both: limiting it would slow the matrix products down more
-        return contextlib.nullcontext()
-    return libs.select(filepath=paths).limit(limits=1)
-
-
 def _train_lbfgs_linear(linear, X, y, w, alpha, max_epochs, tol, epochs, after_step):
     """L-BFGS-B on a linear model: fused loss and gradient, preconditioned variables (:mod:`sk_deq.nn.readout`)."""
     result = epochs.result
@@ -584,10 +567,7 @@ def _train_lbfgs_linear(linear, X, y, w, alpha, max_epochs, tol, epochs, after_s
             raise _StopTraining
 
     try:
-        # L-BFGS-B's own work is vector operations on the parameters: threads do not pay off
-        # at this size and on a busy machine they stall; the matrix products keep their threads
-        with _scipy_blas_limited():
-            info = fit_readout(linear, objective, max_iter=max_epochs, tol=tol, callback=callback)
+        info = fit_readout(linear, objective, max_iter=max_epochs, tol=tol, callback=callback)
     except _StopTraining:
         result.converged = True
         result.stopped_early = True
