@@ -161,8 +161,8 @@ def _check(tol, max_iter):
     return tol, max_iter
 
 
-def _relative_residual(fz: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
-    num = torch.linalg.vector_norm(fz - z, dim=1)
+def _relative_residual(fz: torch.Tensor, z: torch.Tensor, buf: torch.Tensor | None = None) -> torch.Tensor:
+    num = torch.linalg.vector_norm(fz - z if buf is None else torch.sub(fz, z, out=buf), dim=1)
     den = torch.linalg.vector_norm(fz, dim=1)
     # A sample whose image is exactly zero: absolute residual.
     return num / torch.where(den > _TINY, den, torch.ones_like(den))
@@ -180,15 +180,24 @@ class _Tracker:
         self.active = torch.ones(bsz, dtype=torch.bool, device=z0.device)
         self.diverged = False
         self.n_eval = 0
+        self.buf = torch.empty_like(self.out)  # f(z) - z, reused: no fresh buffer per evaluation
 
     def update(self, z: torch.Tensor, fz: torch.Tensor) -> bool:
-        """Record the evaluation ``fz = f(z)``; return True when all samples are done."""
+        """Record the evaluation ``fz = f(z)``; return True when all samples are done.
+
+        The solvers must not modify ``fz`` in place afterwards: while every
+        sample is active it is kept as the output without a copy.
+        """
         self.n_eval += 1
-        r = _relative_residual(fz, z)
+        same = fz.shape == self.buf.shape and fz.dtype == self.buf.dtype and fz.device == self.buf.device
+        r = _relative_residual(fz, z, self.buf if same else None)
         self.last = r
         finite = torch.isfinite(r)
         act = self.active
-        self.out = torch.where(act[:, None], fz, self.out)
+        if bool(act.all()):
+            self.out = fz
+        else:
+            self.out = torch.where(act[:, None], fz, self.out)
         self.res = torch.where(act, r, self.res)
         self.iters = torch.where(act, torch.full_like(self.iters, self.n_eval), self.iters)
         if not bool(finite[act].all()):
