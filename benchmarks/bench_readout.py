@@ -88,7 +88,7 @@ def _solve(kind, clf, Z, y):
     k = lin.out_features
     t = time.perf_counter()
     if kind == "ridge":
-        W, b = ridge_readout(ReadoutObjective(Z, y, k, ALPHA))
+        W, b, _ = ridge_readout(ReadoutObjective(Z, y, k, ALPHA))
         with torch.no_grad():
             lin.weight.copy_(W.T)
             lin.bias.copy_(b)

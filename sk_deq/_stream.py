@@ -62,6 +62,11 @@ def picklable(stream: Stream) -> Stream:
 
 def partial_fit_available(est) -> bool:
     """``partial_fit`` exists for the minibatch optimizers only, as in MLPClassifier."""
+    if getattr(est, "readout", "logistic") == "ridge":
+        raise AttributeError(
+            f"partial_fit is not available with readout='ridge' (a closed-form fit on all the data); "
+            f"{type(est).__name__} trains a logistic readout chunk by chunk with readout='logistic'."
+        )
     if isinstance(est.optimizer, str) and est.optimizer == "lbfgs":
         raise AttributeError(
             f"partial_fit is only available for the minibatch optimizers ('adam', 'sgd', and 'auto', which is "

@@ -35,13 +35,15 @@ from ._inputs import INPUT_SCALING, apply_input_scaling, fit_input_scaling
 from ._param_validation import SortedStrOptions
 from ._stream import Stream, numpy_to_tensors, partial_fit_available, picklable
 from .kernels.memory import _available_memory_bytes
-from .nn.readout import LinearReadout
-from .nn.training import ProgressBar, _make_optimizer, train
+from .nn.readout import LinearReadout, ReadoutObjective, ridge_readout
+from .nn.training import ProgressBar, TrainResult, _make_optimizer, _normalised_weights, train
 
 __all__ = ["ROW_QUANTUM", "TorchClassifierBase", "resolve_device"]
 
 _DTYPES = {"float32": torch.float32, "float64": torch.float64}
 _TRAINABLE = ("readout", "hidden", "all")
+#: How the readout is fitted: cross-entropy by an optimizer, or least squares in closed form.
+READOUTS = ("logistic", "ridge")
 
 
 def resolve_device(device, *, strict: bool = True) -> torch.device:
@@ -149,6 +151,16 @@ class _Data:
         return _Data(self.X[keep], self.y[keep], self.weight[keep])
 
 
+def _has_probabilities(est) -> bool:
+    """Probabilities come from the softmax of a cross-entropy readout; a ridge readout has none."""
+    if getattr(est, "readout", "logistic") == "ridge":
+        raise AttributeError(
+            f"{type(est).__name__} with readout='ridge' has no predict_proba: its least-squares outputs are not "
+            "probabilities (as with RidgeClassifier). Use decision_function, or readout='logistic'."
+        )
+    return True
+
+
 class TorchClassifierBase(ClassifierMixin, BaseEstimator):
     """Base class of the torch classifiers (not meant to be used directly).
 
@@ -166,6 +178,7 @@ class TorchClassifierBase(ClassifierMixin, BaseEstimator):
         "n_hidden": [Interval(Integral, 1, None, closed="left")],
         "trainable": [SortedStrOptions(set(_TRAINABLE))],
         "input_scaling": [SortedStrOptions(set(INPUT_SCALING))],
+        "readout": [SortedStrOptions(set(READOUTS))],
         "optimizer": [SortedStrOptions({"auto", "adam", "sgd", "lbfgs"})],
         "learning_rate": [Interval(Real, 0, None, closed="neither")],
         "alpha": [Interval(Real, 0, None, closed="left")],
@@ -338,10 +351,10 @@ class TorchClassifierBase(ClassifierMixin, BaseEstimator):
         computed once and cached in the network's dtype, ``n_samples *
         n_hidden * 4`` bytes in float32 (234 MiB for 60,000 samples at width
         1024).  The inputs are scaled, converted and passed through the
-        network one chunk at a time (no copy of all of them) and the float64
-        readout upcasts one chunk (L-BFGS) or minibatch (Adam, SGD) of
-        features at a time, so the peak memory of fitting is that cache plus
-        a constant, the working memory of one chunk.  When the cache would
+        network one chunk at a time (no copy of all of them) and the readout
+        reads the cache one chunk (L-BFGS, ridge) or minibatch (Adam, SGD)
+        at a time, so the peak memory of fitting is that cache plus a
+        constant, the working memory of one chunk.  When the cache would
         not fit in the memory available, ``fit`` raises ``MemoryError``
         before computing anything rather than switch to another optimizer;
         :meth:`partial_fit` trains on chunks of any size instead.  With
@@ -350,6 +363,7 @@ class TorchClassifierBase(ClassifierMixin, BaseEstimator):
         """
         warm = bool(self.warm_start) and hasattr(self, "module_")
         self.__dict__.pop("_stream", None)  # fit starts a new stream of partial_fit calls
+        self._check_readout()
         data, classes, sample_weight = self._validate_training_data(X, y, sample_weight, warm)
         seeds = self._draw_seeds()
         device = resolve_device(self.device, strict=True)
@@ -473,6 +487,23 @@ class TorchClassifierBase(ClassifierMixin, BaseEstimator):
             chunk_size=self._chunk_rows(),
         )
 
+    def _check_readout(self) -> None:
+        """``readout='ridge'`` is a closed-form fit on frozen features: no early stopping, no hidden training."""
+        if self.readout != "ridge":
+            return
+        name = type(self).__name__
+        if self.trainable != "readout":
+            raise ValueError(
+                f"{name}: readout='ridge' solves for the readout in closed form on frozen features; it needs "
+                f"trainable='readout' (got trainable={self.trainable!r}). Use readout='logistic' to train the "
+                "hidden weights."
+            )
+        if self.early_stopping:
+            raise ValueError(
+                f"{name}: readout='ridge' is a closed-form fit with no iterations to stop early; set "
+                "early_stopping=False."
+            )
+
     def _train(self, train_set: _Data, valid_set: _Data | None, shuffle_rng, device):
         """Train on ``device``: the readout alone on cached features, or the whole network."""
         options = self._train_options(len(train_set), shuffle_rng)
@@ -501,6 +532,8 @@ class TorchClassifierBase(ClassifierMixin, BaseEstimator):
                 f"{time.perf_counter() - t0:.2f}s"
             )
         self.module_.readout.train()
+        if self.readout == "ridge":
+            return self._fit_ridge(Ft, train_set, options, device)
         return train(
             LinearReadout(self.module_.readout),
             Ft,
@@ -529,6 +562,29 @@ class TorchClassifierBase(ClassifierMixin, BaseEstimator):
         )
         self.solver_info_ = self._check_diagnostics(diagnostics, "fit")
         return result
+
+    def _fit_ridge(self, Z, train_set: _Data, options: dict, device) -> TrainResult:
+        """The closed-form least-squares readout (:func:`~sk_deq.nn.readout.ridge_readout`), as one 'epoch'."""
+        t0 = time.perf_counter()
+        weight = _normalised_weights(train_set.weight, len(train_set), device)
+        objective = ReadoutObjective(
+            Z, self._targets(train_set, device), self._n_outputs(), self.alpha, weight, options["chunk_size"]
+        )
+        W, b, loss = ridge_readout(objective)
+        with torch.no_grad():
+            self.module_.readout.weight.copy_(W.T)
+            self.module_.readout.bias.copy_(b)
+        rec = {
+            "epoch": options["epoch_offset"] + 1,
+            "train_loss": loss,
+            "valid_loss": None,
+            "valid_score": None,
+            "best": True,
+            "dur": time.perf_counter() - t0,
+        }
+        if self.verbose:
+            print(f"{type(self).__name__}: ridge readout, loss {loss:.6g} ({rec['dur']:.2f}s)")
+        return TrainResult(history=[rec], n_epochs=1, converged=True, best_loss=loss, message="closed-form ridge")
 
     def _record(self, result, seconds: float) -> None:
         """Store the training history and outcome; warn when the optimizer ran out of epochs."""
@@ -783,6 +839,7 @@ class TorchClassifierBase(ClassifierMixin, BaseEstimator):
         out = self._logits(X)
         return out[:, 0] if out.shape[1] == 1 else out
 
+    @available_if(_has_probabilities)
     def predict_proba(self, X):
         """Class probabilities (softmax of the logits; never NaN).
 
@@ -802,6 +859,7 @@ class TorchClassifierBase(ClassifierMixin, BaseEstimator):
             return np.column_stack([1.0 - p1, p1])
         return special.softmax(out, axis=1)
 
+    @available_if(_has_probabilities)
     def predict_log_proba(self, X):
         """Logarithm of :meth:`predict_proba` (``-inf`` where a probability underflows to 0).
 

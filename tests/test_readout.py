@@ -194,7 +194,7 @@ def test_validation_stopping_restores_the_best_iterate_with_the_fused_solver():
 
 def test_ridge_readout_solves_the_normal_equations():
     Z, y, w = _problem(n=90, m=12)
-    W, b = ridge_readout(ReadoutObjective(Z, y, 4, alpha=0.05, weight=w))
+    W, b, loss = ridge_readout(ReadoutObjective(Z, y, 4, alpha=0.05, weight=w))
     T = 2.0 * F.one_hot(y, 4).double() - 1.0
     Z1 = torch.cat([Z, torch.ones(len(Z), 1, dtype=Z.dtype)], dim=1)
     P = torch.eye(13, dtype=torch.float64)
@@ -202,3 +202,80 @@ def test_ridge_readout_solves_the_normal_equations():
     A = Z1.T @ (Z1 * w[:, None]) / len(Z) + 0.05 * P
     ref = torch.linalg.solve(A, Z1.T @ (T * w[:, None]) / len(Z))
     torch.testing.assert_close(torch.cat([W, b[None]]), ref, rtol=1e-10, atol=1e-12)
+    resid = Z1 @ ref - T
+    expected = 0.5 * float(((resid * resid).sum(1) * w).mean()) + 0.025 * float((ref[:12] ** 2).sum())
+    assert loss == pytest.approx(expected, rel=1e-12)
+
+
+# ---------------------------------------------------------------------------
+# readout='ridge' on the classifiers
+
+
+def _digits(n=300):
+    from sklearn.datasets import load_digits
+
+    X, y = load_digits(return_X_y=True)
+    return X[:n], y[:n]
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_ridge_readout_equals_scikit_learn_ridge_on_the_same_features(weighted):
+    from sklearn.linear_model import Ridge
+
+    from sk_deq import MatchedExplicitClassifier
+
+    X, y = _digits()
+    sw = np.random.default_rng(0).uniform(0.2, 2.0, len(y)) if weighted else None
+    clf = MatchedExplicitClassifier(
+        "tanh", 0.2, n_hidden=64, readout="ridge", alpha=1e-3, dtype="float64", random_state=0
+    ).fit(X, y, sample_weight=sw)
+    Z = clf._compute_features(X, torch.device("cpu"), "fit")[0].numpy()
+    T = np.where(y[:, None] == clf.classes_[None, :], 1.0, -1.0)
+    # ours: 1/2 sum w_i ||r_i||^2 / sum w + alpha/2 ||W||^2  <=>  Ridge(alpha = alpha * sum w)
+    total = len(y) if sw is None else sw.sum()
+    ref = Ridge(alpha=1e-3 * total, solver="cholesky").fit(Z, T, sample_weight=sw)
+    np.testing.assert_allclose(clf.module_.readout.weight.detach().numpy(), ref.coef_, rtol=1e-7, atol=1e-9)
+    np.testing.assert_allclose(clf.decision_function(X), ref.predict(Z), rtol=1e-7, atol=1e-9)
+    assert clf.n_iter_ == 1 and clf.history_[0]["train_loss"] > 0
+
+
+def test_ridge_readout_binary_uses_one_output_and_predicts_by_its_sign():
+    from sk_deq import DEQClassifier
+
+    X, y = _digits()
+    yb = np.where(y < 5, "low", "high")
+    clf = DEQClassifier(n_hidden=32, readout="ridge", random_state=0).fit(X, yb)
+    d = clf.decision_function(X)
+    assert d.shape == (len(y),)
+    np.testing.assert_array_equal(clf.predict(X), np.where(d > 0, clf.classes_[1], clf.classes_[0]))
+    assert clf.score(X, yb) > 0.8
+
+
+def test_ridge_readout_has_no_probabilities_or_partial_fit_and_rejects_what_cannot_apply():
+    from sk_deq import DEQClassifier, ExplicitClassifier
+
+    X, y = _digits(100)
+    clf = ExplicitClassifier(("tanh",), n_hidden=32, readout="ridge", random_state=0).fit(X, y)
+    for method in ("predict_proba", "predict_log_proba", "partial_fit"):
+        assert not hasattr(clf, method)
+    with pytest.raises(AttributeError, match="predict_proba") as info:
+        clf.predict_proba(X)
+    assert "readout='ridge'" in str(info.value.__cause__)
+    with pytest.raises(ValueError, match="trainable='readout'"):
+        DEQClassifier(n_hidden=8, readout="ridge", trainable="all").fit(X, y)
+    with pytest.raises(ValueError, match="early_stopping=False"):
+        DEQClassifier(n_hidden=8, readout="ridge", early_stopping=True).fit(X, y)
+    with pytest.raises(ValueError, match="readout"):
+        DEQClassifier(n_hidden=8, readout="lasso").fit(X, y)
+
+
+def test_readout_is_a_grid_searchable_parameter():
+    from sklearn.model_selection import GridSearchCV
+
+    from sk_deq import MatchedExplicitClassifier
+
+    X, y = _digits(200)
+    gs = GridSearchCV(MatchedExplicitClassifier(n_hidden=32, random_state=0), {"readout": ["logistic", "ridge"]}, cv=2)
+    gs.fit(X, y)
+    assert gs.best_params_["readout"] in {"logistic", "ridge"}
+    assert np.all(np.isfinite(gs.cv_results_["mean_test_score"]))

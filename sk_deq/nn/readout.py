@@ -416,8 +416,9 @@ def ridge_readout(objective: ReadoutObjective) -> tuple[torch.Tensor, torch.Tens
 
     Returns
     -------
-    tuple of torch.Tensor
-        ``W`` of shape (m, k) and ``b`` of shape (k,), float64.
+    tuple
+        ``W`` of shape (m, k) and ``b`` of shape (k,) (float64 tensors), and
+        the minimised objective (a float).
     """
     M = objective.gram()
     m = M.shape[0] - 1
@@ -433,4 +434,11 @@ def ridge_readout(objective: ReadoutObjective) -> tuple[torch.Tensor, torch.Tens
     diag[:m] += max(objective.alpha, floor)
     R = torch.linalg.cholesky(M)
     Wb = torch.cholesky_solve(rhs, R)
-    return Wb[:m], Wb[m]
+    W, b = Wb[:m], Wb[m]
+    total = 0.0
+    for rows in objective.slices:
+        r = objective.logits(W, b, rows) - T[rows]
+        per = (r * r).sum(dim=1)
+        total += float(per.sum() if objective.weight is None else (per * objective.weight[rows]).sum())
+    loss = 0.5 * total / max(objective.n, 1) + 0.5 * objective.alpha * float((W * W).sum())
+    return W, b, loss
