@@ -20,7 +20,16 @@ import numpy as np
 from .._inputs import squared_norms
 from ..activations import Activation, DualFormula
 from .memory import CHUNK_ENTRIES
-from .numerics import hermite_table, newton, polar_expectation, safeguarded_newton, sample_nodes, vector_fixed_point
+from .numerics import (
+    chebyshev_interpolation_matrix,
+    chebyshev_points,
+    hermite_table,
+    newton,
+    polar_expectation,
+    safeguarded_newton,
+    sample_nodes,
+    vector_fixed_point,
+)
 
 __all__ = ["MEHLER_MAX_DEGREE", "Samples", "dual_for"]
 
@@ -418,7 +427,102 @@ class _MehlerDual(_Dual):
                 return a
         raise ValueError("The diagonal kernel fixed point did not converge; try a smaller sigma_a2.")
 
+    # -- per-sample quantities: all functions of the squared norm alone
+    #
+    # a_i, h_k(i), the Parseval totals and E[phi0'^2] depend on x_i only
+    # through ||x_i||^2.  Many distinct norms are therefore served by a
+    # Chebyshev interpolant in log ||x||^2 through a few directly computed
+    # samples; the interpolant is accepted only if it reproduces direct
+    # computations between its nodes, else (and for norms far from the
+    # bulk, and for few distinct norms) every sample is computed directly.
+
+    _INTERP_MIN = 96  # at most this many distinct norms: computed directly
+    _INTERP_NODES = (24, 40, 64)  # interpolant sizes tried in turn
+    _INTERP_SPAN = 16.0  # interpolated norms within median / span .. median * span
+    _INTERP_RTOL = 1e-13  # accepted interpolation error (relative, see _interpolation_error)
+
+    def prepare(self, X):
+        X = np.ascontiguousarray(X, dtype=np.float64)
+        n_sq = squared_norms(X)
+        per = self.per_sample(n_sq)
+        return Samples(X=X, n_sq=n_sq, s=np.sqrt(per["a"]), **per)
+
+    def per_sample(self, n_sq, interpolate=True):
+        """``a``, ``H``, ``tail``, ``dtail`` and ``d2`` of samples with squared norms ``n_sq``.
+
+        ``interpolate=False`` computes every distinct norm directly.
+        """
+        u, inv = np.unique(n_sq, return_inverse=True)
+        if interpolate and len(u) > self._INTERP_MIN:
+            a, H, V, d2 = self._interpolated(n_sq, u)
+            return {"a": a, **self._tails(a, H, V, d2)}
+        a, H, V, d2 = self._direct(u)
+        out = {"a": a, **self._tails(a, H, V, d2)}
+        return {k: v[inv] for k, v in out.items()}
+
     def extra(self, X, n_sq, a):
+        return self._tails(a, *self._coefficients(a))
+
+    def _direct(self, n_sq):
+        a = self.diagonal(n_sq)
+        return (a, *self._coefficients(a))
+
+    def _interpolated(self, n_sq, u):
+        """:meth:`_direct` at squared norms ``n_sq`` (sorted distinct values ``u``) through a checked interpolant."""
+        n = len(n_sq)
+        a = np.empty(n)
+        H = np.empty((n, self.K + 1))
+        V, d2 = np.empty(n), np.empty(n)
+        med = float(np.median(u))
+        lo = max(float(u[0]), med / self._INTERP_SPAN)
+        hi = min(float(u[-1]), med * self._INTERP_SPAN)
+        ok = med > 0 and hi > lo * (1.0 + 1e-9) and np.count_nonzero((u >= lo) & (u <= hi)) > self._INTERP_MIN
+        inside = (n_sq >= lo) & (n_sq <= hi) if ok else np.zeros(n, bool)
+        done = False
+        if ok:
+            tlo, thi = math.log(lo), math.log(hi)
+            x = np.clip((2.0 * np.log(n_sq[inside]) - (thi + tlo)) / (thi - tlo), -1.0, 1.0)
+            for m in self._INTERP_NODES:
+                nodes = self._stack(*self._direct(self._log_norms(chebyshev_points(m), tlo, thi)))
+                # the interpolant's error is largest between its nodes
+                xt = np.cos(np.arange(1, m) * math.pi / m)
+                test = self._stack(*self._direct(self._log_norms(xt, tlo, thi)))
+                if self._interpolation_error(chebyshev_interpolation_matrix(xt, m) @ nodes, test) <= 1.0:
+                    vals = chebyshev_interpolation_matrix(x, m) @ nodes
+                    a[inside], V[inside], d2[inside], H[inside] = vals[:, 0], vals[:, 1], vals[:, 2], vals[:, 3:]
+                    done = True
+                    break
+        rest = ~inside if done else np.ones(n, bool)
+        if rest.any():
+            ur, inv = np.unique(n_sq[rest], return_inverse=True)
+            ar, Hr, Vr, d2r = self._direct(ur)
+            a[rest], H[rest], V[rest], d2[rest] = ar[inv], Hr[inv], Vr[inv], d2r[inv]
+        return a, H, V, d2
+
+    @staticmethod
+    def _log_norms(x, tlo, thi):
+        return np.exp(0.5 * (thi + tlo) + 0.5 * (thi - tlo) * x)
+
+    @staticmethod
+    def _stack(a, H, V, d2):
+        return np.column_stack([a, V, d2, H])
+
+    def _interpolation_error(self, approx, exact):
+        """Largest interpolation error in units of the accepted one: relative
+        for ``a``, ``V`` and ``E[phi0'^2]``, relative to ``sqrt(V)`` for the
+        Hermite coefficients (whose squares sum to ``V``)."""
+        err = np.abs(approx - exact)
+        scale = np.empty_like(exact)
+        scale[:, :3] = np.abs(exact[:, :3])
+        scale[:, 3:] = np.sqrt(np.abs(exact[:, 1:2]))
+        scale = np.maximum(scale, 1e-300) * self._INTERP_RTOL
+        with np.errstate(invalid="ignore"):
+            worst = np.max(err / scale, initial=0.0)
+        return float(worst) if np.isfinite(worst) else np.inf
+
+    def _coefficients(self, a):
+        """Hermite coefficients ``H`` (n, K + 1), ``V = E[(phi0 - c)^2]`` and
+        ``d2 = E[phi0'^2]`` at the variances ``a`` (by quadrature)."""
         s = np.sqrt(a)
         n = len(a)
         K = self.K
@@ -441,11 +545,17 @@ class _MehlerDual(_Dual):
                 H[sl] = np.einsum("iq,iqk->ik", fv * ww, hermite_table(x, K))
                 V[sl] = np.sum(ww * fv**2, axis=1)
                 d2[sl] = np.sum(ww * df(s[sl, None] * x) ** 2, axis=1)
-        csum = np.cumsum(H * H, axis=1)
-        tail = np.maximum(V[:, None] - csum, 0.0)
-        k = np.arange(K + 1)
-        dsum = np.cumsum(k * H * H, axis=1)
-        dtail = np.maximum((a * d2)[:, None] - dsum, 0.0)
+        return H, V, d2
+
+    def _tails(self, a, H, V, d2):
+        HH = H * H
+        tail = np.cumsum(HH, axis=1)
+        np.subtract(V[:, None], tail, out=tail)
+        np.maximum(tail, 0.0, out=tail)
+        HH *= np.arange(self.K + 1, dtype=float)
+        dtail = np.cumsum(HH, axis=1)
+        np.subtract((a * d2)[:, None], dtail, out=dtail)
+        np.maximum(dtail, 0.0, out=dtail)
         return {"H": H, "tail": tail, "dtail": dtail, "d2": d2}
 
     def dot_at_diagonal(self, S):
