@@ -137,3 +137,34 @@ def test_bench_speed_returns_one_record_per_case(monkeypatch):
         assert len(r["gemm_s"]) == len(r["kernel_s"]) == len(r["ratio"]) == 2
         np.testing.assert_allclose(r["ratio"], np.divide(r["kernel_s"], r["gemm_s"]))
     assert recs[1]["method"] == "Hermite expansion"
+
+
+@pytest.mark.parametrize("act", ["gelu", "erf"])
+def test_closed_form_start_is_the_dual_at_zero_covariance(act):
+    dual = _dual(act, tau0=0.8)
+    a = np.array([0.05, 0.4, 1.0, 2.5])
+    F0, D0 = dual.pair(np.zeros((4, 4)), dual.pre(a[:, None], a[None, :]))
+    m, dm = dual.mean(a), dual.mean_derivative(a)
+    np.testing.assert_allclose(F0, np.multiply.outer(m, m), rtol=1e-12, atol=1e-14)
+    # E[phi0'] only starts the iteration: a coarse quadrature, close enough
+    np.testing.assert_allclose(D0, np.multiply.outer(dm, dm), rtol=1e-3)
+
+
+@pytest.mark.parametrize("act", ["gelu", "erf"])
+@pytest.mark.parametrize("kernel", ["ck", "feature", "ntk"])
+@pytest.mark.parametrize("active_iter", [0, 1, None])
+def test_closed_form_newton_paths_match_reference(act, kernel, active_iter, monkeypatch):
+    X = _varied(60, seed=4)
+    X[1] = 0.98 * X[0] + 0.02 * X[2]
+    X[3] = -0.96 * X[4] + 0.04 * X[5]
+    X[7] = 0.0
+    eng = ImplicitKernelEngine(act, SA, 1.0, kernel=kernel)
+    S = eng.prepare(X)
+    K_default = eng.kernel(S)
+    if active_iter is not None:  # 0: every entry by the guarded solver; 1: most of them after one step
+        monkeypatch.setattr(eng.dual, "_ACTIVE_ITER", active_iter)
+    K = eng.kernel(S)
+    np.testing.assert_allclose(K, K_default, rtol=0, atol=1e-12)
+    for i, j in [(0, 1), (3, 4), (10, 11), (20, 30)]:
+        ref = implicit_kernel_entry(act, SA, 1.0, X[i] @ X[i], X[j] @ X[j], X[i] @ X[j], kernel=kernel)
+        assert K[i, j] == pytest.approx(ref, rel=1e-10, abs=1e-10), (i, j)

@@ -52,6 +52,8 @@ __all__ = ["MEHLER_MAX_DEGREE", "Samples", "dual_for"]
 
 _SQRT_2PI = math.sqrt(2.0 * math.pi)
 _INV_SQRT_2PI = 1.0 / _SQRT_2PI
+_GH_X, _GH_W = np.polynomial.hermite_e.hermegauss(48)  # E[h(xi)] ~ sum(_GH_W * h(_GH_X)), xi ~ N(0, 1)
+_GH_W = _GH_W / _SQRT_2PI
 
 #: Largest Hermite degree of the generic (Mehler) dual activation.
 MEHLER_MAX_DEGREE = 256
@@ -171,13 +173,23 @@ class _ClosedFormDual(_Dual):
         return vector_fixed_point(update, sb * n_sq + sa * c * c + 1e-300)
 
     def extra(self, X, n_sq, a):
-        return {"m": self.mean(a)}
+        return {"m": self.mean(a), "dm": self.mean_derivative(a)}
+
+    def mean_derivative(self, a):
+        """``E[phi0'(u)]`` for ``u ~ N(0, a)`` (Gauss-Hermite, 48 nodes): with
+        the mean, the dual's value and slope at ``G = 0``, which only start
+        the Newton iteration (any accuracy will do)."""
+        s = np.sqrt(np.maximum(a, 0.0))
+        return self.act.derivative(s[:, None] * _GH_X) @ _GH_W
 
     def dot_at_diagonal(self, S):
         return self.pair(S.a, self.pre(S.a, S.a))[1]
 
+    _ACTIVE_ITER = 8  # Newton steps on the shrinking set of unconverged entries before the guarded solver
+
     def chunk(self, P, R, C, kernel):
         sa, sb, c = self.sa, self.sb, self.c
+        shape = P.shape
         pre = self.pre(R.a[:, None], C.a[None, :])
         s = R.s[:, None] * C.s[None, :]
         shift = c * c - c * (R.m[:, None] + C.m[None, :])
@@ -186,25 +198,23 @@ class _ClosedFormDual(_Dual):
         zero = s <= 1e-300
         if zero.any():
             s = np.where(zero, 1.0, s)
-
-        def fun(rho):
-            G = s * rho
-            F, D = self.pair(G, pre)
-            g = F * -sa
-            g += G
-            g -= rhs
-            dg = D * -sa
-            dg += 1.0
-            dg *= s
-            return g, dg, F, D
-
-        g0, dg0, _, _ = fun(np.zeros_like(P))
-        rho0 = -g0 / dg0
-        rho, (_, _, F, D), step = newton(fun, rho0, tol=self.tol, full=True)
+        # start: the linear part of the dual, F(G) = m_i m_j + m'_i m'_j G + O(G^2)
+        rho = np.multiply.outer(R.m, C.m)
+        rho *= sa
+        rho += rhs
+        d = np.multiply.outer(R.dm, C.dm)
+        d *= -sa
+        d += 1.0
+        d *= s
+        rho /= d
+        np.clip(rho, -1.0, 1.0, out=rho)
+        flat = {k: np.broadcast_to(v, shape).reshape(-1) for k, v in pre.items()}
+        need_F = kernel == "feature"
+        rho, F, D = self._solve(rho.reshape(-1), s.reshape(-1), rhs.reshape(-1), flat, need_F)
+        rho, D = rho.reshape(shape), D.reshape(shape)
+        F = F.reshape(shape) if need_F else None
         if kernel == "ntk":  # E[phi' phi'] at the returned iterate
             F, D = self.pair(s * rho, pre)
-        else:  # move the last evaluation to the returned iterate
-            F += D * (s * step)
         if zero.any():
             rho[zero] = 0.0
         if kernel == "ck":
@@ -220,6 +230,69 @@ class _ClosedFormDual(_Dual):
         D += 1.0
         F /= D
         return F
+
+    def _solve(self, rho, s, rhs, pre, need_F=True):
+        """Newton on flat entries, restricted to the unconverged ones once they are few.
+
+        Returns the correlations and ``F``, ``D``: ``F`` moved to them to
+        first order (None unless ``need_F``), ``D`` at the previous iterate.
+        Entries not converged after ``_ACTIVE_ITER`` steps are handed to
+        :func:`newton` (with its bracketed fallback) from their starts.
+        """
+        sa = self.sa
+        stop = max(self.tol, 0.1 * math.sqrt(self.tol))
+        full = None  # (rho, F, D, idx) of all entries once the iteration runs on a subset
+        start = rho
+        for _ in range(self._ACTIVE_ITER):
+            G = s * rho
+            F, D = self.pair(G, pre)
+            g = F * -sa
+            g += G
+            g -= rhs
+            dg = D * -sa
+            dg += 1.0
+            dg *= s
+            new = np.divide(g, dg)
+            np.subtract(rho, new, out=new)
+            np.clip(new, -1.0, 1.0, out=new)
+            step = np.subtract(new, rho, out=g)
+            if need_F:
+                dg = np.multiply(s, step, out=dg)
+                dg *= D
+                F += dg
+            np.abs(step, out=step)
+            bad = step > stop
+            n_bad = int(np.count_nonzero(bad))
+            if full is not None:
+                r_all, F_all, D_all, idx = full
+                r_all[idx], D_all[idx] = new, D
+                if need_F:
+                    F_all[idx] = F
+            if n_bad == 0:
+                return (new, F, D) if full is None else full[:3]
+            if full is None and n_bad > bad.size // 4:
+                rho = new  # most entries still moving: iterate on all of them
+                continue
+            keep = np.flatnonzero(bad)
+            if full is None:
+                full = (new, F, D, keep)
+            else:
+                full = (*full[:3], full[3][keep])
+            rho, s, rhs, start = new[keep], s[keep], rhs[keep], start[keep]
+            pre = {k: v[keep] for k, v in pre.items()}
+
+        def fun(r):
+            G = s * r
+            F, D = self.pair(G, pre)
+            return G - sa * F - rhs, s * (1.0 - sa * D), F, D
+
+        r, (_, _, F, D), step = newton(fun, start, tol=self.tol, full=True)
+        F += D * (s * step)
+        if full is None:
+            return r, F, D
+        r_all, F_all, D_all, idx = full
+        r_all[idx], F_all[idx], D_all[idx] = r, F, D
+        return r_all, F_all, D_all
 
 
 class _ReluDual(_Dual):
@@ -690,14 +763,21 @@ class _MehlerDual(_Dual):
         else:
             _, split, K_bulk = best
         K_pre = int(self._degrees(min(1.0, split + self._MARGIN), *bounds, tol=self._PRE_TOL)[0])
-        rho, p, dp = self._solve(rho0, s_safe, rhs, Hr, Hc, max(K_bulk, 1), True, ntk, K_pre)
+        # entries starting beyond the split are solved again below: kept out of
+        # the bulk iteration (a zero right-hand side), they do not hold up its convergence
+        far = abs0 > split
+        has_far = bool(far.any())
+        rhs_bulk = np.where(far, 0.0, rhs) if has_far else rhs
+        rho_bulk = np.where(far, 0.0, rho0) if has_far else rho0
+        rho, p, dp = self._solve(rho_bulk, s_safe, rhs_bulk, Hr, Hc, max(K_bulk, 1), True, ntk, K_pre)
         near = np.abs(rho) > split + self._MARGIN
-        near |= abs0 > split
+        near |= far
         if has_special:
             near &= ~special
         if near.any():
             ii, jj = np.nonzero(near)
-            vals = self._near(rho[ii, jj], s_safe[ii, jj], rhs[ii, jj], R, C, ii, jj, ntk, bounds)
+            start = np.where(far[ii, jj], rho0[ii, jj], rho[ii, jj])
+            vals = self._near(start, s_safe[ii, jj], rhs[ii, jj], R, C, ii, jj, ntk, bounds)
             rho[ii, jj], p[ii, jj], dp[ii, jj] = vals
         if kernel == "ck":
             out = s * rho
