@@ -5,7 +5,8 @@ Sections (each can be run alone with ``--only``):
 ``speed``
     Exact implicit CK of real MNIST digits (784 features, global input
     scaling; above 5,000 samples the set is completed by the same digits
-    shifted by one pixel) for ReLU, GELU and tanh, as a ratio to the
+    shifted by one pixel) for ReLU, GELU, tanh, SiLU, erf and sigmoid
+    (``prepare`` plus ``kernel``), as a ratio to the
     float64 ``X @ X.T`` of the same samples, measured right before each
     kernel in the same process.  Every ratio is repeated and reported as
     median and range (the machine is shared and noisy).
@@ -102,10 +103,22 @@ def fmt_range(vals, spec=".2f"):
 # ---------------------------------------------------------------------------
 
 
-def bench_speed(sizes, repeats, acts, n_jobs_list):
-    print("\n== speed: exact implicit CK vs float64 X @ X.T (784 features) ==")
+SPEED_ACTIVATIONS = ("relu", "gelu", "tanh", "silu", "erf", "sigmoid")
+
+
+def bench_speed(sizes, repeats, acts=SPEED_ACTIVATIONS, n_jobs_list=(1,), *, sigma_a2=0.2, kernel="ck"):
+    """Time the exact implicit kernel (``prepare`` + ``kernel``) against ``X @ X.T``.
+
+    Returns one record per ``(n, n_jobs, activation)``: ``n``, ``n_jobs``,
+    ``activation``, ``method`` (the dual solver), ``gemm_s`` and
+    ``kernel_s`` (seconds, one per repeat) and ``ratio`` (their quotients,
+    the GEMM timed right before each kernel in the same process).
+    """
+    acts = list(acts)
+    print(f"\n== speed: exact implicit {kernel} vs float64 X @ X.T (784 features) ==")
     print("ratio = kernel time / X @ X.T time measured just before it; median [min-max] over repeats\n")
     print(f"{'n':>6} {'n_jobs':>6} {'activation':>10} {'X@X.T s':>16} {'kernel s':>18} {'ratio':>20}  dual")
+    records = []
     for n in sizes:
         X, _ = digits_784(n)
         for n_jobs in n_jobs_list:
@@ -117,7 +130,7 @@ def bench_speed(sizes, repeats, acts, n_jobs_list):
                     K, tx = timed(np.matmul, X, X.T)
                     del K
                     gc.collect()
-                    eng = ImplicitKernelEngine(act, 0.2, 1.0)
+                    eng = ImplicitKernelEngine(act, sigma_a2, 1.0, kernel=kernel)
                     K, tk = timed(exact_square_kernel, eng, X, n_jobs)
                     del K
                     res[act][0].append(tx)
@@ -125,11 +138,24 @@ def bench_speed(sizes, repeats, acts, n_jobs_list):
                     res[act][2].append(tk / tx)
             for act in acts:
                 txs, tks, rs = res[act]
+                method = ImplicitKernelEngine(act, sigma_a2, 1.0, kernel=kernel).method
                 print(
                     f"{n:>6} {n_jobs:>6} {act:>10} {fmt_range(txs):>16} {fmt_range(tks):>18} {fmt_range(rs):>20}"
-                    f"  {ImplicitKernelEngine(act, 0.2, 1.0).method}",
+                    f"  {method}",
                     flush=True,
                 )
+                records.append(
+                    {
+                        "n": int(n),
+                        "n_jobs": int(n_jobs),
+                        "activation": act,
+                        "method": method,
+                        "gemm_s": list(txs),
+                        "kernel_s": list(tks),
+                        "ratio": list(rs),
+                    }
+                )
+    return records
 
 
 def bench_mc(n, widths, act="relu"):
@@ -358,7 +384,7 @@ def main(argv=None):
     ap.add_argument("--sizes", type=int, nargs="*", default=[4000, 6000, 8000, 10000])
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--n-jobs", type=int, nargs="*", default=[1, 2])
-    ap.add_argument("--activations", nargs="*", default=["relu", "gelu", "tanh"])
+    ap.add_argument("--activations", nargs="*", default=list(SPEED_ACTIVATIONS))
     ap.add_argument("--mc-n", type=int, default=2000)
     ap.add_argument("--mc-widths", type=int, nargs="*", default=[250, 500, 1000, 2000, 4000])
     ap.add_argument("--quick", action="store_true", help="small sizes, one repeat")

@@ -20,7 +20,16 @@ import numpy as np
 from .._inputs import squared_norms
 from ..activations import Activation, DualFormula
 from .memory import CHUNK_ENTRIES
-from .numerics import hermite_table, newton, polar_expectation, safeguarded_newton, sample_nodes, vector_fixed_point
+from .numerics import (
+    chebyshev_interpolation_matrix,
+    chebyshev_points,
+    hermite_table,
+    newton,
+    polar_expectation,
+    safeguarded_newton,
+    sample_nodes,
+    vector_fixed_point,
+)
 
 __all__ = ["MEHLER_MAX_DEGREE", "Samples", "dual_for"]
 
@@ -43,6 +52,8 @@ __all__ = ["MEHLER_MAX_DEGREE", "Samples", "dual_for"]
 
 _SQRT_2PI = math.sqrt(2.0 * math.pi)
 _INV_SQRT_2PI = 1.0 / _SQRT_2PI
+_GH_X, _GH_W = np.polynomial.hermite_e.hermegauss(48)  # E[h(xi)] ~ sum(_GH_W * h(_GH_X)), xi ~ N(0, 1)
+_GH_W = _GH_W / _SQRT_2PI
 
 #: Largest Hermite degree of the generic (Mehler) dual activation.
 MEHLER_MAX_DEGREE = 256
@@ -162,13 +173,23 @@ class _ClosedFormDual(_Dual):
         return vector_fixed_point(update, sb * n_sq + sa * c * c + 1e-300)
 
     def extra(self, X, n_sq, a):
-        return {"m": self.mean(a)}
+        return {"m": self.mean(a), "dm": self.mean_derivative(a)}
+
+    def mean_derivative(self, a):
+        """``E[phi0'(u)]`` for ``u ~ N(0, a)`` (Gauss-Hermite, 48 nodes): with
+        the mean, the dual's value and slope at ``G = 0``, which only start
+        the Newton iteration (any accuracy will do)."""
+        s = np.sqrt(np.maximum(a, 0.0))
+        return self.act.derivative(s[:, None] * _GH_X) @ _GH_W
 
     def dot_at_diagonal(self, S):
         return self.pair(S.a, self.pre(S.a, S.a))[1]
 
+    _ACTIVE_ITER = 8  # Newton steps on the shrinking set of unconverged entries before the guarded solver
+
     def chunk(self, P, R, C, kernel):
         sa, sb, c = self.sa, self.sb, self.c
+        shape = P.shape
         pre = self.pre(R.a[:, None], C.a[None, :])
         s = R.s[:, None] * C.s[None, :]
         shift = c * c - c * (R.m[:, None] + C.m[None, :])
@@ -177,25 +198,23 @@ class _ClosedFormDual(_Dual):
         zero = s <= 1e-300
         if zero.any():
             s = np.where(zero, 1.0, s)
-
-        def fun(rho):
-            G = s * rho
-            F, D = self.pair(G, pre)
-            g = F * -sa
-            g += G
-            g -= rhs
-            dg = D * -sa
-            dg += 1.0
-            dg *= s
-            return g, dg, F, D
-
-        g0, dg0, _, _ = fun(np.zeros_like(P))
-        rho0 = -g0 / dg0
-        rho, (_, _, F, D), step = newton(fun, rho0, tol=self.tol, full=True)
+        # start: the linear part of the dual, F(G) = m_i m_j + m'_i m'_j G + O(G^2)
+        rho = np.multiply.outer(R.m, C.m)
+        rho *= sa
+        rho += rhs
+        d = np.multiply.outer(R.dm, C.dm)
+        d *= -sa
+        d += 1.0
+        d *= s
+        rho /= d
+        np.clip(rho, -1.0, 1.0, out=rho)
+        flat = {k: np.broadcast_to(v, shape).reshape(-1) for k, v in pre.items()}
+        need_F = kernel == "feature"
+        rho, F, D = self._solve(rho.reshape(-1), s.reshape(-1), rhs.reshape(-1), flat, need_F)
+        rho, D = rho.reshape(shape), D.reshape(shape)
+        F = F.reshape(shape) if need_F else None
         if kernel == "ntk":  # E[phi' phi'] at the returned iterate
             F, D = self.pair(s * rho, pre)
-        else:  # move the last evaluation to the returned iterate
-            F += D * (s * step)
         if zero.any():
             rho[zero] = 0.0
         if kernel == "ck":
@@ -211,6 +230,69 @@ class _ClosedFormDual(_Dual):
         D += 1.0
         F /= D
         return F
+
+    def _solve(self, rho, s, rhs, pre, need_F=True):
+        """Newton on flat entries, restricted to the unconverged ones once they are few.
+
+        Returns the correlations and ``F``, ``D``: ``F`` moved to them to
+        first order (None unless ``need_F``), ``D`` at the previous iterate.
+        Entries not converged after ``_ACTIVE_ITER`` steps are handed to
+        :func:`newton` (with its bracketed fallback) from their starts.
+        """
+        sa = self.sa
+        stop = max(self.tol, 0.1 * math.sqrt(self.tol))
+        full = None  # (rho, F, D, idx) of all entries once the iteration runs on a subset
+        start = rho
+        for _ in range(self._ACTIVE_ITER):
+            G = s * rho
+            F, D = self.pair(G, pre)
+            g = F * -sa
+            g += G
+            g -= rhs
+            dg = D * -sa
+            dg += 1.0
+            dg *= s
+            new = np.divide(g, dg)
+            np.subtract(rho, new, out=new)
+            np.clip(new, -1.0, 1.0, out=new)
+            step = np.subtract(new, rho, out=g)
+            if need_F:
+                dg = np.multiply(s, step, out=dg)
+                dg *= D
+                F += dg
+            np.abs(step, out=step)
+            bad = step > stop
+            n_bad = int(np.count_nonzero(bad))
+            if full is not None:
+                r_all, F_all, D_all, idx = full
+                r_all[idx], D_all[idx] = new, D
+                if need_F:
+                    F_all[idx] = F
+            if n_bad == 0:
+                return (new, F, D) if full is None else full[:3]
+            if full is None and n_bad > bad.size // 4:
+                rho = new  # most entries still moving: iterate on all of them
+                continue
+            keep = np.flatnonzero(bad)
+            if full is None:
+                full = (new, F, D, keep)
+            else:
+                full = (*full[:3], full[3][keep])
+            rho, s, rhs, start = new[keep], s[keep], rhs[keep], start[keep]
+            pre = {k: v[keep] for k, v in pre.items()}
+
+        def fun(r):
+            G = s * r
+            F, D = self.pair(G, pre)
+            return G - sa * F - rhs, s * (1.0 - sa * D), F, D
+
+        r, (_, _, F, D), step = newton(fun, start, tol=self.tol, full=True)
+        F += D * (s * step)
+        if full is None:
+            return r, F, D
+        r_all, F_all, D_all, idx = full
+        r_all[idx], F_all[idx], D_all[idx] = r, F, D
+        return r_all, F_all, D_all
 
 
 class _ReluDual(_Dual):
@@ -418,7 +500,102 @@ class _MehlerDual(_Dual):
                 return a
         raise ValueError("The diagonal kernel fixed point did not converge; try a smaller sigma_a2.")
 
+    # -- per-sample quantities: all functions of the squared norm alone
+    #
+    # a_i, h_k(i), the Parseval totals and E[phi0'^2] depend on x_i only
+    # through ||x_i||^2.  Many distinct norms are therefore served by a
+    # Chebyshev interpolant in log ||x||^2 through a few directly computed
+    # samples; the interpolant is accepted only if it reproduces direct
+    # computations between its nodes, else (and for norms far from the
+    # bulk, and for few distinct norms) every sample is computed directly.
+
+    _INTERP_MIN = 96  # at most this many distinct norms: computed directly
+    _INTERP_NODES = (24, 40, 64)  # interpolant sizes tried in turn
+    _INTERP_SPAN = 16.0  # interpolated norms within median / span .. median * span
+    _INTERP_RTOL = 1e-13  # accepted interpolation error (relative, see _interpolation_error)
+
+    def prepare(self, X):
+        X = np.ascontiguousarray(X, dtype=np.float64)
+        n_sq = squared_norms(X)
+        per = self.per_sample(n_sq)
+        return Samples(X=X, n_sq=n_sq, s=np.sqrt(per["a"]), **per)
+
+    def per_sample(self, n_sq, interpolate=True):
+        """``a``, ``H``, ``tail``, ``dtail`` and ``d2`` of samples with squared norms ``n_sq``.
+
+        ``interpolate=False`` computes every distinct norm directly.
+        """
+        u, inv = np.unique(n_sq, return_inverse=True)
+        if interpolate and len(u) > self._INTERP_MIN:
+            a, H, V, d2 = self._interpolated(n_sq, u)
+            return {"a": a, **self._tails(a, H, V, d2)}
+        a, H, V, d2 = self._direct(u)
+        out = {"a": a, **self._tails(a, H, V, d2)}
+        return {k: v[inv] for k, v in out.items()}
+
     def extra(self, X, n_sq, a):
+        return self._tails(a, *self._coefficients(a))
+
+    def _direct(self, n_sq):
+        a = self.diagonal(n_sq)
+        return (a, *self._coefficients(a))
+
+    def _interpolated(self, n_sq, u):
+        """:meth:`_direct` at squared norms ``n_sq`` (sorted distinct values ``u``) through a checked interpolant."""
+        n = len(n_sq)
+        a = np.empty(n)
+        H = np.empty((n, self.K + 1))
+        V, d2 = np.empty(n), np.empty(n)
+        med = float(np.median(u))
+        lo = max(float(u[0]), med / self._INTERP_SPAN)
+        hi = min(float(u[-1]), med * self._INTERP_SPAN)
+        ok = med > 0 and hi > lo * (1.0 + 1e-9) and np.count_nonzero((u >= lo) & (u <= hi)) > self._INTERP_MIN
+        inside = (n_sq >= lo) & (n_sq <= hi) if ok else np.zeros(n, bool)
+        done = False
+        if ok:
+            tlo, thi = math.log(lo), math.log(hi)
+            x = np.clip((2.0 * np.log(n_sq[inside]) - (thi + tlo)) / (thi - tlo), -1.0, 1.0)
+            for m in self._INTERP_NODES:
+                nodes = self._stack(*self._direct(self._log_norms(chebyshev_points(m), tlo, thi)))
+                # the interpolant's error is largest between its nodes
+                xt = np.cos(np.arange(1, m) * math.pi / m)
+                test = self._stack(*self._direct(self._log_norms(xt, tlo, thi)))
+                if self._interpolation_error(chebyshev_interpolation_matrix(xt, m) @ nodes, test) <= 1.0:
+                    vals = chebyshev_interpolation_matrix(x, m) @ nodes
+                    a[inside], V[inside], d2[inside], H[inside] = vals[:, 0], vals[:, 1], vals[:, 2], vals[:, 3:]
+                    done = True
+                    break
+        rest = ~inside if done else np.ones(n, bool)
+        if rest.any():
+            ur, inv = np.unique(n_sq[rest], return_inverse=True)
+            ar, Hr, Vr, d2r = self._direct(ur)
+            a[rest], H[rest], V[rest], d2[rest] = ar[inv], Hr[inv], Vr[inv], d2r[inv]
+        return a, H, V, d2
+
+    @staticmethod
+    def _log_norms(x, tlo, thi):
+        return np.exp(0.5 * (thi + tlo) + 0.5 * (thi - tlo) * x)
+
+    @staticmethod
+    def _stack(a, H, V, d2):
+        return np.column_stack([a, V, d2, H])
+
+    def _interpolation_error(self, approx, exact):
+        """Largest interpolation error in units of the accepted one: relative
+        for ``a``, ``V`` and ``E[phi0'^2]``, relative to ``sqrt(V)`` for the
+        Hermite coefficients (whose squares sum to ``V``)."""
+        err = np.abs(approx - exact)
+        scale = np.empty_like(exact)
+        scale[:, :3] = np.abs(exact[:, :3])
+        scale[:, 3:] = np.sqrt(np.abs(exact[:, 1:2]))
+        scale = np.maximum(scale, 1e-300) * self._INTERP_RTOL
+        with np.errstate(invalid="ignore"):
+            worst = np.max(err / scale, initial=0.0)
+        return float(worst) if np.isfinite(worst) else np.inf
+
+    def _coefficients(self, a):
+        """Hermite coefficients ``H`` (n, K + 1), ``V = E[(phi0 - c)^2]`` and
+        ``d2 = E[phi0'^2]`` at the variances ``a`` (by quadrature)."""
         s = np.sqrt(a)
         n = len(a)
         K = self.K
@@ -441,11 +618,17 @@ class _MehlerDual(_Dual):
                 H[sl] = np.einsum("iq,iqk->ik", fv * ww, hermite_table(x, K))
                 V[sl] = np.sum(ww * fv**2, axis=1)
                 d2[sl] = np.sum(ww * df(s[sl, None] * x) ** 2, axis=1)
-        csum = np.cumsum(H * H, axis=1)
-        tail = np.maximum(V[:, None] - csum, 0.0)
-        k = np.arange(K + 1)
-        dsum = np.cumsum(k * H * H, axis=1)
-        dtail = np.maximum((a * d2)[:, None] - dsum, 0.0)
+        return H, V, d2
+
+    def _tails(self, a, H, V, d2):
+        HH = H * H
+        tail = np.cumsum(HH, axis=1)
+        np.subtract(V[:, None], tail, out=tail)
+        np.maximum(tail, 0.0, out=tail)
+        HH *= np.arange(self.K + 1, dtype=float)
+        dtail = np.cumsum(HH, axis=1)
+        np.subtract((a * d2)[:, None], dtail, out=dtail)
+        np.maximum(dtail, 0.0, out=dtail)
         return {"H": H, "tail": tail, "dtail": dtail, "d2": d2}
 
     def dot_at_diagonal(self, S):
@@ -580,14 +763,21 @@ class _MehlerDual(_Dual):
         else:
             _, split, K_bulk = best
         K_pre = int(self._degrees(min(1.0, split + self._MARGIN), *bounds, tol=self._PRE_TOL)[0])
-        rho, p, dp = self._solve(rho0, s_safe, rhs, Hr, Hc, max(K_bulk, 1), True, ntk, K_pre)
+        # entries starting beyond the split are solved again below: kept out of
+        # the bulk iteration (a zero right-hand side), they do not hold up its convergence
+        far = abs0 > split
+        has_far = bool(far.any())
+        rhs_bulk = np.where(far, 0.0, rhs) if has_far else rhs
+        rho_bulk = np.where(far, 0.0, rho0) if has_far else rho0
+        rho, p, dp = self._solve(rho_bulk, s_safe, rhs_bulk, Hr, Hc, max(K_bulk, 1), True, ntk, K_pre)
         near = np.abs(rho) > split + self._MARGIN
-        near |= abs0 > split
+        near |= far
         if has_special:
             near &= ~special
         if near.any():
             ii, jj = np.nonzero(near)
-            vals = self._near(rho[ii, jj], s_safe[ii, jj], rhs[ii, jj], R, C, ii, jj, ntk, bounds)
+            start = np.where(far[ii, jj], rho0[ii, jj], rho[ii, jj])
+            vals = self._near(start, s_safe[ii, jj], rhs[ii, jj], R, C, ii, jj, ntk, bounds)
             rho[ii, jj], p[ii, jj], dp[ii, jj] = vals
         if kernel == "ck":
             out = s * rho

@@ -5,6 +5,8 @@
   (:func:`sample_nodes`), normalised Hermite polynomials at those nodes
   (:func:`hermite_table`), and two-dimensional quadrature in polar
   coordinates (:func:`polar_expectation`);
+* Chebyshev interpolation of per-sample quantities on ``[-1, 1]``
+  (:func:`chebyshev_points`, :func:`chebyshev_interpolation_matrix`);
 * vectorised root finding on correlations in ``[-1, 1]``
   (:func:`newton`, :func:`safeguarded_newton`) and the entrywise
   fixed point of the diagonal (:func:`vector_fixed_point`).
@@ -17,6 +19,8 @@ import math
 import numpy as np
 
 __all__ = [
+    "chebyshev_interpolation_matrix",
+    "chebyshev_points",
     "hermite_table",
     "newton",
     "polar_expectation",
@@ -150,6 +154,37 @@ def polar_expectation(f, g, su, sv, rho, breakpoints, n_ang=32, chunk=8):
         vals = f(r * cu[..., None, None]) * g(r * cv[..., None, None])
         out[sl] = np.einsum("ea,eapq,eapq->e", wpsi, wr, vals) / (2.0 * np.pi)
     return out
+
+
+# ---------------------------------------------------------------------------
+# Chebyshev interpolation
+
+
+def chebyshev_points(m: int) -> np.ndarray:
+    """The ``m`` Chebyshev points of the first kind ``cos((2k + 1) pi / (2m))`` in ``(-1, 1)``."""
+    return np.cos((2.0 * np.arange(m) + 1.0) * math.pi / (2.0 * m))
+
+
+def chebyshev_interpolation_matrix(x: np.ndarray, m: int) -> np.ndarray:
+    """Matrix ``L`` of shape ``(len(x), m)`` with ``L @ f(chebyshev_points(m)) = p(x)``.
+
+    ``p`` is the polynomial of degree ``m - 1`` interpolating ``f`` at the
+    Chebyshev points (barycentric formula, stable at every ``x`` in
+    ``[-1, 1]``; a row at a node is that node's indicator).
+    """
+    x = np.asarray(x, dtype=float)
+    k = np.arange(m)
+    nodes = chebyshev_points(m)
+    w = (-1.0) ** k * np.sin((2.0 * k + 1.0) * math.pi / (2.0 * m))
+    d = x[:, None] - nodes[None, :]
+    hit = d == 0.0
+    d[hit] = 1.0
+    L = w / d
+    L /= L.sum(axis=1, keepdims=True)
+    rows = hit.any(axis=1)
+    if rows.any():
+        L[rows] = hit[rows]
+    return L
 
 
 # ---------------------------------------------------------------------------
