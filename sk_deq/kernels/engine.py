@@ -25,7 +25,7 @@ from ..theory import deq_ck_coefficients
 from .duals import Samples, dual_for
 from .memory import auto_block_size, check_kernel_fits_in_memory
 
-__all__ = ["ImplicitKernelEngine", "implicit_kernel", "implicit_kernel_diagonal"]
+__all__ = ["ImplicitKernelEngine", "check_device", "implicit_kernel", "implicit_kernel_diagonal"]
 
 
 class ImplicitKernelEngine:
@@ -286,10 +286,38 @@ class ImplicitKernelEngine:
                 out[bj, bi] = blk.T
 
 
-def _resolve_device(device, *, strict):
+def check_device(device, *, strict=True):
+    """The :class:`torch.device` named by an engine's ``device`` parameter, None for None.
+
+    Torch is imported only for a device other than None.
+
+    Parameters
+    ----------
+    device : str, torch.device or None
+        ``'cpu'``, ``'cuda'``, ``'cuda:N'``, a CPU or CUDA
+        :class:`torch.device`, or None (the numpy engine).
+    strict : bool, default=True
+        Whether a CUDA device this machine lacks is an error; otherwise the
+        CPU is used, with a ``UserWarning``.
+
+    Returns
+    -------
+    torch.device or None
+        The device.
+
+    Raises
+    ------
+    ValueError
+        For any other value, or an unavailable CUDA device when ``strict``.
+    """
+    if device is None:
+        return None
     from .torch_engine import resolve_kernel_device
 
     return resolve_kernel_device(device, strict=strict)
+
+
+_resolve_device = check_device
 
 
 def _block_task(dual, kernel, bi, bj, R, C):
