@@ -268,3 +268,20 @@ def test_dask_arrays_on_a_device():
     lazy = tr.transform(da.from_array(Z, chunks=(10, 4)))
     # row blocks of 10 and one of 25: the Hermite degrees follow the blocks, equal to the tolerance
     assert _rel(lazy.compute(scheduler="synchronous"), tr.transform(Z)) <= TOL
+
+
+def test_benchmark_collects_json_records(monkeypatch):
+    pytest.importorskip("mlxtend")
+    import json
+    from pathlib import Path
+
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from bench_torch_engine import collect
+
+    res = collect(repeats=1, n=40)
+    json.dumps(res)
+    assert res["n_samples"] == 40 and len(res["records"]) >= 3 * 4
+    assert (res["cuda"] is None) == (not torch.cuda.is_available())
+    for r in res["records"]:
+        assert r["kernel_seconds"] > 0 and r["gemm_seconds"] > 0
+        assert r["max_rel_diff_to_numpy"] <= TOL
