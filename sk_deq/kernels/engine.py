@@ -102,7 +102,7 @@ class ImplicitKernelEngine:
         self.kernel_name = kernel
         self.tol = float(tol)
         self.dual = dual_for(self.activation, co.sigma_a2, co.sigma_b2, co.moments.mean, self.tol)
-        self.device = None if device is None else _resolve_device(device, strict=True)
+        self.device = check_device(device)
         self._solver = None
 
     def with_device(self, device, *, strict=True) -> ImplicitKernelEngine:
@@ -124,7 +124,7 @@ class ImplicitKernelEngine:
         ImplicitKernelEngine
             An engine on ``device``.
         """
-        dev = None if device is None else _resolve_device(device, strict=strict)
+        dev = check_device(device, strict=strict)
         if dev == self.device:
             return self
         other = copy.copy(self)
@@ -315,9 +315,6 @@ def check_device(device, *, strict=True):
     from .torch_engine import resolve_kernel_device
 
     return resolve_kernel_device(device, strict=strict)
-
-
-_resolve_device = check_device
 
 
 def _block_task(dual, kernel, bi, bj, R, C):
