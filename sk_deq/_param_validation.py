@@ -3,20 +3,21 @@
 :class:`SortedStrOptions` lists its options in sorted order in error messages
 (scikit-learn's :class:`StrOptions` prints them in set order, which changes
 from run to run).  :class:`ActivationName` accepts the activation names
-:func:`sk_deq.get_activation` resolves, in any case, aliases included.  :data:`KERNEL_TRANSFORMER_CONSTRAINTS` are the constraints
-the two kernel transformers share.
+:func:`sk_deq.get_activation` resolves, in any case, aliases included.  :class:`TorchDevice` accepts a :class:`torch.device`
+without importing torch.  :data:`KERNEL_TRANSFORMER_CONSTRAINTS` are the
+constraints the two kernel transformers share.
 """
 
 from __future__ import annotations
 
 from numbers import Integral, Real
 
-from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils._param_validation import Interval, Options, StrOptions
 
 from ._inputs import INPUT_SCALING, KERNELS
 from .activations import ACTIVATION_NAMES, Activation
 
-__all__ = ["KERNEL_TRANSFORMER_CONSTRAINTS", "ActivationName", "SortedStrOptions"]
+__all__ = ["KERNEL_TRANSFORMER_CONSTRAINTS", "ActivationName", "SortedStrOptions", "TorchDevice"]
 
 
 class SortedStrOptions(StrOptions):
@@ -36,6 +37,23 @@ class ActivationName(SortedStrOptions):
         return isinstance(val, str) and val.lower() in self.options
 
 
+class TorchDevice(Options):
+    """A :class:`torch.device`, recognised without importing torch.
+
+    Which devices exist is checked when the estimator is fitted (a
+    ``ValueError`` naming the parameter), where torch is imported.
+    """
+
+    def __init__(self):
+        super().__init__(object, set())
+
+    def is_satisfied_by(self, val):
+        return type(val).__name__ == "device" and type(val).__module__ == "torch"
+
+    def __str__(self):
+        return "an instance of 'torch.device'"
+
+
 #: Parameter constraints shared by the transformers of the implicit kernels
 #: (:class:`~sk_deq.ImplicitCKTransformer` and :class:`~sk_deq.ImplicitCKNystroem`).
 KERNEL_TRANSFORMER_CONSTRAINTS = {
@@ -46,6 +64,7 @@ KERNEL_TRANSFORMER_CONSTRAINTS = {
     "input_scaling": [SortedStrOptions(set(INPUT_SCALING))],
     "block_size": [Interval(Integral, 1, None, closed="left"), None],
     "n_jobs": [Integral, None],
+    "device": [str, TorchDevice(), None],
     "tol": [Interval(Real, 0, None, closed="neither")],
     "random_state": ["random_state"],
 }

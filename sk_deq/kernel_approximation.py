@@ -10,7 +10,8 @@ linear model (``RidgeClassifier``, ``LogisticRegression``,
 regression with the DEQ's kernel, in ``O(n_samples x n_components)`` time
 and memory.
 
-Only numpy, scipy and scikit-learn are needed (no torch).
+Only numpy, scipy and scikit-learn are needed; torch only with a ``device``
+(:mod:`sk_deq.kernels.torch_engine`).
 """
 
 from __future__ import annotations
@@ -108,6 +109,18 @@ class ImplicitCKNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
         ``joblib.parallel_config(backend='dask')``.  ``None`` means 1 (with
         multithreaded BLAS) unless in a ``joblib.parallel_config`` context;
         ``-1`` uses all processors.
+    device : str or torch.device, default=None
+        Where the blocks of the exact kernel are solved: None for the numpy
+        engine; ``'cpu'``, ``'cuda'``, ``'cuda:N'`` or a :class:`torch.device`
+        for torch in float64 on that device (see :ref:`kernels-gpu`).  The
+        per-sample preparation, the landmark factorisation and the product
+        with ``normalization_`` stay in numpy; the features are float64 numpy
+        arrays either way.  With a device ``n_jobs`` is ignored: the row
+        blocks are transformed one after another on it.  An unknown
+        device, or a CUDA device this machine lacks, is a ``ValueError`` at
+        fit; a transformer fitted on a GPU and loaded on a machine without
+        one transforms on the CPU with a warning (set ``device='cpu'`` or
+        None to silence it).
     tol : float, default=1e-12
         Tolerance of every kernel entry's fixed point.
     random_state : int, RandomState instance or None, default=None
@@ -200,6 +213,7 @@ class ImplicitCKNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
         input_scaling="global",
         block_size=None,
         n_jobs=None,
+        device=None,
         tol=1e-12,
         random_state=None,
     ):
@@ -212,6 +226,7 @@ class ImplicitCKNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
         self.input_scaling = input_scaling
         self.block_size = block_size
         self.n_jobs = n_jobs
+        self.device = device
         self.tol = tol
         self.random_state = random_state
 
@@ -248,7 +263,13 @@ class ImplicitCKNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
         mean, scale, tau0 = fit_input_scaling(X, self.input_scaling)
         self.input_mean_, self.input_scale_, self.tau0_ = mean, scale, tau0
         self._engine = ImplicitKernelEngine(
-            self.activation, self.sigma_a2, tau0, kernel=self.kernel, sigma_b2=self.sigma_b2, tol=self.tol
+            self.activation,
+            self.sigma_a2,
+            tau0,
+            kernel=self.kernel,
+            sigma_b2=self.sigma_b2,
+            tol=self.tol,
+            device=self.device,
         )
         self.coefficients_ = self._engine.coefficients
         self.dual_method_ = self._engine.method
@@ -272,7 +293,7 @@ class ImplicitCKNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
             Xs = apply_input_scaling(X, self.input_mean_, self.input_scale_)
             _, idx = kmeans_plusplus(Xs, k, random_state=rng)
             return np.sort(_distinct(idx, n, k, rng)), None
-        S = self._prepare_rows(X)
+        S = self._prepare_rows(X, self._engine)
         return np.sort(self._rpcholesky(S, k, rng)), S
 
     def _rpcholesky(self, S, k, rng) -> np.ndarray:
@@ -317,9 +338,9 @@ class ImplicitCKNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
         self.normalization_ = (U * inv_sqrt) @ U.T
 
     # -- transform ----------------------------------------------------------
-    def _prepare_rows(self, X):
-        """Scale raw rows and prepare them for the engine."""
-        return self._engine.prepare(apply_input_scaling(X, self.input_mean_, self.input_scale_))
+    def _prepare_rows(self, X, engine):
+        """Scale raw rows and prepare them for ``engine``."""
+        return engine.prepare(apply_input_scaling(X, self.input_mean_, self.input_scale_))
 
     def _block(self) -> int:
         if self.block_size is not None:
@@ -331,9 +352,9 @@ class ImplicitCKNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
         per_row = 8 * (self.n_features_in_ + 4 * self.n_components_)
         return int(min(4096, max(64, budget // (4 * per_row))))
 
-    def _transform_rows(self, X) -> np.ndarray:
-        """Features of validated raw rows (one block)."""
-        K = self._engine.kernel(self._prepare_rows(X), self._landmarks, block_size=max(len(X), 1), n_jobs=1)
+    def _transform_rows(self, X, engine) -> np.ndarray:
+        """Features of validated raw rows (one block), the kernel computed by ``engine``."""
+        K = engine.kernel(self._prepare_rows(X, engine), self._landmarks, block_size=max(len(X), 1), n_jobs=1)
         return K @ self.normalization_
 
     def transform(self, X):
@@ -363,13 +384,15 @@ class ImplicitCKNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
         out = np.empty((n, self.n_components_))
         b = self._block()
         rows = [slice(i, min(i + b, n)) for i in range(0, n, b)]
-        workers = effective_n_jobs(self.n_jobs)
+        # the device of now (it may have been changed since fit, or be missing here)
+        engine = self._engine.with_device(self.device, strict=False)
+        workers = 1 if engine.device is not None else effective_n_jobs(self.n_jobs)
         if workers == 1 or len(rows) == 1:
             for sl in rows:
-                out[sl] = self._transform_rows(X[sl])
+                out[sl] = self._transform_rows(X[sl], engine)
             return out
         tasks = Parallel(n_jobs=self.n_jobs, prefer="threads", return_as="generator_unordered")(
-            delayed(_row_task)(self, sl, X[sl]) for sl in rows
+            delayed(_row_task)(self, engine, sl, X[sl]) for sl in rows
         )
         # one BLAS thread per worker: the row blocks are the parallelism
         with threadpool_limits(limits=1, user_api="blas"):
@@ -403,8 +426,8 @@ def _distinct(idx, n, k, rng) -> np.ndarray:
     return idx
 
 
-def _row_task(nys, sl, X):
-    return sl, nys._transform_rows(X)
+def _row_task(nys, engine, sl, X):
+    return sl, nys._transform_rows(X, engine)
 
 
 def _accept_pivots(G, draw, residual, n_chosen, k):

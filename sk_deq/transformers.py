@@ -10,7 +10,8 @@ training samples, so that any estimator taking a precomputed kernel
 :class:`~sklearn.gaussian_process.GaussianProcessRegressor` and
 :class:`~sklearn.gaussian_process.GaussianProcessClassifier`.
 
-Both only need numpy and scipy (no torch).
+Both only need numpy and scipy; torch only with a ``device``
+(:mod:`sk_deq.kernels.torch_engine`).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from ._inputs import apply_input_scaling, check_samples, fit_input_scaling, squa
 from ._param_validation import KERNEL_TRANSFORMER_CONSTRAINTS, SortedStrOptions
 from .kernels import (
     ImplicitKernelEngine,
+    check_device,
     MonteCarloDEQSampler,
     auto_block_size,
     check_kernel_fits_in_memory,
@@ -116,6 +118,18 @@ class ImplicitCKTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, B
         workers of a Dask cluster inside ``joblib.parallel_config(backend='dask')``.
         ``None`` means 1 unless in a ``joblib.parallel_config`` context; ``-1``
         uses all processors.  The other methods use multithreaded BLAS.
+    device : str or torch.device, default=None
+        Where the blocks of the exact kernel are solved (``method='exact'``
+        only): None for the numpy engine; ``'cpu'``, ``'cuda'``,
+        ``'cuda:N'`` or a :class:`torch.device` for torch in float64 on that
+        device (see :ref:`kernels-gpu`).  The per-sample preparation stays in
+        numpy and the output is a float64 numpy array either way, equal to
+        the numpy engine's to about ``1e-12`` of the kernel's scale.  With a
+        device ``n_jobs`` is ignored: the blocks are solved one after
+        another on it.  An unknown device, or a CUDA device this machine
+        lacks, is a ``ValueError`` at fit; a transformer fitted on a GPU
+        and loaded on a machine without one transforms on the CPU with a
+        warning (set ``device='cpu'`` or None to silence it).
     tol : float, default=1e-12
         Tolerance of every entry's fixed point (``method='exact'``).
     random_state : int, RandomState instance or None, default=None
@@ -194,6 +208,7 @@ class ImplicitCKTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, B
         n_draws=1,
         block_size=None,
         n_jobs=None,
+        device=None,
         tol=1e-12,
         random_state=None,
     ):
@@ -207,6 +222,7 @@ class ImplicitCKTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, B
         self.n_draws = n_draws
         self.block_size = block_size
         self.n_jobs = n_jobs
+        self.device = device
         self.tol = tol
         self.random_state = random_state
 
@@ -216,6 +232,7 @@ class ImplicitCKTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, B
         if square and hasattr(X, "shape") and len(getattr(X, "shape", ())) == 2:
             check_kernel_fits_in_memory(X.shape[0], X.shape[0])  # before any work
         X = validate_data(self, X, dtype=np.float64, ensure_min_samples=min_samples)
+        check_device(self.device)  # an unknown or unavailable device: ValueError before any work
         mean, scale, tau0 = fit_input_scaling(X, self.input_scaling)
         Xs = apply_input_scaling(X, mean, scale)
         self.input_mean_, self.input_scale_, self.tau0_ = mean, scale, tau0
@@ -249,7 +266,13 @@ class ImplicitCKTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, B
             self._fit_norms = squared_norms(Xs)
             return
         self._engine = ImplicitKernelEngine(
-            self.activation, self.sigma_a2, self.tau0_, kernel=self.kernel, sigma_b2=self.sigma_b2, tol=self.tol
+            self.activation,
+            self.sigma_a2,
+            self.tau0_,
+            kernel=self.kernel,
+            sigma_b2=self.sigma_b2,
+            tol=self.tol,
+            device=self.device,
         )
         self.coefficients_ = self._engine.coefficients
         self.dual_method_ = self._engine.method
@@ -333,10 +356,10 @@ class ImplicitCKTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, B
         n, m = len(Xs), len(self.X_fit_)
         check_kernel_fits_in_memory(n, m)
         if self.method == "exact":
-            S = self._fit_samples if square else self._engine.prepare(Xs)
-            return self._engine.kernel(
-                S, None if square else self._fit_samples, block_size=self.block_size, n_jobs=self.n_jobs
-            )
+            # the device of now (it may have been changed since fit, or be missing here)
+            eng = self._engine.with_device(self.device, strict=False)
+            S = self._fit_samples if square else eng.prepare(Xs)
+            return eng.kernel(S, None if square else self._fit_samples, block_size=self.block_size, n_jobs=self.n_jobs)
         if self.method == "linearized":
             out = np.empty((n, m))
             b = self._block(1)
@@ -403,6 +426,12 @@ class ImplicitCKKernel(Kernel):
         Data scale fixing the centring of the activation.
     n_jobs : int, default=None
         Parallel blocks (see :func:`sk_deq.kernels.implicit_kernel`).
+    device : str or torch.device, default=None
+        Where the kernel blocks are solved: None for the numpy engine;
+        ``'cpu'``, ``'cuda'``, ``'cuda:N'`` or a :class:`torch.device` for
+        torch in float64 on that device (see :ref:`kernels-gpu`; ``n_jobs``
+        is then ignored).  An unknown device, or a CUDA device this machine
+        lacks, is a ``ValueError`` when the kernel is evaluated.
 
     See Also
     --------
@@ -423,7 +452,15 @@ class ImplicitCKKernel(Kernel):
     """
 
     def __init__(
-        self, activation="relu", sigma_a2=0.2, *, sigma_a2_bounds=(1e-3, 0.9), kernel="ck", tau0=1.0, n_jobs=None
+        self,
+        activation="relu",
+        sigma_a2=0.2,
+        *,
+        sigma_a2_bounds=(1e-3, 0.9),
+        kernel="ck",
+        tau0=1.0,
+        n_jobs=None,
+        device=None,
     ):
         self.activation = activation
         self.sigma_a2 = sigma_a2
@@ -431,6 +468,7 @@ class ImplicitCKKernel(Kernel):
         self.kernel = kernel
         self.tau0 = tau0
         self.n_jobs = n_jobs
+        self.device = device
 
     @property
     def hyperparameter_sigma_a2(self):
@@ -438,7 +476,7 @@ class ImplicitCKKernel(Kernel):
         return Hyperparameter("sigma_a2", "numeric", self.sigma_a2_bounds)
 
     def _engine(self, sigma_a2):
-        return ImplicitKernelEngine(self.activation, sigma_a2, self.tau0, kernel=self.kernel)
+        return ImplicitKernelEngine(self.activation, sigma_a2, self.tau0, kernel=self.kernel, device=self.device)
 
     def _matrix(self, sigma_a2, X, Y):
         eng = self._engine(sigma_a2)

@@ -77,6 +77,7 @@ def test_gp_kernel_params_clone_and_theta():
         "kernel": "ntk",
         "tau0": 0.8,
         "n_jobs": 2,
+        "device": None,
     }
     assert k.get_params() == expected
     c = clone(k)

@@ -8,7 +8,9 @@ data, in the spirit of neural-tangents:
   entry (closed forms for ReLU / leaky ReLU, erf, GELU and quadratic
   activations; a Hermite (Mehler) expansion of the dual activation with a
   quadrature fallback for any other activation), computed block by block so
-  that memory stays bounded, optionally in parallel through joblib;
+  that memory stays bounded, optionally in parallel through joblib, or in
+  torch on a CPU or CUDA device (:class:`ImplicitKernelEngine` with a
+  ``device``);
 * :func:`monte_carlo_implicit_kernel`: averages over random finite-width
   DEQs, as in the paper's experiments (also between two data sets, with the
   features of both computed by the same random networks);
@@ -24,7 +26,8 @@ centred at their input scale.
 
 The package has one module per concern: ``montecarlo`` (random networks),
 ``engine`` (the exact implicit kernels) with ``duals`` (its per-activation
-solvers) and ``numerics`` (their quadrature and root finding),
+solvers), ``numerics`` (their quadrature and root finding) and
+``torch_engine`` (the kernel blocks in torch, imported only for a device),
 ``linearized``, ``explicit`` (exact kernels of explicit networks),
 ``memory`` (what fits, block sizes) and ``metrics``.  Everything public is
 importable from ``sk_deq.kernels``.
@@ -35,6 +38,7 @@ from __future__ import annotations
 from .._inputs import data_tau0
 from .duals import MEHLER_MAX_DEGREE as MEHLER_MAX_DEGREE
 from .engine import ImplicitKernelEngine, implicit_kernel, implicit_kernel_diagonal
+from .engine import check_device as check_device
 from .explicit import explicit_kernel
 from .linearized import linearized_block as linearized_block
 from .linearized import linearized_implicit_kernel, linearized_kernel_coefficients

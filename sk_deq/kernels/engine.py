@@ -13,6 +13,7 @@ parallel through joblib), each block solved by the activation's dual solver
 from __future__ import annotations
 
 import contextlib
+import copy
 
 import numpy as np
 from joblib import Parallel, delayed, effective_n_jobs
@@ -24,7 +25,7 @@ from ..theory import deq_ck_coefficients
 from .duals import Samples, dual_for
 from .memory import auto_block_size, check_kernel_fits_in_memory
 
-__all__ = ["ImplicitKernelEngine", "implicit_kernel", "implicit_kernel_diagonal"]
+__all__ = ["ImplicitKernelEngine", "check_device", "implicit_kernel", "implicit_kernel_diagonal"]
 
 
 class ImplicitKernelEngine:
@@ -52,6 +53,12 @@ class ImplicitKernelEngine:
         Input weight variance, ``1 - sigma_a2`` by default.
     tol : float, default=1e-12
         Tolerance of every entry's correlation fixed point.
+    device : str or torch.device, optional
+        Where :meth:`kernel` solves the blocks: None (the default) for the
+        numpy engine; ``'cpu'``, ``'cuda'``, ``'cuda:N'`` or a
+        :class:`torch.device` for torch in float64 on that device
+        (:mod:`sk_deq.kernels.torch_engine`; torch is imported only then).
+        :meth:`prepare` stays in numpy either way.
 
     Attributes
     ----------
@@ -60,6 +67,14 @@ class ImplicitKernelEngine:
     coefficients : DEQCoefficients
         ``tau``, ``alpha1 .. alpha4`` and the centring constant
         (``coefficients.moments.mean``) at ``tau0``.
+    device : torch.device or None
+        The resolved device, None for the numpy engine.
+
+    Raises
+    ------
+    ValueError
+        For a ``device`` that is not a CPU or CUDA device, or a CUDA device
+        this machine does not have.
 
     Examples
     --------
@@ -79,7 +94,7 @@ class ImplicitKernelEngine:
     True
     """
 
-    def __init__(self, activation, sigma_a2, tau0, *, kernel="ck", sigma_b2=None, tol=1e-12):
+    def __init__(self, activation, sigma_a2, tau0, *, kernel="ck", sigma_b2=None, tol=1e-12, device=None):
         check_kernel(kernel)
         self.activation = get_activation(activation)
         self.coefficients = deq_ck_coefficients(self.activation, sigma_a2, tau0, sigma_b2=sigma_b2)
@@ -87,6 +102,49 @@ class ImplicitKernelEngine:
         self.kernel_name = kernel
         self.tol = float(tol)
         self.dual = dual_for(self.activation, co.sigma_a2, co.sigma_b2, co.moments.mean, self.tol)
+        self.device = check_device(device)
+        self._solver = None
+
+    def with_device(self, device, *, strict=True) -> ImplicitKernelEngine:
+        """The same engine computing its blocks on ``device`` (None: the numpy engine).
+
+        Returns ``self`` when the device is the same, else a shallow copy:
+        the prepared samples of either engine serve both.
+
+        Parameters
+        ----------
+        device : str, torch.device or None
+            As the constructor's ``device``.
+        strict : bool, default=True
+            Whether a CUDA device this machine lacks is an error; otherwise
+            the CPU is used, with a ``UserWarning``.
+
+        Returns
+        -------
+        ImplicitKernelEngine
+            An engine on ``device``.
+        """
+        dev = check_device(device, strict=strict)
+        if dev == self.device:
+            return self
+        other = copy.copy(self)
+        other.device, other._solver = dev, None
+        return other
+
+    def _torch_solver(self):
+        if self._solver is None:
+            from .torch_engine import TorchKernelSolver
+
+            co = self.coefficients
+            self._solver = TorchKernelSolver(
+                self.activation, co.sigma_a2, co.sigma_b2, co.moments.mean, self.tol, self.device
+            )
+        return self._solver
+
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        state["_solver"] = None  # tensors on the device: rebuilt where the engine is used
+        return state
 
     @property
     def method(self) -> str:
@@ -110,9 +168,15 @@ class ImplicitKernelEngine:
         -------
         Samples
             What :meth:`kernel` and :meth:`diagonal` take, sliceable by
-            rows; ``len`` is ``n_samples``.
+            rows; ``len`` is ``n_samples``.  With a ``device`` they also
+            hold the Hermite coefficients of activations the numpy engine
+            evaluates in closed form (erf, GELU): the torch engine solves
+            those by their Hermite expansion.
         """
-        return self.dual.prepare(np.asarray(X, dtype=np.float64))
+        S = self.dual.prepare(np.asarray(X, dtype=np.float64))
+        if self.device is not None:
+            S = self._torch_solver().with_hermite(S)
+        return S
 
     def diagonal(self, S: Samples) -> np.ndarray:
         """The diagonal ``K(x_i, x_i)`` in O(n) time.
@@ -146,6 +210,8 @@ class ImplicitKernelEngine:
             Blocks computed in parallel through joblib (threads, one BLAS
             thread each, unless a ``joblib.parallel_config`` backend such as
             ``dask`` is active); ``None`` means 1 outside such a context.
+            Ignored with a ``device``: the blocks are then computed one
+            after another on it (with torch's own threads on a CPU).
         out : ndarray of shape (n_samples_X, n_samples_Y), optional
             Array to write the kernel into (no memory check is made then).
 
@@ -168,6 +234,8 @@ class ImplicitKernelEngine:
             out = np.empty((n, m))
         if n == 0 or m == 0:
             return out
+        if self.device is not None:
+            return self._torch_kernel(SX, None if symmetric else SY, block_size, out)
         # n_jobs=None: 1 unless a joblib.parallel_config context says otherwise
         workers = effective_n_jobs(n_jobs)
         b = int(block_size) if block_size is not None else auto_block_size(workers)
@@ -192,6 +260,20 @@ class ImplicitKernelEngine:
             out[np.diag_indices(n)] = self.diagonal(SX)
         return out
 
+    def _torch_kernel(self, SX, SY, block_size, out):
+        solver = self._torch_solver()
+        symmetric = SY is None
+        n, m = len(SX), len(SX if symmetric else SY)
+        b = int(block_size) if block_size is not None else solver.default_block_size(n, m)
+        rows = [slice(i, min(i + b, n)) for i in range(0, n, b)]
+        cols = rows if symmetric else [slice(j, min(j + b, m)) for j in range(0, m, b)]
+        pairs = [(bi, bj) for bi in rows for bj in cols if not symmetric or bj.start >= bi.start]
+        with np.errstate(all="ignore"):
+            self._collect(solver.blocks(SX, SY, pairs, self.kernel_name), out, symmetric)
+        if symmetric:
+            out[np.diag_indices(n)] = self.diagonal(SX)
+        return out
+
     @staticmethod
     def _collect(results, out, symmetric):
         for bi, bj, blk in results:
@@ -202,6 +284,37 @@ class ImplicitKernelEngine:
             out[bi, bj] = blk
             if symmetric and bj.start != bi.start:
                 out[bj, bi] = blk.T
+
+
+def check_device(device, *, strict=True):
+    """The :class:`torch.device` named by an engine's ``device`` parameter, None for None.
+
+    Torch is imported only for a device other than None.
+
+    Parameters
+    ----------
+    device : str, torch.device or None
+        ``'cpu'``, ``'cuda'``, ``'cuda:N'``, a CPU or CUDA
+        :class:`torch.device`, or None (the numpy engine).
+    strict : bool, default=True
+        Whether a CUDA device this machine lacks is an error; otherwise the
+        CPU is used, with a ``UserWarning``.
+
+    Returns
+    -------
+    torch.device or None
+        The device.
+
+    Raises
+    ------
+    ValueError
+        For any other value, or an unavailable CUDA device when ``strict``.
+    """
+    if device is None:
+        return None
+    from .torch_engine import resolve_kernel_device
+
+    return resolve_kernel_device(device, strict=strict)
 
 
 def _block_task(dual, kernel, bi, bj, R, C):

@@ -1,0 +1,243 @@
+"""The exact implicit kernel in torch (``device=...``) against the numpy engine.
+
+Real MNIST digits (784 features, global input scaling; ``digits_784`` of
+``bench_kernels``), ``n`` = 4,000 (``--quick``: 1,000), the square CK of
+ReLU (table inversion), tanh (Hermite expansion in both engines) and GELU
+(closed form in numpy, Hermite expansion in torch).  Timed, for every
+activation, in interleaved repeats (medians reported):
+
+* the numpy engine with one thread (``n_jobs=None`` under a one-thread BLAS
+  limit) and with all threads (``n_jobs=-1``: parallel blocks, one BLAS
+  thread each);
+* the torch engine on the CPU with one torch thread and with all of them;
+* the torch engine on CUDA when ``torch.cuda.is_available()``
+  (``torch.cuda.synchronize()`` around every timing), else ``"cuda": null``
+  with the reason.
+
+Every kernel time is the O(n^2) part (``engine.kernel`` of prepared samples;
+the O(n) preparation, in numpy for every engine, is timed apart) and sits
+next to a float64 ``X @ X.T`` on the same device with the same threads,
+measured right before it.  The largest difference to the numpy engine's
+kernel (absolute, and relative to the kernel's largest entry) is recorded
+for every torch run.  No figure is invented: a device that is not there has
+no record.
+
+Usage::
+
+    python benchmarks/bench_torch_engine.py            # n = 4000
+    python benchmarks/bench_torch_engine.py --quick    # n = 1000
+    python benchmarks/bench_torch_engine.py --json out.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+from threadpoolctl import threadpool_info, threadpool_limits
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_kernels import digits_784
+
+from sk_deq.kernels import ImplicitKernelEngine, data_tau0
+
+ACTIVATIONS = ("relu", "tanh", "gelu")
+SIGMA_A2 = 0.2
+KERNEL = "ck"
+
+
+@contextlib.contextmanager
+def torch_threads(n):
+    import torch
+
+    old = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(old)
+
+
+def _sync(device):
+    if device is not None and str(device).startswith("cuda"):
+        import torch
+
+        torch.cuda.synchronize(device)
+
+
+def _timed(f, device=None):
+    _sync(device)
+    t = time.perf_counter()
+    out = f()
+    _sync(device)
+    return out, time.perf_counter() - t
+
+
+def _gemm(X, device):
+    """A float64 ``X @ X.T`` on ``device`` (None: numpy), inputs already there."""
+    if device is None:
+        return lambda: X @ X.T
+    import torch
+
+    T = torch.as_tensor(X, dtype=torch.float64, device=device)
+    _sync(device)
+    return lambda: T @ T.T
+
+
+def _blas_threads():
+    return [
+        {"library": i.get("internal_api"), "user_api": i.get("user_api"), "num_threads": i.get("num_threads")}
+        for i in threadpool_info()
+    ]
+
+
+def _configs(all_threads):
+    """(name, device, numpy limit / torch threads, n_jobs) of every timed engine."""
+    import torch
+
+    cfgs = [
+        ("numpy, 1 thread", None, 1, None),
+        (f"numpy, {all_threads} threads", None, None, -1),
+        ("torch cpu, 1 thread", "cpu", 1, None),
+        (f"torch cpu, {all_threads} threads", "cpu", all_threads, None),
+    ]
+    if torch.cuda.is_available():
+        cfgs.append(("torch cuda", "cuda", all_threads, None))
+    return cfgs
+
+
+def collect(quick: bool = False, repeats: int = 3, n: int | None = None) -> dict:
+    """Time the engines on digits; JSON-serialisable records (see the module docstring).
+
+    Parameters
+    ----------
+    quick : bool, default=False
+        1,000 digits instead of 4,000.
+    repeats : int, default=3
+        Interleaved repeats per timing (at least 3 recommended; medians
+        are reported with all values).
+    n : int, optional
+        Number of digits, overriding ``quick`` (for smoke tests).
+
+    Returns
+    -------
+    dict
+        ``records`` (one per activation and engine), the thread counts,
+        versions, and ``cuda`` (the GPU's name, or None with
+        ``cuda_reason``).
+    """
+    import torch
+
+    n = int(n) if n is not None else (1000 if quick else 4000)
+    X, _ = digits_784(n)
+    tau0 = data_tau0(X)
+    all_threads = os.cpu_count() or 1
+    cuda = torch.cuda.is_available()
+    result = {
+        "benchmark": "torch_engine",
+        "quick": bool(quick),
+        "n_samples": n,
+        "n_features": int(X.shape[1]),
+        "kernel": KERNEL,
+        "sigma_a2": SIGMA_A2,
+        "repeats": int(repeats),
+        "cpu_count": all_threads,
+        "platform": platform.platform(),
+        "processor": platform.processor(),
+        "numpy": np.__version__,
+        "torch": torch.__version__,
+        "torch_threads_default": torch.get_num_threads(),
+        "blas": _blas_threads(),
+        "cuda": torch.cuda.get_device_name(0) if cuda else None,
+        "cuda_reason": None if cuda else "torch.cuda.is_available() is False on this machine: no GPU timings",
+        "records": [],
+    }
+    cfgs = _configs(all_threads)
+    for act in ACTIVATIONS:
+        engines = {name: ImplicitKernelEngine(act, SIGMA_A2, tau0, kernel=KERNEL, device=dev) for name, dev, *_ in cfgs}
+        prepared, prep_times = {}, {}
+        for name, *_ in cfgs:
+            prepared[name], prep_times[name] = _timed(lambda e=engines[name]: e.prepare(X))
+        times = {name: [] for name, *_ in cfgs}
+        gemms = {name: [] for name, *_ in cfgs}
+        kernels = {}
+        for _ in range(repeats):
+            for name, dev, threads, n_jobs in cfgs:
+                eng, S = engines[name], prepared[name]
+                if dev is None:
+                    limits = threadpool_limits(limits=threads, user_api="blas") if threads else contextlib.nullcontext()
+                else:
+                    limits = torch_threads(threads)
+                with limits:
+                    g = _gemm(X, dev)
+                    g()  # warm (allocation, kernels)
+                    _, tg = _timed(g, dev)
+                    K, tk = _timed(lambda e=eng, S=S, j=n_jobs: e.kernel(S, n_jobs=j), dev)
+                gemms[name].append(tg)
+                times[name].append(tk)
+                kernels[name] = K
+        ref = kernels[cfgs[0][0]]
+        scale = float(np.max(np.abs(ref)))
+        for name, dev, threads, n_jobs in cfgs:
+            med, gmed = statistics.median(times[name]), statistics.median(gemms[name])
+            diff = float(np.max(np.abs(kernels[name] - ref)))
+            result["records"].append(
+                {
+                    "activation": act,
+                    "engine": name,
+                    "device": "numpy" if dev is None else dev,
+                    "method": engines[name].method if dev is None else engines[name]._torch_solver().route,
+                    "threads": threads if threads else all_threads,
+                    "n_jobs": n_jobs,
+                    "kernel_seconds": med,
+                    "kernel_seconds_all": times[name],
+                    "gemm_seconds": gmed,
+                    "gemm_seconds_all": gemms[name],
+                    "ratio_to_gemm": med / gmed,
+                    "prepare_seconds": prep_times[name],
+                    "max_abs_diff_to_numpy": diff,
+                    "max_rel_diff_to_numpy": diff / scale,
+                }
+            )
+    return result
+
+
+def _table(result) -> str:
+    lines = [
+        f"n={result['n_samples']} digits x {result['n_features']}, kernel={result['kernel']}, "
+        f"{result['repeats']} repeats (medians); cpu_count={result['cpu_count']}, torch {result['torch']}",
+        f"cuda: {result['cuda'] or 'none (' + result['cuda_reason'] + ')'}",
+        f"{'activation':<10} {'engine':<22} {'kernel s':>9} {'X@X.T s':>9} {'ratio':>7} {'prep s':>7} {'rel diff':>9}",
+    ]
+    for r in result["records"]:
+        lines.append(
+            f"{r['activation']:<10} {r['engine']:<22} {r['kernel_seconds']:9.3f} {r['gemm_seconds']:9.4f} "
+            f"{r['ratio_to_gemm']:7.1f} {r['prepare_seconds']:7.3f} {r['max_rel_diff_to_numpy']:9.1e}"
+        )
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    """Run :func:`collect` and print its table (and write its JSON with ``--json``)."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="1,000 digits instead of 4,000")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--json", type=Path, help="write the records there")
+    args = ap.parse_args(argv)
+    result = collect(quick=args.quick, repeats=args.repeats)
+    print(_table(result))
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=1))
+
+
+if __name__ == "__main__":
+    main()
