@@ -1,4 +1,4 @@
-"""Torch building blocks: fixed-point solvers, the DEQ layer, the explicit net, training.
+"""Torch building blocks: fixed-point solvers, the DEQ layer, the explicit net, training, the readout.
 
 Nothing here derives a formula: centring constants and matched activations
 come from :mod:`sk_deq.theory` and :mod:`sk_deq.matching`.
@@ -6,6 +6,7 @@ come from :mod:`sk_deq.theory` and :mod:`sk_deq.matching`.
 
 from .deq import DEQDivergenceError, DEQLayer
 from .explicit import ExplicitNet
+from .readout import LinearReadout, ReadoutObjective, fit_readout, ridge_readout
 from .solvers import SOLVERS, SolverInfo, anderson, fixed_point_iteration, get_solver
 from .training import OPTIMIZERS, ProgressBar, TrainResult, predict_logits, train
 
@@ -13,6 +14,10 @@ __all__ = [
     "DEQLayer",
     "DEQDivergenceError",
     "ExplicitNet",
+    "LinearReadout",
+    "ReadoutObjective",
+    "fit_readout",
+    "ridge_readout",
     "SOLVERS",
     "SolverInfo",
     "anderson",

