@@ -218,12 +218,39 @@ def bench_end_to_end(quick: bool, repeats: int) -> list[dict]:
     return records
 
 
+def _goals(end_to_end: list[dict]) -> list[dict]:
+    goals = []
+    for r in end_to_end:
+        target = 3.0 if r["width"] <= 1024 else 5.0
+        goals.append(
+            {
+                "id": f"readout_ratio_{r['width']}",
+                "goal": f"fit+predict time DEQ / matched at width {r['width']} ({r['activation']})",
+                "target": f">= {target:g}x",
+                "measured": f"{r['speedup_matched_over_deq']:.2f}x",
+                "met": r["speedup_matched_over_deq"] >= target,
+            }
+        )
+        goals.append(
+            {
+                "id": f"readout_accuracy_{r['width']}",
+                "goal": f"accuracy matched vs DEQ at width {r['width']} ({r['activation']})",
+                "target": "within 1 pt",
+                "measured": f"{-r['accuracy_gap_points']:+.2f} pt",
+                "met": r["accuracy_gap_points"] <= 1.0,
+            }
+        )
+    return goals
+
+
 def collect(quick: bool = False, repeats: int = 3) -> dict:
-    """Both sections' records (see the module docstring)."""
+    """Both sections' records (see the module docstring) and the goals they measure."""
+    end_to_end = bench_end_to_end(quick, repeats)
     return {
         "threads": torch.get_num_threads(),
         "solvers": bench_solvers(quick, repeats),
-        "end_to_end": bench_end_to_end(quick, repeats),
+        "end_to_end": end_to_end,
+        "goals": _goals(end_to_end),
     }
 
 

@@ -246,3 +246,16 @@ def test_forward_and_peers_collect_in_a_tiny_configuration():
     assert per_sample["agrees_with_batched_predictions"] == 1.0
     assert all(0 <= r["acc_pct"] <= 100 for r in peers["records"])
     assert peers["ratios"][0]["width"] == 16 and peers["goals"]
+
+
+def test_bench_readout_goals_follow_the_end_to_end_records():
+    from bench_readout import _goals
+
+    rows = [
+        {"width": 1024, "activation": "tanh", "speedup_matched_over_deq": 3.2, "accuracy_gap_points": 0.4},
+        {"width": 4096, "activation": "tanh", "speedup_matched_over_deq": 4.5, "accuracy_gap_points": -0.3},
+    ]
+    goals = {g["id"]: g for g in _goals(rows)}
+    assert goals["readout_ratio_1024"]["met"] and goals["readout_ratio_1024"]["target"] == ">= 3x"
+    assert not goals["readout_ratio_4096"]["met"] and goals["readout_ratio_4096"]["target"] == ">= 5x"
+    assert goals["readout_accuracy_1024"]["measured"] == "-0.40 pt" and goals["readout_accuracy_4096"]["met"]
