@@ -329,6 +329,11 @@ class Activation:
             self._on_tensors = self._tensor_form()
         return self._on_tensors(x)
 
+    def _torch_inplace(self, x):
+        """``phi0(x)`` without autograd, written over ``x`` where the torch form has an in-place version."""
+        f = getattr(self._torch_func, "inplace", None)
+        return f(x) if f is not None else self.torch(x)
+
     def _tensor_form(self):
         if self._language() == "torch":
             return self._func

@@ -103,6 +103,22 @@ class _TorchNamed:
         }
         return table[self.name](x)
 
+    def inplace(self, x):
+        """``phi0`` written over ``x`` (no autograd) where torch has an in-place form; a new tensor otherwise."""
+        import torch
+        import torch.nn.functional as F
+
+        table = {
+            "relu": torch.relu_,
+            "tanh": torch.tanh_,
+            "erf": torch.erf_,
+            "sigmoid": torch.sigmoid_,
+            "silu": lambda t: F.silu(t, inplace=True),
+            "elu": lambda t: F.elu(t, inplace=True),
+        }
+        f = table.get(self.name)
+        return f(x) if f is not None else self(x)
+
 
 _TORCH = {name: _TorchNamed(name) for name in ("relu", "tanh", "erf", "sigmoid", "gelu", "silu", "softplus", "elu")}
 

@@ -173,11 +173,11 @@ class DEQLayer(nn.Module):
 
     def _map(self, z: torch.Tensor, u: torch.Tensor, A: torch.Tensor) -> torch.Tensor:
         h = torch.addmm(u, z, A.T, alpha=math.sqrt(self.sigma_a2))
-        out = self.activation.torch(h)
-        if torch.is_grad_enabled() and out.requires_grad:  # autograd may keep the activation's output
-            return (out - self.center) / math.sqrt(self.n_hidden)
-        # the same arithmetic in place: no new n x m buffers (each a fresh allocation, page faults
-        # included) in the solver's loop
+        if torch.is_grad_enabled() and h.requires_grad:  # autograd may keep the activation's output
+            return (self.activation.torch(h) - self.center) / math.sqrt(self.n_hidden)
+        # the same arithmetic in place on the product's buffer: no new n x m buffers (each a fresh
+        # allocation, page faults included) in the solver's loop
+        out = self.activation._torch_inplace(h)
         return out.sub_(self.center).div_(math.sqrt(self.n_hidden))
 
     def pre_activation(self, z: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
