@@ -168,3 +168,33 @@ def test_closed_form_newton_paths_match_reference(act, kernel, active_iter, monk
     for i, j in [(0, 1), (3, 4), (10, 11), (20, 30)]:
         ref = implicit_kernel_entry(act, SA, 1.0, X[i] @ X[i], X[j] @ X[j], X[i] @ X[j], kernel=kernel)
         assert K[i, j] == pytest.approx(ref, rel=1e-10, abs=1e-10), (i, j)
+
+
+def test_mirror_upper_copies_the_upper_triangle_exactly():
+    from sk_deq.kernels.engine import _mirror_upper
+
+    A = np.random.default_rng(0).standard_normal((301, 301))
+    ref = np.triu(A) + np.triu(A, 1).T
+    for tile in (7, 128, 400):
+        B = A.copy()
+        _mirror_upper(B, tile)
+        np.testing.assert_array_equal(B, ref)
+
+
+@pytest.mark.parametrize("act", ["tanh", "silu"])
+@pytest.mark.parametrize("kernel", ["ck", "feature", "ntk"])
+def test_mehler_final_correction_matches_full_degree_newton(act, kernel, monkeypatch):
+    """The correction with the pre-solve's derivative against full-degree
+    Newton on every entry (forced with a zero acceptance threshold), and
+    against the scalar reference."""
+    X = _varied(60, seed=3)
+    X[1] = 0.999 * X[0] + 0.01 * X[2]  # a large correlation
+    eng = ImplicitKernelEngine(act, SA, 1.0, kernel=kernel)
+    S = eng.prepare(X)
+    K = eng.kernel(S)
+    monkeypatch.setattr(type(eng.dual), "_ACCEPT", 0.0)
+    K_full = eng.kernel(S)
+    np.testing.assert_allclose(K, K_full, rtol=0, atol=1e-12)
+    for i, j in [(0, 1), (0, 2), (5, 17), (30, 59)]:
+        ref = implicit_kernel_entry(act, SA, 1.0, X[i] @ X[i], X[j] @ X[j], X[i] @ X[j], kernel=kernel)
+        assert abs(K[i, j] - ref) <= 1e-10 * max(1.0, abs(ref))

@@ -684,19 +684,44 @@ class _MehlerDual(_Dual):
             p += c
         return p, dp
 
-    _PRE_TOL = 1e-8  # truncation tolerance of the low-degree pre-solve
+    def _horner_value(self, rho, coef):
+        """Value alone of sum_k coef_k rho^k (half the work of :meth:`_horner`)."""
+        if self.odd:
+            y = rho * rho
+            q = coef[-1].copy()
+            for c in coef[-2::-1]:
+                q *= y
+                q += c
+            q *= rho
+            return q
+        p = coef[-1].copy()
+        for c in coef[-2::-1]:
+            p *= rho
+            p += c
+        return p
 
-    def _solve(self, rho0, s, rhs, Hr, Hc, K, outer, exact_derivative=False, K_pre=None):
-        """Newton on the degree-``K`` equation, started from the solution of the
-        degree-``K_pre`` one (truncated to ``_PRE_TOL``): one full-degree
-        Newton step then meets the tolerance, its error being about the square
-        of the pre-solve's."""
+    _PRE_TOL = 1e-8  # truncation tolerance of the low-degree pre-solve
+    _START_TOL = 1e-4  # truncation tolerance of the first Newton step
+    # largest final correction taken with the pre-solve's derivative: its
+    # error is the correction times the relative error of that derivative
+    # (below ~1e-5), so at most ~1e-12 and typically far less
+    _ACCEPT = 1e-7
+
+    def _solve(self, rho0, s, rhs, Hr, Hc, K, outer, exact_derivative=False, K_pre=None, K_start=None):
+        """Roots of the degree-``K`` equation.
+
+        Without ``K_pre``: Newton at degree ``K``.  With it: one Newton step at
+        degree ``K_start`` (truncated to ``_START_TOL``), Newton at degree
+        ``K_pre`` (truncated to ``_PRE_TOL``), then one correction with the
+        degree-``K`` value and the pre-solve's last derivative; entries whose
+        correction exceeds ``_ACCEPT`` get full-degree Newton iterations.
+        Returns ``rho`` and the series' value and derivative there (the
+        derivative exactly only with ``exact_derivative``; else that of a
+        point within ~1e-5)."""
         sa = self.sa
         ks, coef = self._coeffs(Hr, Hc, K, outer)
 
-        def make(n_terms):
-            cf = coef[:n_terms]
-
+        def make(cf):
             def fun(rho):
                 p, dp = self._horner(rho, cf, ks)
                 g = p * -sa
@@ -708,14 +733,49 @@ class _MehlerDual(_Dual):
 
             return fun
 
-        if K_pre is not None and K_pre < K - 2:
-            n_pre = max(1, int(np.count_nonzero(ks <= K_pre)))
-            rho0 = newton(make(n_pre), rho0, tol=self._PRE_TOL, max_iter=8, strict=False)
-        rho, (_, _, p, dp), step = newton(make(len(ks)), rho0, tol=self.tol, full=True)
-        if exact_derivative:  # the NTK needs E[phi' phi'] at the returned iterate
+        if K_pre is None or K_pre >= K - 2:
+            rho, (_, _, p, dp), step = newton(make(coef), rho0, tol=self.tol, full=True)
+            if exact_derivative:  # the NTK needs E[phi' phi'] at the returned iterate
+                p, dp = self._horner(rho, coef, ks)
+            else:  # values at the previous iterate, moved to the returned one to first order
+                p += dp * step
+            return rho, p, dp
+
+        rho = rho0
+        if K_start is not None and K_start < K_pre:
+            g, dg, _, _ = make(coef[: max(1, int(np.count_nonzero(ks <= K_start)))])(rho)
+            g /= dg
+            rho = np.subtract(rho, g, out=g)
+            np.clip(rho, -1.0, 1.0, out=rho)
+        n_pre = max(1, int(np.count_nonzero(ks <= K_pre)))
+        rho, (_, dg, _, dp), _ = newton(make(coef[:n_pre]), rho, tol=self._PRE_TOL, max_iter=8, strict=False, full=True)
+        # full-degree value, pre-solve derivative
+        p = self._horner_value(rho, coef)
+        g = p * -sa
+        g += s * rho
+        g -= rhs
+        g /= dg
+        new = np.subtract(rho, g, out=g)
+        np.clip(new, -1.0, 1.0, out=new)
+        step = new - rho
+        p += dp * step
+        rho = new
+        bad = np.abs(step) > self._ACCEPT
+        if exact_derivative:
             p, dp = self._horner(rho, coef, ks)
-        else:  # values at the previous iterate, moved to the returned one to first order
-            p += dp * step
+        if bad.any():
+            cb, s_b, rhs_b = coef[:, bad], s[bad], rhs[bad]
+
+            def fun(r):
+                pb, dpb = self._horner(r, cb, ks)
+                return s_b * r - sa * pb - rhs_b, s_b - sa * dpb, pb, dpb
+
+            rb, (_, _, pb, dpb), sb_ = newton(fun, rho[bad], tol=self.tol, full=True)
+            if exact_derivative:
+                pb, dpb = self._horner(rb, cb, ks)
+            else:
+                pb += dpb * sb_
+            rho[bad], p[bad], dp[bad] = rb, pb, dpb
         return rho, p, dp
 
     def chunk(self, P, R, C, kernel):
@@ -762,14 +822,16 @@ class _MehlerDual(_Dual):
             split, K_bulk = 0.0, 1
         else:
             _, split, K_bulk = best
-        K_pre = int(self._degrees(min(1.0, split + self._MARGIN), *bounds, tol=self._PRE_TOL)[0])
+        r_split = min(1.0, split + self._MARGIN)
+        K_pre = int(self._degrees(r_split, *bounds, tol=self._PRE_TOL)[0])
+        K_start = int(self._degrees(r_split, *bounds, tol=self._START_TOL)[0])
         # entries starting beyond the split are solved again below: kept out of
         # the bulk iteration (a zero right-hand side), they do not hold up its convergence
         far = abs0 > split
         has_far = bool(far.any())
         rhs_bulk = np.where(far, 0.0, rhs) if has_far else rhs
         rho_bulk = np.where(far, 0.0, rho0) if has_far else rho0
-        rho, p, dp = self._solve(rho_bulk, s_safe, rhs_bulk, Hr, Hc, max(K_bulk, 1), True, ntk, K_pre)
+        rho, p, dp = self._solve(rho_bulk, s_safe, rhs_bulk, Hr, Hc, max(K_bulk, 1), True, ntk, K_pre, K_start)
         near = np.abs(rho) > split + self._MARGIN
         near |= far
         if has_special:
@@ -810,9 +872,10 @@ class _MehlerDual(_Dual):
             rmax = min(1.0, float(np.max(np.abs(rho0[idx]))) + self._MARGIN)
             K = int(self._degrees(rmax, *bounds)[0])
             K_pre = int(self._degrees(rmax, *bounds, tol=self._PRE_TOL)[0])
+            K_start = int(self._degrees(rmax, *bounds, tol=self._START_TOL)[0])
             K = max(1, min(K, self.K))
             Hr, Hc = R.H[ii[idx], : K + 1], C.H[jj[idx], : K + 1]
-            r_, p_, dp_ = self._solve(rho0[idx], s[idx], rhs[idx], Hr, Hc, K, False, ntk, K_pre)
+            r_, p_, dp_ = self._solve(rho0[idx], s[idx], rhs[idx], Hr, Hc, K, False, ntk, K_pre, K_start)
             # exact per-entry bound at the final correlation
             ar = np.abs(r_)
             with np.errstate(under="ignore"):

@@ -274,16 +274,28 @@ class ImplicitKernelEngine:
             out[np.diag_indices(n)] = self.diagonal(SX)
         return out
 
+    _MIRROR_TILE = 128  # rows of the tiles the upper triangle is mirrored in (cache-sized transposes)
+
     @staticmethod
     def _collect(results, out, symmetric):
+        """Write the blocks into ``out``; in the symmetric case (blocks on and
+        above the diagonal) then mirror the upper triangle onto the lower one,
+        so that the result is exactly symmetric."""
         for bi, bj, blk in results:
-            if symmetric and bj.start == bi.start:
-                # mirror the upper triangle so that the result is exactly symmetric
-                il = np.tril_indices(blk.shape[0], -1)
-                blk[il] = blk.T[il]
             out[bi, bj] = blk
-            if symmetric and bj.start != bi.start:
-                out[bj, bi] = blk.T
+        if symmetric:
+            _mirror_upper(out, ImplicitKernelEngine._MIRROR_TILE)
+
+
+def _mirror_upper(out, tile):
+    """Copy the strict upper triangle of the square ``out`` onto its lower one, tile by tile."""
+    n = out.shape[0]
+    for i in range(0, n, tile):
+        d = out[i : i + tile, i : i + tile]
+        il = np.tril_indices(d.shape[0], -1)
+        d[il] = d.T[il]
+        for j in range(i + tile, n, tile):
+            out[j : j + tile, i : i + tile] = out[i : i + tile, j : j + tile].T
 
 
 def check_device(device, *, strict=True):
