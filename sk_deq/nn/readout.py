@@ -160,7 +160,22 @@ class ReadoutObjective:
             self.onehot = y.to(torch.float64)[:, None]
 
     def logits(self, W, b, rows=slice(None)):
-        """Float64 logits of the rows ``rows`` (computed in the features' dtype)."""
+        """Float64 logits of some rows (the product in the features' dtype).
+
+        Parameters
+        ----------
+        W : torch.Tensor of shape (m, k)
+            Readout weights.
+        b : torch.Tensor of shape (k,)
+            Readout bias.
+        rows : slice, default=slice(None)
+            Which rows of the features.
+
+        Returns
+        -------
+        torch.Tensor of shape (n_rows, k)
+            ``Z[rows] W + b`` in float64.
+        """
         return _mm(self.Z[rows], W.to(self.dtype)).to(torch.float64) + b
 
     def __call__(self, W, b):
@@ -215,7 +230,14 @@ class ReadoutObjective:
         return loss, gW, gb
 
     def gram(self):
-        """``Z1^T D Z1 / n`` of the features with a column of ones (float64, m+1 square)."""
+        """The weighted second moment of the features with a column of ones.
+
+        Returns
+        -------
+        torch.Tensor of shape (m + 1, m + 1)
+            ``Z1^T D Z1 / n`` in float64, ``Z1 = [Z, 1]`` and ``D`` the
+            sample weights.
+        """
         m = self.Z.shape[1]
         out = torch.zeros(m + 1, m + 1, dtype=torch.float64, device=self.Z.device)
         for rows in self.gram_slices:
