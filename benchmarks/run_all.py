@@ -93,13 +93,23 @@ class Benchmark:
 
 def _kernels_adapter(bench_speed, quick: bool, repeats: int) -> dict:
     """``bench_kernels.bench_speed`` at n = 4,000 (quick 1,000), the six activations, one job."""
+    from threadpoolctl import threadpool_limits
+
     sizes = [1000] if quick else [4000]
-    records = bench_speed(sizes=sizes, repeats=repeats, acts=list(KERNEL_ACTIVATIONS), n_jobs_list=[1])
+    # serial, as the goal is stated: the GEMM and the kernel on one BLAS / OpenMP thread each
+    with threadpool_limits(limits=1):
+        records = bench_speed(sizes=sizes, repeats=repeats, acts=list(KERNEL_ACTIVATIONS), n_jobs_list=[1])
     if not records:
         raise NotAvailable("bench_kernels.bench_speed returned no records (a version that only prints)")
     records = [dict(r) for r in records]
     return {
-        "config": {"sizes": sizes, "repeats": repeats, "activations": KERNEL_ACTIVATIONS, "n_jobs": [1]},
+        "config": {
+            "sizes": sizes,
+            "repeats": repeats,
+            "activations": KERNEL_ACTIVATIONS,
+            "n_jobs": [1],
+            "threads": "1 BLAS and OpenMP thread (threadpoolctl) for the GEMM and the kernel",
+        },
         "records": records,
         "goals": kernel_goals(records),
     }
@@ -118,7 +128,8 @@ def kernel_goals(records) -> list[dict]:
     by_act: dict[str, list[float]] = {}
     for r in rows:
         if r.get("n", 0) == n:
-            by_act.setdefault(r["activation"], []).append(float(r["ratio"]))
+            values = r["ratio"] if isinstance(r["ratio"], (list, tuple)) else [r["ratio"]]
+            by_act.setdefault(r["activation"], []).extend(float(v) for v in values)
     ratio = {a: statistics.median(v) for a, v in by_act.items()}
     goals = []
     if "relu" in ratio:
@@ -139,7 +150,8 @@ def kernel_goals(records) -> list[dict]:
                 "id": "kernel_smooth",
                 "goal": f"exact smooth kernels time / GEMM time (n={n}; worst of {', '.join(sorted(smooth))})",
                 "target": "<= 3x",
-                "measured": f"{smooth[worst]:.2f}x ({worst})",
+                "measured": f"{smooth[worst]:.2f}x ({worst}); "
+                + ", ".join(f"{a} {smooth[a]:.2f}x" for a in sorted(smooth, key=smooth.get)),
                 "met": smooth[worst] <= 3.0,
             }
         )

@@ -195,9 +195,11 @@ def test_kernel_goals_and_torch_engine_agreement_from_records():
         for a, r in [("relu", 1.2), ("tanh", 2.0), ("gelu", 3.5), ("relu", 1.4), ("relu", 1.3)]
     ]
     recs.append({"n": 1000, "n_jobs": 1, "activation": "gelu", "ratio": 9.0})  # a smaller n is ignored
+    recs.append({"n": 4000, "n_jobs": 1, "activation": "erf", "ratio": [2.0, 2.5, 2.2]})  # bench_speed's lists
     goals = {g["id"]: g for g in run_all.kernel_goals(recs)}
     assert goals["kernel_relu"]["met"] and goals["kernel_relu"]["measured"] == "1.30x"
-    assert not goals["kernel_smooth"]["met"] and goals["kernel_smooth"]["measured"] == "3.50x (gelu)"
+    assert not goals["kernel_smooth"]["met"]
+    assert goals["kernel_smooth"]["measured"] == "3.50x (gelu); tanh 2.00x, erf 2.20x, gelu 3.50x"
     derived = run_all._derived_goals("torch_engine", {"records": [{"max_abs_diff": 3e-12}, {"rel_err": 2e-11}]})
     assert derived[0]["met"] and derived[0]["measured"].startswith("2.00e-11")
     assert run_all._derived_goals("peers", {"records": [{"max_abs_diff": 1.0}]}) == []
