@@ -253,9 +253,24 @@ class DEQLayer(nn.Module):
         with torch.no_grad():
             u = self.injection(x)
             A = self.A.detach()
+            s = math.sqrt(self.n_hidden)
             if z0 is None:
-                z0 = torch.zeros(x.shape[0], self.n_hidden, dtype=u.dtype, device=u.device)
-            z, info = self._solve(lambda z: self._map(z, u, A), z0, self.tol, self.max_iter, "forward")
+                w0 = torch.zeros(x.shape[0], self.n_hidden, dtype=u.dtype, device=u.device)
+            else:
+                w0 = z0 * s
+            # The solve runs on w = sqrt(m) z = phi0(h) - c: the 1/sqrt(m) goes into the product's
+            # factor, so an iteration is the product, the activation and the centring, each in
+            # place, with no pass to rescale.  The solvers' relative residuals do not change with
+            # the scale (nor do Anderson's mixing weights), so the iterations are those in z.
+            alpha = math.sqrt(self.sigma_a2) / s
+            center = self.center
+
+            def step(w):
+                h = torch.addmm(u, w, A.T, alpha=alpha)
+                return self.activation._torch_inplace(h).sub_(center)
+
+            w, info = self._solve(step, w0, self.tol, self.max_iter, "forward")
+            z = w / s
         self.forward_info = info
         return z, info
 
