@@ -279,27 +279,3 @@ def test_readout_is_a_grid_searchable_parameter():
     gs.fit(X, y)
     assert gs.best_params_["readout"] in {"logistic", "ridge"}
     assert np.all(np.isfinite(gs.cv_results_["mean_test_score"]))
-
-
-def test_lbfgs_internals_get_one_blas_thread_and_numpy_keeps_its_own():
-    import os
-
-    import scipy
-    from threadpoolctl import threadpool_info
-
-    from sk_deq.nn.readout import _scipy_blas_single_thread
-
-    root = os.path.dirname(os.path.dirname(os.path.abspath(scipy.__file__)))
-
-    def scipy_lib(info):
-        return os.path.abspath(info["filepath"]).startswith(
-            (os.path.join(root, "scipy") + os.sep, os.path.join(root, "scipy.libs") + os.sep)
-        )
-
-    before = {i["filepath"]: i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"}
-    if not any(scipy_lib({"filepath": f}) for f in before) or len(before) < 2:
-        pytest.skip("scipy and numpy share one BLAS library here")
-    with _scipy_blas_single_thread():
-        inside = {i["filepath"]: i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"}
-    for path, threads in inside.items():
-        assert threads == (1 if scipy_lib({"filepath": path}) else before[path])
