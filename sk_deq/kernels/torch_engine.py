@@ -34,7 +34,7 @@ import warnings
 import numpy as np
 import torch
 
-from .duals import MEHLER_MAX_DEGREE, Samples, _MehlerDual
+from .duals import MEHLER_MAX_DEGREE, Samples, _MehlerDual, _ReluDual
 from .numerics import polar_expectation, safeguarded_newton
 
 __all__ = ["TorchKernelSolver", "resolve_kernel_device"]
@@ -43,7 +43,6 @@ _DTYPE = torch.float64
 _MARGIN = 0.05  # correlation margin of the degree choice (as the numpy engine)
 _PRE_TOL = 1e-8  # truncation tolerance of the low-degree pre-solve
 _SPLITS = (0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
-_TABLE_N = 2049  # nodes of the leaky-ReLU inversion table
 _HERMITE_FIELDS = ("H", "tail", "dtail", "d2")
 
 
@@ -167,26 +166,20 @@ class _LeakyReluBlocks:
 
     ``h(rho) = lin rho - curv kappa(rho)`` with ``kappa(rho) = (sqrt(1 -
     rho^2) + (pi - arccos rho) rho) / (2 pi)``; its inverse is a
-    piecewise-cubic Hermite table in ``v = sqrt(h(1) - r)`` (built in numpy
-    once per solver), refined by Newton steps where ``rho < -0.75``.
+    piecewise-cubic Hermite table in ``v = sqrt(h(1) - r)`` (the numpy
+    solver's, moved to the device once), refined by Newton steps where
+    ``rho < -0.75``.
     """
 
     fields = ("sx", "aux_left", "aux_right", "s")
 
-    def __init__(self, slopes, sa, c, device):
-        al, be = map(float, slopes)
-        self.alpha, self.beta, self.sa, self.c = al, be, sa, c
-        self.lin = 1.0 - sa * al * be
-        self.curv = sa * (al - be) ** 2
-        self.mu = (al - be) / math.sqrt(2.0 * math.pi)
-        coef, self.h_hi, self.inv_dv = self._table()
-        self.coef = torch.as_tensor(coef, dtype=_DTYPE, device=device)
-
-    def _h_np(self, rho):
-        rho = np.clip(rho, -1.0, 1.0)
-        t = np.arccos(rho)
-        kap = (np.sqrt(np.maximum(1.0 - rho * rho, 0.0)) + (math.pi - t) * rho) / (2.0 * math.pi)
-        return self.lin * rho - self.curv * kap, self.lin - self.curv * (math.pi - t) / (2.0 * math.pi)
+    def __init__(self, activation, formula, sa, sb, c, tol, device):
+        # the numpy solver's inversion table, moved to the device
+        table = _ReluDual(activation, sa, sb, c, tol, formula)
+        self.alpha, self.beta, self.sa, self.c = table.alpha, table.beta, sa, c
+        self.lin, self.curv, self.mu = table.lin, table.curv, table.mu
+        self.h_hi, self.inv_dv, self.n_nodes = table.h_hi, table._inv_dv, table._N
+        self.coef = torch.as_tensor(table._coef, dtype=_DTYPE, device=device)
 
     def _h(self, rho):
         rho = rho.clamp(-1.0, 1.0)
@@ -194,31 +187,8 @@ class _LeakyReluBlocks:
         kap = (torch.sqrt((1.0 - rho * rho).clamp_(min=0.0)) + (math.pi - t) * rho) / (2.0 * math.pi)
         return self.lin * rho - self.curv * kap, self.lin - self.curv * (math.pi - t) / (2.0 * math.pi)
 
-    def _table(self):
-        h_hi = float(self._h_np(np.array(1.0))[0])
-        h_lo = float(self._h_np(np.array(-1.0))[0])
-        v_max = math.sqrt(h_hi - h_lo)
-        v = np.linspace(0.0, v_max, _TABLE_N)
-        r = h_hi - v * v
-        lo, hi = -np.ones_like(r), np.ones_like(r)
-        for _ in range(64):  # bisection, then Newton polish
-            mid = 0.5 * (lo + hi)
-            below = self._h_np(mid)[0] < r
-            lo, hi = np.where(below, mid, lo), np.where(below, hi, mid)
-        rho = 0.5 * (lo + hi)
-        for _ in range(3):
-            hv, dh = self._h_np(rho)
-            rho = np.clip(rho - (hv - r) / dh, -1.0, 1.0)
-        rho[0], rho[-1] = 1.0, -1.0
-        drho = -2.0 * v / self._h_np(rho)[1]  # d rho / d v
-        dv = v[1] - v[0]
-        y0, y1 = rho[:-1], rho[1:]
-        d0, d1 = drho[:-1] * dv, drho[1:] * dv
-        coef = np.stack([y0, d0, 3.0 * (y1 - y0) - 2.0 * d0 - d1, 2.0 * (y0 - y1) + d0 + d1])
-        return coef, h_hi, (_TABLE_N - 1) / v_max
-
     def _invert(self, r):
-        v = (self.h_hi - r).clamp_(min=0.0).sqrt_().mul_(self.inv_dv).clamp_(max=_TABLE_N - 1 - 1e-9)
+        v = (self.h_hi - r).clamp_(min=0.0).sqrt_().mul_(self.inv_dv).clamp_(max=self.n_nodes - 1 - 1e-9)
         idx = v.long()
         v -= idx
         c0, c1, c2, c3 = self.coef
@@ -521,7 +491,7 @@ class TorchKernelSolver:
         formula = activation.dual
         if formula is not None and formula.implicit and formula.slopes is not None:
             self.route = "leaky-relu"
-            self._blocks = _LeakyReluBlocks(formula.slopes, sa, c, self.device)
+            self._blocks = _LeakyReluBlocks(activation, formula, sa, sb, c, tol, self.device)
             self._hermite = None
         else:
             self.route = "hermite"

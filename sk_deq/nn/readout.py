@@ -197,10 +197,8 @@ class ReadoutObjective:
         gW = torch.zeros_like(W)
         gb = torch.zeros_like(b)
         total = 0.0
-        Wd = W.to(self.dtype)
         for rows in self.slices:
-            L = _mm(self.Z[rows], Wd).to(torch.float64)
-            L += b
+            L = self.logits(W, b, rows)
             Y = self.onehot[rows]
             if self.k > 1:
                 L -= L.amax(dim=1, keepdim=True)
