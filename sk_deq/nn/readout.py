@@ -321,7 +321,7 @@ def fit_readout(
         2,048 features (above, the Gram matrix, its factor and the two
         triangular solves per iteration cost more than the iterations they
         save; measured on MNIST: 35 instead of 100 iterations at 1,024
-        features, 2.7 times faster in all, 1.4 times slower at 4,096).
+        features, 1.6 to 2 times faster in all, 1.4 times slower at 4,096).
     ftol : float, default=2.2e-9
         L-BFGS-B also stops once an iteration reduces the loss by less than
         this fraction (scipy's default).
