@@ -29,7 +29,7 @@ def _spy_on_train(monkeypatch, upcast_first: bool):
     def spy(model, X, y, **kw):
         seen.append(X.dtype)
         if upcast_first:
-            model, X = model.readout, X.to(torch.float64)
+            model, X = model.linear, X.to(torch.float64)
             kw["X_val"] = None if kw["X_val"] is None else kw["X_val"].to(torch.float64)
         return original(model, X, y, **kw)
 
