@@ -492,7 +492,9 @@ class _MehlerDual(_Dual):
                 new = a - g / (1.0 - sa * dV)
             bad = ~np.isfinite(new) | (new <= 0) | ~(np.abs(sa * dV) < 1)
             new = np.where(bad, fp, new)
-            if not np.all(np.isfinite(new)) or np.any(new > 1e12 * np.maximum(1.0, n_sq)):
+            with np.errstate(over="ignore"):  # a bound beyond the float range is no bound
+                limit = 1e12 * np.maximum(1.0, n_sq)
+            if not np.all(np.isfinite(new)) or np.any(new > limit):
                 raise ValueError("The diagonal kernel fixed point diverges; try a smaller sigma_a2.")
             done = np.all(np.abs(new - a) <= 1e-15 * new)  # relative: the same precision at every scale
             a = new
