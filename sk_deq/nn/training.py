@@ -325,7 +325,9 @@ def train(
         (L-BFGS, validation); None uses all rows at once.
     after_step : callable, optional
         Called with no argument after every optimizer step (L-BFGS: every
-        evaluation of the loss), e.g. to collect solver diagnostics.
+        evaluation of the loss; every iteration for a linear model, which
+        :mod:`sk_deq.nn.readout` trains), e.g. to collect solver
+        diagnostics.
     stream : file-like, optional
         Where verbose output goes (``sys.stdout`` by default).
     torch_optimizer : torch.optim.Optimizer, optional
@@ -541,7 +543,7 @@ def _minibatch_epoch(model, X, y, w, order, bs, opt, penalized, alpha, after_ste
 
 
 def _linear_readout(model, params, penalized) -> nn.Linear | None:
-    """The ``nn.Linear`` of a linear model L-BFGS can train in closed form (penalty on its weight only), or None."""
+    """The ``nn.Linear`` of a linear model the fused readout solver can train (penalty on its weight only), or None."""
     linear = model.linear if isinstance(model, LinearReadout) else model
     if type(linear) is not nn.Linear or linear.bias is None:
         return None
