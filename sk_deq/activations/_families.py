@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -81,6 +82,24 @@ def _elu_d(x):
     return np.where(x > 0, 1.0, np.exp(np.minimum(x, 0.0)))
 
 
+@functools.cache
+def _torch_forms() -> dict:
+    """``name -> (torch function, in-place form or None)`` of the named activations (torch imported on first use)."""
+    import torch
+    import torch.nn.functional as F
+
+    return {
+        "relu": (torch.relu, torch.relu_),
+        "tanh": (torch.tanh, torch.tanh_),
+        "erf": (torch.erf, torch.erf_),
+        "sigmoid": (torch.sigmoid, torch.sigmoid_),
+        "gelu": (F.gelu, None),
+        "silu": (F.silu, lambda t: F.silu(t, inplace=True)),
+        "softplus": (F.softplus, None),
+        "elu": (F.elu, lambda t: F.elu(t, inplace=True)),
+    }
+
+
 class _TorchNamed:
     """Torch form of a named activation, resolved on first call (picklable)."""
 
@@ -88,36 +107,12 @@ class _TorchNamed:
         self.name = name
 
     def __call__(self, x):
-        import torch
-        import torch.nn.functional as F
-
-        table = {
-            "relu": torch.relu,
-            "tanh": torch.tanh,
-            "erf": torch.erf,
-            "sigmoid": torch.sigmoid,
-            "gelu": F.gelu,
-            "silu": F.silu,
-            "softplus": F.softplus,
-            "elu": F.elu,
-        }
-        return table[self.name](x)
+        return _torch_forms()[self.name][0](x)
 
     def inplace(self, x):
         """``phi0`` written over ``x`` (no autograd) where torch has an in-place form; a new tensor otherwise."""
-        import torch
-        import torch.nn.functional as F
-
-        table = {
-            "relu": torch.relu_,
-            "tanh": torch.tanh_,
-            "erf": torch.erf_,
-            "sigmoid": torch.sigmoid_,
-            "silu": lambda t: F.silu(t, inplace=True),
-            "elu": lambda t: F.elu(t, inplace=True),
-        }
-        f = table.get(self.name)
-        return f(x) if f is not None else self(x)
+        function, in_place = _torch_forms()[self.name]
+        return (in_place or function)(x)
 
 
 _TORCH = {name: _TorchNamed(name) for name in ("relu", "tanh", "erf", "sigmoid", "gelu", "silu", "softplus", "elu")}
