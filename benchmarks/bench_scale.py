@@ -139,6 +139,22 @@ def slope(rows, key, last=None) -> float:
     return float(np.polyfit(n, v, 1)[0])
 
 
+def slopes_of(rows, linear_part=False) -> dict:
+    """Per path: the slopes of time and of memory added, over all n and over the two largest
+    (and of the Nystroem path's linear part, ``linear_s``, with ``linear_part``)."""
+    out = {}
+    for p, r in rows.items():
+        out[p] = dict(
+            time=slope(r, "seconds"),
+            time_large_n=slope(r, "seconds", last=2),
+            memory=slope(r, "extra_gib"),
+            memory_large_n=slope(r, "extra_gib", last=2),
+        )
+        if linear_part:
+            out[p]["linear_part"] = slope(r, "linear_s")
+    return out
+
+
 def plot(results, path):
     import matplotlib
 
@@ -199,15 +215,7 @@ def collect(quick=False, repeats=3, sizes=None, paths=PATHS):
                     rec[key] = float(np.median(vals))
             rec["repeats_ok"] = len(ok)
             rows[p].append(rec)
-    slopes = {
-        p: dict(
-            time=slope(rows[p], "seconds"),
-            time_large_n=slope(rows[p], "seconds", last=2),
-            memory=slope(rows[p], "extra_gib"),
-            memory_large_n=slope(rows[p], "extra_gib", last=2),
-        )
-        for p in rows
-    }
+    slopes = slopes_of(rows)
     records = [
         {"path": p, "n": r["n"], "seconds": r["seconds"], "added_gib": r.get("extra_gib"), "status": r["status"]}
         for p in paths
@@ -264,16 +272,7 @@ def main(argv=None):
                 f"| {r['status']}",
                 flush=True,
             )
-    slopes = {
-        p: dict(
-            time=slope(rows[p], "seconds"),
-            time_large_n=slope(rows[p], "seconds", last=2),
-            memory=slope(rows[p], "extra_gib"),
-            memory_large_n=slope(rows[p], "extra_gib", last=2),
-            linear_part=slope(rows[p], "linear_s"),
-        )
-        for p in rows
-    }
+    slopes = slopes_of(rows, linear_part=True)
     print("\n| path | slope of time: all n | two largest n | slope of memory added: all n | two largest n |")
     print("|---|---|---|---|---|")
     for p, s in slopes.items():
