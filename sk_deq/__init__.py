@@ -15,8 +15,11 @@ __version__ = "0.1.0"
 
 _LAZY = {
     "DEQClassifier": "sk_deq.estimators",
+    "DEQRegressor": "sk_deq.estimators",
     "ExplicitClassifier": "sk_deq.estimators",
+    "ExplicitRegressor": "sk_deq.estimators",
     "MatchedExplicitClassifier": "sk_deq.estimators",
+    "MatchedExplicitRegressor": "sk_deq.estimators",
     "ImplicitCKTransformer": "sk_deq.transformers",
     "ImplicitCKKernel": "sk_deq.transformers",
     "ImplicitCKNystroem": "sk_deq.kernel_approximation",
@@ -24,8 +27,11 @@ _LAZY = {
 
 __all__ = [
     "DEQClassifier",
+    "DEQRegressor",
     "ExplicitClassifier",
+    "ExplicitRegressor",
     "MatchedExplicitClassifier",
+    "MatchedExplicitRegressor",
     "ImplicitCKTransformer",
     "ImplicitCKKernel",
     "ImplicitCKNystroem",

@@ -1,12 +1,17 @@
-"""Shared scikit-learn machinery of the torch classifiers.
+"""Shared scikit-learn machinery of the torch classifiers and regressors.
 
-:class:`TorchClassifierBase` does everything that does not depend on the
-network: input validation, label encoding, the input scaling (see
+:class:`TorchEstimatorBase` does everything that depends neither on the
+network nor on the task: input validation, the input scaling (see
 :ref:`input-scaling`), seeding, device choice, the validation split, feature caching when only the
 readout is trained, the call to :func:`sk_deq.nn.train`, incremental
-training (``partial_fit``), prediction, and pickling.  Subclasses say how to build the feature module (a DEQ or an
-explicit net) through three hooks: :meth:`_prepare`, :meth:`_make_features`
-and :meth:`_feature_chunk`.
+training (``partial_fit``), the network's outputs, and pickling.
+:class:`TorchClassifierBase` adds what a classifier needs (label encoding,
+class weights, the cross-entropy, probabilities) and
+:class:`TorchRegressorBase` what a regressor needs (real, possibly
+multi-output targets, the squared error, R²).  A concrete estimator combines
+one of the two with a network mixin that says how to build the feature
+module (a DEQ or an explicit net) through three hooks: :meth:`_prepare`,
+:meth:`_make_features` and :meth:`_feature_chunk`.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from typing import ClassVar
 import numpy as np
 import torch
 from scipy import special
-from sklearn.base import BaseEstimator, ClassifierMixin, _fit_context
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, _fit_context
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import train_test_split
 from sklearn.utils import check_random_state
@@ -38,7 +43,7 @@ from .kernels.memory import _available_memory_bytes
 from .nn.readout import LinearReadout, ReadoutObjective, ridge_readout
 from .nn.training import ProgressBar, TrainResult, _make_optimizer, _normalised_weights, train
 
-__all__ = ["ROW_QUANTUM", "TorchClassifierBase", "resolve_device"]
+__all__ = ["ROW_QUANTUM", "TorchClassifierBase", "TorchEstimatorBase", "TorchRegressorBase", "resolve_device"]
 
 _DTYPES = {"float32": torch.float32, "float64": torch.float64}
 _TRAINABLE = ("readout", "hidden", "all")
@@ -161,8 +166,8 @@ def _has_probabilities(est) -> bool:
     return True
 
 
-class TorchClassifierBase(ClassifierMixin, BaseEstimator):
-    """Base class of the torch classifiers (not meant to be used directly).
+class TorchEstimatorBase(BaseEstimator):
+    """Base class of the torch estimators (not meant to be used directly).
 
     ``fit`` runs named phases, each a method a subclass may override:
     :meth:`_validate_training_data` -> :meth:`_initialize` ->
@@ -172,17 +177,22 @@ class TorchClassifierBase(ClassifierMixin, BaseEstimator):
     its first call; afterwards it only moves the network to the device) ->
     :meth:`_train_chunk` (one epoch of the same two training modes with the
     stream's optimizer) -> :meth:`_record_chunk`.
+
+    The task (:class:`TorchClassifierBase`, :class:`TorchRegressorBase`)
+    supplies the loss (:attr:`_loss`), the validation of targets
+    (:meth:`_validate_training_data`, :meth:`_validate_chunk`), what is
+    learnt from them before training (:meth:`_fit_targets`), their
+    encoding for torch (:meth:`_targets`), the number of outputs and
+    whether the readout is solved in closed form (:meth:`_closed_form`).
     """
 
     _parameter_constraints: ClassVar[dict] = {
         "n_hidden": [Interval(Integral, 1, None, closed="left")],
         "trainable": [SortedStrOptions(set(_TRAINABLE))],
         "input_scaling": [SortedStrOptions(set(INPUT_SCALING))],
-        "readout": [SortedStrOptions(set(READOUTS))],
         "optimizer": [SortedStrOptions({"auto", "adam", "sgd", "lbfgs"})],
         "learning_rate": [Interval(Real, 0, None, closed="neither")],
         "alpha": [Interval(Real, 0, None, closed="left")],
-        "class_weight": [dict, SortedStrOptions({"balanced"}), None],
         "batch_size": [Interval(Integral, 1, None, closed="left"), SortedStrOptions({"auto"})],
         "max_epochs": [Interval(Integral, 1, None, closed="left")],
         "early_stopping": ["boolean"],
@@ -195,6 +205,9 @@ class TorchClassifierBase(ClassifierMixin, BaseEstimator):
         "random_state": ["random_state"],
         "verbose": ["verbose"],
     }
+
+    #: The training loss (:data:`sk_deq.nn.LOSSES`).
+    _loss: ClassVar[str] = "cross_entropy"
 
     # ------------------------------------------------------------------ hooks
     def _prepare(self, tau0: float) -> None:
@@ -216,6 +229,50 @@ class TorchClassifierBase(ClassifierMixin, BaseEstimator):
 
     def _after_step_hook(self, diagnostics: list):
         return None
+
+    # ------------------------------------------------------------ task hooks
+    def _check_options(self) -> None:
+        """Reject parameter combinations before any work (nothing by default)."""
+
+    def _validate_training_data(self, X, y, sample_weight, warm):
+        """Validate ``(X, y, sample_weight)``; returns ``(_Data, targets for _fit_targets, sample_weight)``."""
+        raise NotImplementedError
+
+    def _validate_chunk(self, X, y, sample_weight, first: bool, **options):
+        """partial_fit's counterpart of :meth:`_validate_training_data`."""
+        raise NotImplementedError
+
+    def _fit_targets(self, targets, sample_weight) -> None:
+        """Learn what the task needs from the targets of a new fit (classes, target scaling)."""
+        raise NotImplementedError
+
+    def _n_outputs(self) -> int:
+        raise NotImplementedError
+
+    def _targets(self, data: _Data, device) -> torch.Tensor:
+        """The targets of ``data`` as :func:`sk_deq.nn.train` takes them."""
+        raise NotImplementedError
+
+    def _stratify(self, data: _Data):
+        """Labels to stratify the validation split by (None: a plain random split)."""
+        return None
+
+    def _check_split(self, train_set: _Data) -> None:
+        """Reject a training split the task cannot learn from (nothing by default)."""
+
+    def _closed_form(self) -> bool:
+        """Whether the readout is the closed-form least-squares solution (:meth:`_fit_ridge`)."""
+        return False
+
+    @staticmethod
+    def _positive_weights(sample_weight, X, name: str):
+        """Validated ``sample_weight`` (None stays None); all zero is an error."""
+        if sample_weight is None:
+            return None
+        sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
+        if not np.any(sample_weight > 0):
+            raise ValueError(f"{name}: all sample weights are zero; at least one must be positive.")
+        return sample_weight
 
     # ---------------------------------------------------------------- helpers
     @property
@@ -293,9 +350,6 @@ class TorchClassifierBase(ClassifierMixin, BaseEstimator):
             "one chunk's features at a time), fit on fewer samples, or reduce n_hidden."
         )
 
-    def _n_outputs(self) -> int:
-        return 1 if len(self.classes_) == 2 else len(self.classes_)
-
     def _features_trainable(self) -> bool:
         return any(p.requires_grad for p in self.module_.features.parameters())
 
@@ -326,18 +380,20 @@ class TorchClassifierBase(ClassifierMixin, BaseEstimator):
         ----------
         X : array-like of shape (n_samples, n_features)
             Training data (dense; sparse input is rejected).
-        y : array-like of shape (n_samples,)
-            Class labels (any hashable type, at least two classes).
+        y : array-like of shape (n_samples,) or (n_samples, n_outputs)
+            Targets: class labels for a classifier (any hashable type, at
+            least two classes, one column); real values for a regressor,
+            one column per output.
         sample_weight : array-like of shape (n_samples,), default=None
             Non-negative weight of every sample.  The loss is the weighted
             mean and the input scaling uses weighted averages, so integer
-            weights act as repeated rows.  Multiplied by ``class_weight``
-            in the loss.
+            weights act as repeated rows.  A classifier multiplies them by
+            ``class_weight`` in the loss.
 
         Returns
         -------
         object
-            The fitted classifier (``self``).
+            The fitted estimator (``self``).
 
         Raises
         ------
@@ -363,63 +419,18 @@ class TorchClassifierBase(ClassifierMixin, BaseEstimator):
         """
         warm = bool(self.warm_start) and hasattr(self, "module_")
         self.__dict__.pop("_stream", None)  # fit starts a new stream of partial_fit calls
-        self._check_readout()
-        data, classes, sample_weight = self._validate_training_data(X, y, sample_weight, warm)
+        self._check_options()
+        data, targets, sample_weight = self._validate_training_data(X, y, sample_weight, warm)
         seeds = self._draw_seeds()
         device = resolve_device(self.device, strict=True)
-        self._initialize(data.X, classes, sample_weight, seeds[0], device, warm)
+        self._initialize(data.X, targets, sample_weight, seeds[0], device, warm)
         t_start = time.perf_counter()
         train_set, valid_set = self._split_validation(data, seeds[1])
         result = self._train(train_set, valid_set, np.random.RandomState(seeds[2]), device)
         self._record(result, time.perf_counter() - t_start)
         return self
 
-    def _validate_training_data(self, X, y, sample_weight, warm):
-        """Validate ``X``, ``y`` and the weights; encode the labels.
-
-        Returns the training :class:`_Data` (weights: ``sample_weight`` times
-        ``class_weight``, None when all equal), the sorted classes and the
-        validated ``sample_weight`` (None when not given), which the input
-        scaling uses.
-        """
-        X, y = validate_data(
-            self,
-            X,
-            y,
-            reset=not warm,
-            accept_sparse=False,
-            dtype=[np.float64, np.float32],
-            ensure_min_samples=2,
-        )
-        X = np.asarray(X, dtype=np.float64)
-        check_classification_targets(y)
-        classes = np.unique(y)
-        name = type(self).__name__
-        if sample_weight is not None:
-            sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
-            if not np.any(sample_weight > 0):
-                raise ValueError(f"{name}: all sample weights are zero; at least one must be positive.")
-        weighted = classes if sample_weight is None else np.unique(y[sample_weight > 0])
-        if len(weighted) < 2:
-            what = "" if sample_weight is None else " with positive sample_weight"
-            raise ValueError(
-                f"{name} needs samples of at least 2 classes{what} to train; got 1 class ({weighted[0]!r})."
-            )
-        if warm:
-            self._check_same_width("warm_start", "Set warm_start=False to build a new network.")
-            if not np.array_equal(classes, self.classes_):
-                raise ValueError(
-                    "warm_start can only be used where `y` has the same classes as in the previous call "
-                    f"to fit. Previously got {self.classes_}, `y` has {classes}."
-                )
-        y_enc = np.searchsorted(classes, y)
-        weight = sample_weight
-        if self.class_weight is not None:
-            per_class = compute_class_weight(self.class_weight, classes=classes, y=y, sample_weight=sample_weight)
-            weight = per_class[y_enc] if weight is None else weight * per_class[y_enc]
-        return _Data(X, y_enc, weight), classes, sample_weight
-
-    def _initialize(self, X, classes, sample_weight, weight_seed, device, warm) -> None:
+    def _initialize(self, X, targets, sample_weight, weight_seed, device, warm) -> None:
         """Fit the input scaling and the theory, and build the network (kept as it is with ``warm``)."""
         self.device_ = str(device)
         if warm:
@@ -427,7 +438,7 @@ class TorchClassifierBase(ClassifierMixin, BaseEstimator):
             self.module_.readout.to(device=device)
             self._sync_runtime_settings()
             return
-        self.classes_ = classes
+        self._fit_targets(targets, sample_weight)
         self.input_mean_, self.input_scale_, self.tau0_ = fit_input_scaling(X, self.input_scaling, sample_weight)
         self._prepare(self.tau0_)
         generator = torch.Generator().manual_seed(weight_seed)
@@ -435,16 +446,18 @@ class TorchClassifierBase(ClassifierMixin, BaseEstimator):
         self.history_ = []
 
     def _split_validation(self, data: _Data, seed: int):
-        """Hold out ``validation_fraction`` of the data (stratified) when ``early_stopping``."""
+        """Hold out ``validation_fraction`` of the data (stratified for a classifier) when ``early_stopping``."""
         if not self.early_stopping:
             return data, None
-        name = type(self).__name__
         idx = np.arange(len(data))
+        stratify = self._stratify(data)
         try:
             train_idx, val_idx = train_test_split(
-                idx, test_size=self.validation_fraction, random_state=seed, stratify=data.y
+                idx, test_size=self.validation_fraction, random_state=seed, stratify=stratify
             )
         except ValueError:
+            if stratify is None:
+                raise
             train_idx, val_idx = train_test_split(idx, test_size=self.validation_fraction, random_state=seed)
         if len(val_idx) < 2:
             raise ValueError(
@@ -457,12 +470,7 @@ class TorchClassifierBase(ClassifierMixin, BaseEstimator):
             return _Data(data.X[rows], data.y[rows], w)
 
         train_set, valid_set = subset(train_idx), subset(val_idx)
-        positive = train_set.y if train_set.weight is None else train_set.y[train_set.weight > 0]
-        if len(np.unique(positive)) < 2:
-            raise ValueError(
-                f"After the validation split the training set holds only 1 class; {name} needs more "
-                "samples per class, or early_stopping=False."
-            )
+        self._check_split(train_set)
         if valid_set.weight is not None and not np.any(valid_set.weight > 0):
             raise ValueError(
                 "All sample weights of the validation set are zero; use another random_state, a larger "
@@ -485,38 +493,23 @@ class TorchClassifierBase(ClassifierMixin, BaseEstimator):
             verbose=int(self.verbose),
             epoch_offset=len(self.history_),
             chunk_size=self._chunk_rows(),
+            loss=self._loss,
         )
-
-    def _check_readout(self) -> None:
-        """``readout='ridge'`` is a closed-form fit on frozen features: no early stopping, no hidden training."""
-        if self.readout != "ridge":
-            return
-        name = type(self).__name__
-        if self.trainable != "readout":
-            raise ValueError(
-                f"{name}: readout='ridge' solves for the readout in closed form on frozen features; it needs "
-                f"trainable='readout' (got trainable={self.trainable!r}). Use readout='logistic' to train the "
-                "hidden weights."
-            )
-        if self.early_stopping:
-            raise ValueError(
-                f"{name}: readout='ridge' is a closed-form fit with no iterations to stop early; set "
-                "early_stopping=False."
-            )
 
     def _train(self, train_set: _Data, valid_set: _Data | None, shuffle_rng, device):
         """Train on ``device``: the readout alone on cached features, or the whole network."""
         options = self._train_options(len(train_set), shuffle_rng)
         if self._features_trainable():
             return self._train_end_to_end(train_set, valid_set, options, device)
-        return self._train_readout(train_set, valid_set, options, device)
+        return self._train_readout(train_set, valid_set, options, device, closed_form=self._closed_form())
 
-    @staticmethod
-    def _targets(data: _Data, device) -> torch.Tensor:
-        return torch.from_numpy(np.asarray(data.y, dtype=np.int64)).to(device)
-
-    def _train_readout(self, train_set: _Data, valid_set: _Data | None, options: dict, device):
+    def _train_readout(
+        self, train_set: _Data, valid_set: _Data | None, options: dict, device, closed_form: bool = False
+    ):
         """Frozen features: compute them once (no graph), then fit the readout on them.
+
+        With ``closed_form`` the readout is the least-squares solution
+        (:meth:`_fit_ridge`), else it is trained by ``options``' optimizer.
 
         The inputs go to the device one chunk at a time and the features stay
         in the network's dtype; :class:`~sk_deq.nn.readout.LinearReadout` upcasts each chunk
@@ -532,7 +525,7 @@ class TorchClassifierBase(ClassifierMixin, BaseEstimator):
                 f"{time.perf_counter() - t0:.2f}s"
             )
         self.module_.readout.train()
-        if self.readout == "ridge":
+        if closed_form:
             return self._fit_ridge(Ft, train_set, options, device)
         return train(
             LinearReadout(self.module_.readout),
@@ -568,7 +561,13 @@ class TorchClassifierBase(ClassifierMixin, BaseEstimator):
         t0 = time.perf_counter()
         weight = _normalised_weights(train_set.weight, len(train_set), device)
         objective = ReadoutObjective(
-            Z, self._targets(train_set, device), self._n_outputs(), self.alpha, weight, options["chunk_size"]
+            Z,
+            self._targets(train_set, device),
+            self._n_outputs(),
+            self.alpha,
+            weight,
+            options["chunk_size"],
+            loss=self._loss,
         )
         W, b, loss = ridge_readout(objective)
         with torch.no_grad():
@@ -583,8 +582,10 @@ class TorchClassifierBase(ClassifierMixin, BaseEstimator):
             "dur": time.perf_counter() - t0,
         }
         if self.verbose:
-            print(f"{type(self).__name__}: ridge readout, loss {loss:.6g} ({rec['dur']:.2f}s)")
-        return TrainResult(history=[rec], n_epochs=1, converged=True, best_loss=loss, message="closed-form ridge")
+            print(f"{type(self).__name__}: least-squares readout, loss {loss:.6g} ({rec['dur']:.2f}s)")
+        return TrainResult(
+            history=[rec], n_epochs=1, converged=True, best_loss=loss, message="closed-form least squares"
+        )
 
     def _record(self, result, seconds: float) -> None:
         """Store the training history and outcome; warn when the optimizer ran out of epochs."""
@@ -596,7 +597,7 @@ class TorchClassifierBase(ClassifierMixin, BaseEstimator):
         self.best_validation_score_ = result.best_score
         self.best_validation_loss_ = result.best_valid_loss
         self.fit_time_ = seconds
-        optimizer = self._resolve_optimizer()
+        optimizer = "closed-form" if self._closed_form() else self._resolve_optimizer()
         if self.verbose:
             print(f"{name}: {result.n_epochs} epochs ({optimizer}) in {seconds:.2f}s; {result.message}")
         if not result.converged:
@@ -612,6 +613,237 @@ class TorchClassifierBase(ClassifierMixin, BaseEstimator):
         """Copy parameters that may change after fit (solver settings) into the module."""
 
     # ------------------------------------------------------------ partial_fit
+    def _partial_fit(self, X, y, sample_weight, **options):
+        """What ``partial_fit`` does once its public signature is bound (``options``: the task's own)."""
+        first = not hasattr(self, "module_")
+        data, targets, sample_weight = self._validate_chunk(X, y, sample_weight, first, **options)
+        device = resolve_device(self.device, strict=True)
+        if first:
+            seeds = self._draw_seeds()
+            self._initialize(data.X, targets, sample_weight, seeds[0], device, warm=False)
+            self._stream = Stream(np.random.RandomState(seeds[2]))
+        else:
+            self._initialize(data.X, targets, sample_weight, None, device, warm=True)
+        t_start = time.perf_counter()
+        result = self._train_chunk(data.positive(), device)
+        self._record_chunk(result, time.perf_counter() - t_start)
+        return self
+
+    def _chunk_optimizer(self, device) -> torch.optim.Optimizer:
+        """The stream's optimizer, new (or restored from a pickle) when its kind, dtype or device changed."""
+        if getattr(self, "_stream", None) is None:  # partial_fit after fit
+            self._stream = Stream(np.random.RandomState(self._draw_seeds()[2]))
+        stream = self._stream
+        config = (self._resolve_optimizer(partial=True), self.dtype, str(device))
+        if stream.optimizer is None or stream.config != config:
+            saved = stream.saved if stream.optimizer is None else stream.optimizer.state_dict()
+            params = [p for p in self.module_.parameters() if p.requires_grad]
+            optimizer = _make_optimizer(config[0], params, float(self.learning_rate))
+            if saved is not None and stream.config is not None and stream.config[0] == config[0]:
+                optimizer.load_state_dict(numpy_to_tensors(saved))  # casts to the parameters' dtype and device
+            stream.config, stream.optimizer, stream.saved = config, optimizer, None
+        for group in stream.optimizer.param_groups:
+            group["lr"] = float(self.learning_rate)
+        return stream.optimizer
+
+    def _train_chunk(self, data: _Data, device):
+        """One epoch of the stream's optimizer over ``data``: the readout alone, or the whole network."""
+        optimizer = self._chunk_optimizer(device)
+        options = self._train_options(len(data), self._stream.rng)
+        options.update(optimizer=self._stream.config[0], max_epochs=1, torch_optimizer=optimizer)
+        if self._features_trainable():
+            return self._train_end_to_end(data, None, options, device)
+        return self._train_readout(data, None, options, device)
+
+    def _record_chunk(self, result, seconds: float) -> None:
+        """Extend the history by the chunk's epoch (no convergence warning: one epoch is the point)."""
+        self.module_.eval()
+        self.history_.extend(result.history)
+        self.n_iter_ = len(self.history_)
+        self.best_loss_ = min(getattr(self, "best_loss_", math.inf), result.best_loss)
+        self.best_validation_score_ = self.best_validation_loss_ = None
+        self.fit_time_ = seconds
+        if self.verbose:
+            print(
+                f"{type(self).__name__}: partial_fit epoch {self.n_iter_} ({self._stream.config[0]}) in {seconds:.2f}s"
+            )
+
+    # ---------------------------------------------------------------- predict
+    def _predict_device(self) -> torch.device:
+        dev = resolve_device(self.device, strict=False)
+        self.module_.to(dev)
+        return dev
+
+    def _outputs(self, X) -> np.ndarray:
+        """The readout's outputs on ``X`` (float64, one column per output)."""
+        check_is_fitted(self, "module_")
+        X = validate_data(self, X, reset=False, accept_sparse=False, dtype=[np.float64, np.float32])
+        X = np.asarray(X, dtype=np.float64)
+        dev = self._predict_device()
+        self._sync_runtime_settings()
+        self.module_.eval()
+        Z, _ = self._compute_features(X, dev, "predict")
+        with torch.no_grad():  # the readout is float64 (see _Model); padded like the features
+            Zp, rows = _pad_rows(Z.to(torch.float64))
+            logits = self.module_.readout(Zp)[:rows]
+        out = logits.detach().to("cpu").numpy()
+        if not np.all(np.isfinite(out)):
+            raise ValueError(f"{type(self).__name__} produced non-finite outputs; check the inputs' scale.")
+        return out
+
+    def features(self, X):
+        """Hidden features the readout sees (``z*`` of a DEQ, ``y_L`` of an explicit net).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Raw inputs (the fitted input scaling is applied).
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_hidden)
+            The features, in float64.
+        """
+        check_is_fitted(self, "module_")
+        X = validate_data(self, X, reset=False, accept_sparse=False, dtype=[np.float64, np.float32])
+        dev = self._predict_device()
+        self._sync_runtime_settings()
+        Z, _ = self._compute_features(np.asarray(X, dtype=np.float64), dev, "predict")
+        return Z.detach().to("cpu", torch.float64).numpy()
+
+    # ----------------------------------------------------------------- tags
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = False
+        tags.input_tags.sparse = False
+        return tags
+
+    # -------------------------------------------------------------- pickling
+    def __getstate__(self):
+        state = super().__getstate__()
+        state = dict(state)
+        stream = state.pop("_stream", None)
+        if stream is not None:
+            state["_stream"] = picklable(stream)
+        module = state.pop("module_", None)
+        if module is not None:
+            # Plain numpy arrays: the pickle holds no torch storage, so a model
+            # fitted on a GPU loads on a CPU-only machine.
+            state["_module_state"] = {k: v.detach().to("cpu").numpy().copy() for k, v in module.state_dict().items()}
+        return state
+
+    def __setstate__(self, state):
+        state = dict(state)
+        module_state = state.pop("_module_state", None)
+        super().__setstate__(state)
+        if module_state is not None:
+            dtype = _DTYPES.get(self.dtype, torch.float32)
+            generator = torch.Generator().manual_seed(0)  # placeholder weights, overwritten below
+            module = self._build_module(self.n_features_in_, self._n_outputs(), generator, dtype, torch.device("cpu"))
+            module.load_state_dict({k: torch.from_numpy(np.array(v)) for k, v in module_state.items()})
+            module.eval()
+            self.module_ = module
+
+
+class TorchClassifierBase(ClassifierMixin, TorchEstimatorBase):
+    """Base class of the torch classifiers (not meant to be used directly).
+
+    Labels are encoded as ``0 .. n_classes-1`` (``classes_``), the loss is
+    the cross-entropy (``readout='logistic'``) or least squares on ``-1 / 1``
+    one-hot targets (``readout='ridge'``), and ``class_weight`` multiplies
+    the sample weights.
+    """
+
+    _parameter_constraints: ClassVar[dict] = {
+        **TorchEstimatorBase._parameter_constraints,
+        "readout": [SortedStrOptions(set(READOUTS))],
+        "class_weight": [dict, SortedStrOptions({"balanced"}), None],
+    }
+
+    _loss: ClassVar[str] = "cross_entropy"
+
+    def _closed_form(self) -> bool:
+        return self.readout == "ridge"
+
+    def _fit_targets(self, targets, sample_weight) -> None:
+        self.classes_ = targets
+
+    def _stratify(self, data: _Data):
+        return data.y
+
+    def _check_split(self, train_set: _Data) -> None:
+        positive = train_set.y if train_set.weight is None else train_set.y[train_set.weight > 0]
+        if len(np.unique(positive)) < 2:
+            raise ValueError(
+                f"After the validation split the training set holds only 1 class; {type(self).__name__} needs "
+                "more samples per class, or early_stopping=False."
+            )
+
+    def _check_options(self) -> None:
+        """``readout='ridge'`` is a closed-form fit on frozen features: no early stopping, no hidden training."""
+        if self.readout != "ridge":
+            return
+        name = type(self).__name__
+        if self.trainable != "readout":
+            raise ValueError(
+                f"{name}: readout='ridge' solves for the readout in closed form on frozen features; it needs "
+                f"trainable='readout' (got trainable={self.trainable!r}). Use readout='logistic' to train the "
+                "hidden weights."
+            )
+        if self.early_stopping:
+            raise ValueError(
+                f"{name}: readout='ridge' is a closed-form fit with no iterations to stop early; set "
+                "early_stopping=False."
+            )
+
+    def _validate_training_data(self, X, y, sample_weight, warm):
+        """Validate ``X``, ``y`` and the weights; encode the labels.
+
+        Returns the training :class:`_Data` (weights: ``sample_weight`` times
+        ``class_weight``, None when all equal), the sorted classes and the
+        validated ``sample_weight`` (None when not given), which the input
+        scaling uses.
+        """
+        X, y = validate_data(
+            self,
+            X,
+            y,
+            reset=not warm,
+            accept_sparse=False,
+            dtype=[np.float64, np.float32],
+            ensure_min_samples=2,
+        )
+        X = np.asarray(X, dtype=np.float64)
+        check_classification_targets(y)
+        classes = np.unique(y)
+        name = type(self).__name__
+        sample_weight = self._positive_weights(sample_weight, X, name)
+        weighted = classes if sample_weight is None else np.unique(y[sample_weight > 0])
+        if len(weighted) < 2:
+            what = "" if sample_weight is None else " with positive sample_weight"
+            raise ValueError(
+                f"{name} needs samples of at least 2 classes{what} to train; got 1 class ({weighted[0]!r})."
+            )
+        if warm:
+            self._check_same_width("warm_start", "Set warm_start=False to build a new network.")
+            if not np.array_equal(classes, self.classes_):
+                raise ValueError(
+                    "warm_start can only be used where `y` has the same classes as in the previous call "
+                    f"to fit. Previously got {self.classes_}, `y` has {classes}."
+                )
+        y_enc = np.searchsorted(classes, y)
+        weight = sample_weight
+        if self.class_weight is not None:
+            per_class = compute_class_weight(self.class_weight, classes=classes, y=y, sample_weight=sample_weight)
+            weight = per_class[y_enc] if weight is None else weight * per_class[y_enc]
+        return _Data(X, y_enc, weight), classes, sample_weight
+
+    def _targets(self, data: _Data, device) -> torch.Tensor:
+        return torch.from_numpy(np.asarray(data.y, dtype=np.int64)).to(device)
+
+    def _n_outputs(self) -> int:
+        return 1 if len(self.classes_) == 2 else len(self.classes_)
+
     @available_if(partial_fit_available)
     @_fit_context(prefer_skip_nested_validation=True)
     def partial_fit(self, X, y, classes=None, sample_weight=None):
@@ -695,19 +927,7 @@ class TorchClassifierBase(ClassifierMixin, BaseEstimator):
         >>> clf.score(X[1500:], y[1500:]) > 0.85
         True
         """
-        first = not hasattr(self, "module_")
-        data, classes, sample_weight = self._validate_chunk(X, y, classes, sample_weight, first)
-        device = resolve_device(self.device, strict=True)
-        if first:
-            seeds = self._draw_seeds()
-            self._initialize(data.X, classes, sample_weight, seeds[0], device, warm=False)
-            self._stream = Stream(np.random.RandomState(seeds[2]))
-        else:
-            self._initialize(data.X, classes, sample_weight, None, device, warm=True)
-        t_start = time.perf_counter()
-        result = self._train_chunk(data.positive(), device)
-        self._record_chunk(result, time.perf_counter() - t_start)
-        return self
+        return self._partial_fit(X, y, sample_weight, classes=classes)
 
     def _chunk_classes(self, classes, first: bool) -> np.ndarray:
         """The sorted classes of the stream: ``classes`` on the first call, ``classes_`` afterwards."""
@@ -728,7 +948,7 @@ class TorchClassifierBase(ClassifierMixin, BaseEstimator):
             raise ValueError(f"classes must hold at least 2 labels; got {classes.tolist()}.")
         return classes
 
-    def _validate_chunk(self, X, y, classes, sample_weight, first: bool):
+    def _validate_chunk(self, X, y, sample_weight, first: bool, classes=None):
         """partial_fit's counterpart of :meth:`_validate_training_data` (a chunk may hold one class)."""
         name = type(self).__name__
         if isinstance(self.class_weight, str) and self.class_weight == "balanced":
@@ -761,67 +981,7 @@ class TorchClassifierBase(ClassifierMixin, BaseEstimator):
             raise ValueError(f"{name}: no sample of this chunk has a positive weight (sample_weight x class_weight).")
         return _Data(X, y_enc, weight), classes, sample_weight
 
-    def _chunk_optimizer(self, device) -> torch.optim.Optimizer:
-        """The stream's optimizer, new (or restored from a pickle) when its kind, dtype or device changed."""
-        if getattr(self, "_stream", None) is None:  # partial_fit after fit
-            self._stream = Stream(np.random.RandomState(self._draw_seeds()[2]))
-        stream = self._stream
-        config = (self._resolve_optimizer(partial=True), self.dtype, str(device))
-        if stream.optimizer is None or stream.config != config:
-            saved = stream.saved if stream.optimizer is None else stream.optimizer.state_dict()
-            params = [p for p in self.module_.parameters() if p.requires_grad]
-            optimizer = _make_optimizer(config[0], params, float(self.learning_rate))
-            if saved is not None and stream.config is not None and stream.config[0] == config[0]:
-                optimizer.load_state_dict(numpy_to_tensors(saved))  # casts to the parameters' dtype and device
-            stream.config, stream.optimizer, stream.saved = config, optimizer, None
-        for group in stream.optimizer.param_groups:
-            group["lr"] = float(self.learning_rate)
-        return stream.optimizer
-
-    def _train_chunk(self, data: _Data, device):
-        """One epoch of the stream's optimizer over ``data``: the readout alone, or the whole network."""
-        optimizer = self._chunk_optimizer(device)
-        options = self._train_options(len(data), self._stream.rng)
-        options.update(optimizer=self._stream.config[0], max_epochs=1, torch_optimizer=optimizer)
-        if self._features_trainable():
-            return self._train_end_to_end(data, None, options, device)
-        return self._train_readout(data, None, options, device)
-
-    def _record_chunk(self, result, seconds: float) -> None:
-        """Extend the history by the chunk's epoch (no convergence warning: one epoch is the point)."""
-        self.module_.eval()
-        self.history_.extend(result.history)
-        self.n_iter_ = len(self.history_)
-        self.best_loss_ = min(getattr(self, "best_loss_", math.inf), result.best_loss)
-        self.best_validation_score_ = self.best_validation_loss_ = None
-        self.fit_time_ = seconds
-        if self.verbose:
-            print(
-                f"{type(self).__name__}: partial_fit epoch {self.n_iter_} ({self._stream.config[0]}) in {seconds:.2f}s"
-            )
-
     # ---------------------------------------------------------------- predict
-    def _predict_device(self) -> torch.device:
-        dev = resolve_device(self.device, strict=False)
-        self.module_.to(dev)
-        return dev
-
-    def _logits(self, X) -> np.ndarray:
-        check_is_fitted(self, "module_")
-        X = validate_data(self, X, reset=False, accept_sparse=False, dtype=[np.float64, np.float32])
-        X = np.asarray(X, dtype=np.float64)
-        dev = self._predict_device()
-        self._sync_runtime_settings()
-        self.module_.eval()
-        Z, _ = self._compute_features(X, dev, "predict")
-        with torch.no_grad():  # the readout is float64 (see _Model); padded like the features
-            Zp, rows = _pad_rows(Z.to(torch.float64))
-            logits = self.module_.readout(Zp)[:rows]
-        out = logits.detach().to("cpu").numpy()
-        if not np.all(np.isfinite(out)):
-            raise ValueError(f"{type(self).__name__} produced non-finite outputs; check the inputs' scale.")
-        return out
-
     def decision_function(self, X):
         """Logits of the readout.
 
@@ -836,7 +996,7 @@ class TorchClassifierBase(ClassifierMixin, BaseEstimator):
             For two classes, the logit of ``classes_[1]`` (positive means
             ``classes_[1]``); otherwise one column per class.
         """
-        out = self._logits(X)
+        out = self._outputs(X)
         return out[:, 0] if out.shape[1] == 1 else out
 
     @available_if(_has_probabilities)
@@ -853,7 +1013,7 @@ class TorchClassifierBase(ClassifierMixin, BaseEstimator):
         ndarray of shape (n_samples, n_classes)
             Probability of every class, columns in the order of ``classes_``.
         """
-        out = self._logits(X)
+        out = self._outputs(X)
         if out.shape[1] == 1:
             p1 = special.expit(out[:, 0])
             return np.column_stack([1.0 - p1, p1])
@@ -890,12 +1050,140 @@ class TorchClassifierBase(ClassifierMixin, BaseEstimator):
         ndarray of shape (n_samples,)
             The class of largest logit, from ``classes_``.
         """
-        out = self._logits(X)
+        out = self._outputs(X)
         idx = (out[:, 0] > 0).astype(int) if out.shape[1] == 1 else out.argmax(axis=1)
         return self.classes_[idx]
 
-    def features(self, X):
-        """Hidden features the readout sees (``z*`` of a DEQ, ``y_L`` of an explicit net).
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.classifier_tags.multi_class = True
+        return tags
+
+
+class TorchRegressorBase(RegressorMixin, TorchEstimatorBase):
+    """Base class of the torch regressors (not meant to be used directly).
+
+    Targets are real, one column per output (``n_outputs_``), and the loss
+    is half the squared error summed over the outputs.  Every column is
+    standardised with its (weighted) training mean and standard deviation
+    (``target_mean_``, ``target_scale_``) before training, and the outputs
+    are mapped back.  For the readout this is the same minimiser as on the
+    raw targets (the problem separates by column, and rescaling a column
+    rescales its loss and its penalty alike); it makes the optimizers' step
+    sizes and tolerances independent of the targets' units.
+    """
+
+    _loss: ClassVar[str] = "squared"
+
+    def _closed_form(self) -> bool:
+        return self.optimizer == "auto" and self.trainable == "readout" and not self.early_stopping
+
+    def _validate_training_data(self, X, y, sample_weight, warm):
+        """Validate ``X``, ``y`` (real, one or more columns) and the weights."""
+        return self._validate_targets(X, y, sample_weight, reset=not warm, min_samples=2)
+
+    def _validate_chunk(self, X, y, sample_weight, first: bool, **options):
+        """partial_fit's counterpart of :meth:`_validate_training_data` (a chunk may hold one sample)."""
+        if not first:
+            self._check_same_width("partial_fit", "Call fit to build a new network.")
+        return self._validate_targets(X, y, sample_weight, reset=first, min_samples=1)
+
+    def _validate_targets(self, X, y, sample_weight, *, reset: bool, min_samples: int):
+        X, y = validate_data(
+            self,
+            X,
+            y,
+            reset=reset,
+            accept_sparse=False,
+            dtype=[np.float64, np.float32],
+            ensure_min_samples=min_samples,
+            multi_output=True,
+            y_numeric=True,
+        )
+        X = np.asarray(X, dtype=np.float64)
+        y = np.asarray(y, dtype=np.float64)
+        Y = y.reshape(len(y), -1)
+        name = type(self).__name__
+        if Y.shape[1] == 0:
+            raise ValueError(f"{name}: y has no columns; it needs at least one output.")
+        sample_weight = self._positive_weights(sample_weight, X, name)
+        if not reset:
+            if min_samples > 1:  # fit with warm_start
+                self._check_same_width("warm_start", "Set warm_start=False to build a new network.")
+            if Y.shape[1] != self.n_outputs_:
+                raise ValueError(
+                    f"y has {Y.shape[1]} output(s) but {name} was fitted with {self.n_outputs_}; "
+                    "the readout keeps its outputs (set warm_start=False, or call fit to start afresh)."
+                )
+        return _Data(X, Y, sample_weight), (Y, y.ndim == 1), sample_weight
+
+    def _fit_targets(self, targets, sample_weight) -> None:
+        Y, one_column = targets
+        self.n_outputs_ = int(Y.shape[1])
+        self._y_1d = bool(one_column)
+        w = None if sample_weight is None else sample_weight / sample_weight.sum()
+        mean = np.average(Y, axis=0, weights=w)
+        std = np.sqrt(np.average((Y - mean) ** 2, axis=0, weights=w))
+        # a (nearly) constant column keeps its units: its readout then learns about zero
+        tiny = 10 * np.finfo(np.float64).eps * np.maximum(np.abs(mean), 1.0)
+        self.target_mean_ = mean
+        self.target_scale_ = np.where(std > tiny, std, 1.0)
+
+    def _n_outputs(self) -> int:
+        return self.n_outputs_
+
+    def _targets(self, data: _Data, device) -> torch.Tensor:
+        return torch.from_numpy((data.y - self.target_mean_) / self.target_scale_).to(device)
+
+    @available_if(partial_fit_available)
+    @_fit_context(prefer_skip_nested_validation=True)
+    def partial_fit(self, X, y, sample_weight=None):
+        """Train on one chunk of data: one epoch of Adam or SGD over its rows.
+
+        The first call (on an unfitted regressor) fits the input scaling,
+        ``tau0_`` and the target standardisation (``target_mean_``,
+        ``target_scale_``) on its chunk and builds the network as :meth:`fit`
+        does; later calls keep them and continue training, and so does a
+        call after :meth:`fit` (a new ``fit`` starts afresh).  The optimizer
+        (``'auto'`` is Adam here; ``'lbfgs'`` has no ``partial_fit``) keeps
+        its state from call to call.  With ``trainable='hidden'`` or
+        ``'all'`` the hidden weights train too.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            One chunk of training data (dense).
+        y : array-like of shape (n_samples,) or (n_samples, n_outputs)
+            Its targets, with as many outputs as on the first call.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Non-negative weight of every sample in the loss, and in the
+            input and target scaling on the first call.  Rows of zero weight
+            are dropped from the chunk, exactly as if absent.
+
+        Returns
+        -------
+        object
+            The regressor (``self``).
+
+        Raises
+        ------
+        ValueError
+            When the number of features or outputs changes or no sample has
+            a positive weight.
+
+        Notes
+        -----
+        The first chunk fixes the target standardisation: make it
+        representative of the stream (shuffle the rows first).
+        ``early_stopping``, ``max_epochs``, ``n_iter_no_change``,
+        ``improvement_tol`` and ``warm_start`` do not apply: every call is
+        one epoch over its chunk.
+        """
+        return self._partial_fit(X, y, sample_weight)
+
+    # ---------------------------------------------------------------- predict
+    def predict(self, X):
+        """Predicted targets.
 
         Parameters
         ----------
@@ -904,46 +1192,15 @@ class TorchClassifierBase(ClassifierMixin, BaseEstimator):
 
         Returns
         -------
-        ndarray of shape (n_samples, n_hidden)
-            The features, in float64.
+        ndarray of shape (n_samples,) or (n_samples, n_outputs)
+            One column per output, in the shape of the training targets (1-D
+            when ``y`` was 1-D).
         """
-        check_is_fitted(self, "module_")
-        X = validate_data(self, X, reset=False, accept_sparse=False, dtype=[np.float64, np.float32])
-        dev = self._predict_device()
-        self._sync_runtime_settings()
-        Z, _ = self._compute_features(np.asarray(X, dtype=np.float64), dev, "predict")
-        return Z.detach().to("cpu", torch.float64).numpy()
+        out = self._outputs(X) * self.target_scale_ + self.target_mean_
+        return out[:, 0] if self._y_1d else out
 
-    # ----------------------------------------------------------------- tags
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
-        tags.input_tags.allow_nan = False
-        tags.input_tags.sparse = False
-        tags.classifier_tags.multi_class = True
+        tags.target_tags.multi_output = True
+        tags.target_tags.single_output = True
         return tags
-
-    # -------------------------------------------------------------- pickling
-    def __getstate__(self):
-        state = super().__getstate__()
-        state = dict(state)
-        stream = state.pop("_stream", None)
-        if stream is not None:
-            state["_stream"] = picklable(stream)
-        module = state.pop("module_", None)
-        if module is not None:
-            # Plain numpy arrays: the pickle holds no torch storage, so a model
-            # fitted on a GPU loads on a CPU-only machine.
-            state["_module_state"] = {k: v.detach().to("cpu").numpy().copy() for k, v in module.state_dict().items()}
-        return state
-
-    def __setstate__(self, state):
-        state = dict(state)
-        module_state = state.pop("_module_state", None)
-        super().__setstate__(state)
-        if module_state is not None:
-            dtype = _DTYPES.get(self.dtype, torch.float32)
-            generator = torch.Generator().manual_seed(0)  # placeholder weights, overwritten below
-            module = self._build_module(self.n_features_in_, self._n_outputs(), generator, dtype, torch.device("cpu"))
-            module.load_state_dict({k: torch.from_numpy(np.array(v)) for k, v in module_state.items()})
-            module.eval()
-            self.module_ = module

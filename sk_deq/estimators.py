@@ -1,19 +1,24 @@
-"""Scikit-learn classifiers: a DEQ and its shallow explicit equivalents.
+"""Scikit-learn classifiers and regressors: a DEQ and its shallow explicit equivalents.
 
-- :class:`DEQClassifier`: the random-feature DEQ (see :ref:`theory-deq`)
-  with a linear readout.
-- :class:`ExplicitClassifier`: an explicit network (see
-  :ref:`theory-explicit`) with the activations you name (the unmatched
-  baseline).
-- :class:`MatchedExplicitClassifier`: the explicit network whose CK or NTK
-  matches a DEQ's (see :ref:`theory-matching`), built from
-  :func:`sk_deq.match_explicit` at fit time.
+- :class:`DEQClassifier`, :class:`DEQRegressor`: the random-feature DEQ (see
+  :ref:`theory-deq`) with a linear readout.
+- :class:`ExplicitClassifier`, :class:`ExplicitRegressor`: an explicit
+  network (see :ref:`theory-explicit`) with the activations you name (the
+  unmatched baseline).
+- :class:`MatchedExplicitClassifier`, :class:`MatchedExplicitRegressor`: the
+  explicit network whose CK or NTK matches a DEQ's (see
+  :ref:`theory-matching`), built from :func:`sk_deq.match_explicit` at fit
+  time.
 
-All three share one base (:mod:`sk_deq._torch_base`) and one training loop
-(:func:`sk_deq.nn.train`).  With ``trainable='readout'`` (the default and the
-paper's setting) the random weights are frozen, the features are computed
-once without a graph and only the readout is fitted, by default with
-full-batch L-BFGS on the cached features.
+Every estimator is a network mixin (:class:`_DEQNetwork`,
+:class:`_ExplicitLayers`, :class:`_MatchedLayers`: how the features are
+built) combined with a task base (:class:`~sk_deq._torch_base.TorchClassifierBase`
+or :class:`~sk_deq._torch_base.TorchRegressorBase`: targets, loss,
+predictions), and all share one training loop (:func:`sk_deq.nn.train`).
+With ``trainable='readout'`` (the default and the paper's setting) the
+random weights are frozen, the features are computed once without a graph
+and only the readout is fitted: by full-batch L-BFGS on the cached features
+for a classifier, in closed form (least squares) for a regressor.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import Interval
 
 from ._param_validation import ActivationName, SortedStrOptions
-from ._torch_base import TorchClassifierBase
+from ._torch_base import TorchClassifierBase, TorchRegressorBase
 from .activations import get_activation
 from .matching import match_explicit
 from .nn.deq import DEQLayer
@@ -34,11 +39,18 @@ from .nn.explicit import ExplicitNet
 from .nn.solvers import SOLVERS
 from .theory import deq_ck_coefficients, explicit_coefficients
 
-__all__ = ["DEQClassifier", "ExplicitClassifier", "MatchedExplicitClassifier"]
+__all__ = [
+    "DEQClassifier",
+    "DEQRegressor",
+    "ExplicitClassifier",
+    "ExplicitRegressor",
+    "MatchedExplicitClassifier",
+    "MatchedExplicitRegressor",
+]
 
 
-# The training parameters the three classifiers share, in their signature order.
-_TRAINING_PARAMS_DOC = """    readout : {'logistic', 'ridge'}, default='logistic'
+# The training parameters, in their signature order (regressors have no readout or class_weight).
+_CLASSIFIER_TRAINING_DOC = """    readout : {'logistic', 'ridge'}, default='logistic'
         How the readout is fitted.  ``'logistic'``: the cross-entropy (plus
         ``alpha``), trained by ``optimizer``.  ``'ridge'``: least squares on
         ``-1 / 1`` one-hot targets (plus ``alpha``), solved in closed form on
@@ -118,27 +130,124 @@ _TRAINING_PARAMS_DOC = """    readout : {'logistic', 'ridge'}, default='logistic
         computations; ``2`` also a progress bar per epoch.
 """
 
+_REGRESSOR_TRAINING_DOC = """    optimizer : {'auto', 'lbfgs', 'adam', 'sgd'}, default='auto'
+        ``'auto'`` solves for the readout in closed form when only the
+        readout is trained (least squares, the exact minimiser: one Gram
+        matrix and one Cholesky solve on the cached features; with
+        ``early_stopping``, which needs iterations, full-batch L-BFGS
+        instead), and is Adam when hidden weights are trained and in
+        ``partial_fit`` (which ``'lbfgs'`` does not have).  ``'lbfgs'``
+        reaches the same readout iteratively.
+    learning_rate : float, default=1e-3
+        Step size of Adam and SGD.  For a readout trained from zero by Adam
+        (``partial_fit``, or ``optimizer='adam'``) 0.1 did better on digits
+        and MNIST: five passes of ``partial_fit`` came within one accuracy
+        point of L-BFGS with it and 10-15 points short with 1e-3
+        (see :ref:`incremental-learning`).
+    alpha : float, default=1e-5
+        L2 penalty ``alpha/2 ||W||^2`` on the readout weights, added to half
+        the mean squared error of the standardised targets.  With the
+        readout alone this is :class:`~sklearn.linear_model.Ridge` with
+        penalty ``n_samples * alpha`` on the features and targets in units
+        of their standard deviation.  The hidden weights are not penalised:
+        their scale is what the theory fixes.  Tune it (e.g. with
+        :class:`~sklearn.model_selection.GridSearchCV`): with more features
+        than samples a small ``alpha`` interpolates the training targets.
+    batch_size : int or 'auto', default='auto'
+        Minibatch size of Adam and SGD, ``min(200, n_samples)`` for ``'auto'``.
+    max_epochs : int, default=200
+        Epochs of Adam / SGD, iterations of L-BFGS.
+    early_stopping : bool, default=False
+        Hold out ``validation_fraction`` of the training data (a random
+        split), stop when its loss (the weighted squared error) stops
+        improving and keep the parameters of its best epoch; the recorded
+        validation score is R².  ``partial_fit`` ignores it.
+    validation_fraction : float, default=0.1
+        Size of the validation split.
+    n_iter_no_change : int, default=10
+        Patience (epochs) of the stopping rule.
+    improvement_tol : float, default=1e-4
+        Smallest decrease of the monitored loss (validation loss with early
+        stopping, training loss without) counted as an improvement; also the
+        gradient tolerance of L-BFGS.
+    warm_start : bool, default=False
+        Continue from the fitted network (same weights, input and target
+        scaling, and number of outputs) instead of starting afresh.
+    dtype : {'float32', 'float64'}, default='float32'
+        Precision of the network.  Either way a sample's outputs do not
+        depend on the batch it comes in: batches go through the network in
+        multiples of 16 rows (padded), so matrix products compute every row
+        the same way, and the readout is float64.  In training, L-BFGS
+        evaluates its loss on the cached features with float64 parameters
+        and accumulation; the two matrix products per evaluation run in
+        float64 below 2**20 feature entries (then weighted and repeated
+        samples give the same fit) and in the features' dtype above, where
+        they are bound by memory traffic (see :mod:`sk_deq.nn.readout`).
+        (On GPUs, whose libraries may pick kernels by shape, float32 outputs
+        can differ between batch sizes in the last bits; float64 keeps them
+        within about 1e-13.)
+    device : str or torch.device, default='auto'
+        ``'auto'`` uses CUDA when available, else the CPU.
+    random_state : int, RandomState instance or None, default=None
+        Seeds the weights, the validation split and the minibatch order.
+    verbose : int, default=0
+        ``1`` prints one line per epoch and progress bars for long feature
+        computations; ``2`` also a progress bar per epoch.
+"""
+
+_TRAINING = {"classifier": _CLASSIFIER_TRAINING_DOC, "regressor": _REGRESSOR_TRAINING_DOC}
+
+# Attributes every estimator has, by task (the network's own attributes come first).
+_TASK_ATTRS = {
+    "classifier": """    classes_ : ndarray of shape (n_classes,)
+        Class labels.
+""",
+    "regressor": """    n_outputs_ : int
+        Number of outputs (columns of ``y``).
+    target_mean_ : ndarray of shape (n_outputs,)
+        Weighted training mean of every output, subtracted before training.
+    target_scale_ : ndarray of shape (n_outputs,)
+        Weighted training standard deviation of every output (1 for a
+        constant one); the targets are divided by it before training.
+""",
+}
+_SCORE = {"classifier": "accuracy", "regressor": "R²"}
+
+
+def _history_attrs(task: str) -> str:
+    score = _SCORE[task]
+    return f"""    history_ : list of dict
+        One entry per epoch: ``epoch``, ``train_loss``, ``valid_loss`` and
+        ``valid_score`` (validation {score}; None without early stopping),
+        ``best``, ``dur`` (seconds).
+    n_iter_ : int
+        Number of epochs run (over all warm-started fits; one per
+        ``partial_fit`` call).
+    best_loss_ : float
+        Lowest training loss.
+    best_validation_score_ : float or None
+        Validation {score} of the kept parameters (with ``early_stopping``).
+    best_validation_loss_ : float or None
+        Their validation loss, the lowest seen (with ``early_stopping``).
+    fit_time_ : float
+        Seconds spent in the last fit (or ``partial_fit`` call) after
+        validation.
+    device_ : str
+        Device of the last fit.
+"""
+
+
+_COMMON_ATTRS = """    n_features_in_ : int
+        Number of input features.
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
+        Input feature names, when ``X`` has string column names.
+"""
+
 
 # ---------------------------------------------------------------------------
 # DEQ
 
-
-class DEQClassifier(TorchClassifierBase):
-    __doc__ = (
-        """Deep equilibrium classifier: a random-feature DEQ with a linear readout.
-
-    The hidden features solve the fixed point (see :ref:`theory-deq`)::
-
-        z* = (phi0(sqrt(sigma_a2) A z* + sqrt(sigma_b2) B x) - c) / sqrt(m)
-
-    with ``A`` (m x m) and ``B`` (m x p) i.i.d. ``N(0, 1)``, ``sigma_b2 = 1 -
-    sigma_a2`` and ``c = E_tau[phi0]`` the centring constant at the DEQ's
-    pre-activation scale ``tau`` (from :func:`sk_deq.deq_ck_coefficients`).
-    A linear readout on ``z*`` gives the logits; the loss is cross-entropy.
-
-    Parameters
-    ----------
-    activation : str, Activation or callable, default='relu'
+_DEQ_PARAMS_DOC = """    activation : str, Activation or callable, default='relu'
         ``phi0``: a name from :data:`sk_deq.activations.ACTIVATIONS` (in any
         case, aliases included), an :class:`~sk_deq.Activation`, or a
         vectorised callable.
@@ -173,17 +282,8 @@ class DEQClassifier(TorchClassifierBase):
         1 (``tau0_ = 1``, the paper's protocol, see :ref:`input-scaling`);
         ``'none'`` uses the inputs as given and measures ``tau0_``.
 """
-        + _TRAINING_PARAMS_DOC
-        + """
-    Attributes
-    ----------
-    classes_ : ndarray of shape (n_classes,)
-        Class labels.
-    n_features_in_ : int
-        Number of input features.
-    feature_names_in_ : ndarray of shape (`n_features_in_`,)
-        Input feature names, when ``X`` has string column names.
-    input_mean_ : ndarray of shape (`n_features_in_`,) or None
+
+_DEQ_ATTRS_DOC = """    input_mean_ : ndarray of shape (`n_features_in_`,) or None
         Mean subtracted from the inputs (``input_scaling='global'``).
     input_scale_ : float
         Factor the centred inputs are divided by.
@@ -199,105 +299,56 @@ class DEQClassifier(TorchClassifierBase):
     solver_info_ : dict
         Fixed-point diagnostics of the fit: largest and mean number of
         iterations, largest relative residual, samples not converged.
-    history_ : list of dict
-        One entry per epoch: ``epoch``, ``train_loss``, ``valid_loss`` and
-        ``valid_score`` (validation accuracy; None without early stopping),
-        ``best``, ``dur`` (seconds).
-    n_iter_ : int
-        Number of epochs run (over all warm-started fits; one per
-        ``partial_fit`` call).
-    best_loss_ : float
-        Lowest training loss.
-    best_validation_score_ : float or None
-        Validation accuracy of the kept parameters (with ``early_stopping``).
-    best_validation_loss_ : float or None
-        Their validation loss, the lowest seen (with ``early_stopping``).
-    fit_time_ : float
-        Seconds spent in the last fit (or ``partial_fit`` call) after
-        validation.
-    device_ : str
-        Device of the last fit.
+"""
 
+
+def _deq_doc(task: str, examples: str) -> str:
+    kind = "classifier" if task == "classifier" else "regressor"
+    output = (
+        "the logits; the loss is cross-entropy"
+        if task == "classifier"
+        else ("the predictions; the loss is the squared error")
+    )
+    other = "Classifier" if task == "classifier" else "Regressor"
+    mlp = "MLPClassifier" if task == "classifier" else "MLPRegressor"
+    return f"""Deep equilibrium {kind}: a random-feature DEQ with a linear readout.
+
+    The hidden features solve the fixed point (see :ref:`theory-deq`)::
+
+        z* = (phi0(sqrt(sigma_a2) A z* + sqrt(sigma_b2) B x) - c) / sqrt(m)
+
+    with ``A`` (m x m) and ``B`` (m x p) i.i.d. ``N(0, 1)``, ``sigma_b2 = 1 -
+    sigma_a2`` and ``c = E_tau[phi0]`` the centring constant at the DEQ's
+    pre-activation scale ``tau`` (from :func:`sk_deq.deq_ck_coefficients`).
+    A linear readout on ``z*`` gives {output}.
+
+    Parameters
+    ----------
+{_DEQ_PARAMS_DOC}{_TRAINING[task]}
+    Attributes
+    ----------
+{_TASK_ATTRS[task]}{_COMMON_ATTRS}{_DEQ_ATTRS_DOC}{_history_attrs(task)}
     See Also
     --------
-    MatchedExplicitClassifier : The shallow explicit network with the same kernel.
-    ExplicitClassifier : An explicit random-feature network with chosen activations.
-    sklearn.neural_network.MLPClassifier : A trained multi-layer perceptron.
+    MatchedExplicit{other} : The shallow explicit network with the same kernel.
+    Explicit{other} : An explicit random-feature network with chosen activations.
+    sklearn.neural_network.{mlp} : A trained multi-layer perceptron.
 
     Examples
     --------
-    >>> from sklearn.datasets import load_digits
-    >>> from sk_deq import DEQClassifier
-    >>> X, y = load_digits(return_X_y=True)
-    >>> clf = DEQClassifier(n_hidden=256, random_state=0).fit(X[:1200], y[:1200])
-    >>> clf.solver_info_["converged"]
-    True
-    >>> clf.score(X[1200:], y[1200:]) > 0.85
-    True
-    """
-    )
+{examples}"""
 
-    _parameter_constraints: ClassVar[dict] = {
-        **TorchClassifierBase._parameter_constraints,
+
+class _DEQNetwork:
+    """The DEQ's features: its parameters, theory and solver diagnostics (a mixin before the task base)."""
+
+    _network_constraints: ClassVar[dict] = {
         "activation": [ActivationName(), callable],
         "sigma_a2": [Interval(Real, 0, 1, closed="neither")],
         "solver": [SortedStrOptions(set(SOLVERS)), callable],
         "max_iter": [Interval(Integral, 1, None, closed="left")],
         "tol": [Interval(Real, 0, None, closed="neither")],
     }
-
-    def __init__(
-        self,
-        activation="relu",
-        sigma_a2=0.2,
-        *,
-        n_hidden=1024,
-        trainable="readout",
-        solver="fixed_point",
-        max_iter=50,
-        tol=1e-4,
-        input_scaling="global",
-        readout="logistic",
-        optimizer="auto",
-        learning_rate=1e-3,
-        alpha=1e-5,
-        class_weight=None,
-        batch_size="auto",
-        max_epochs=200,
-        early_stopping=False,
-        validation_fraction=0.1,
-        n_iter_no_change=10,
-        improvement_tol=1e-4,
-        warm_start=False,
-        dtype="float32",
-        device="auto",
-        random_state=None,
-        verbose=0,
-    ):
-        self.activation = activation
-        self.sigma_a2 = sigma_a2
-        self.n_hidden = n_hidden
-        self.trainable = trainable
-        self.solver = solver
-        self.max_iter = max_iter
-        self.tol = tol
-        self.input_scaling = input_scaling
-        self.readout = readout
-        self.optimizer = optimizer
-        self.learning_rate = learning_rate
-        self.alpha = alpha
-        self.class_weight = class_weight
-        self.batch_size = batch_size
-        self.max_epochs = max_epochs
-        self.early_stopping = early_stopping
-        self.validation_fraction = validation_fraction
-        self.n_iter_no_change = n_iter_no_change
-        self.improvement_tol = improvement_tol
-        self.warm_start = warm_start
-        self.dtype = dtype
-        self.device = device
-        self.random_state = random_state
-        self.verbose = verbose
 
     def _prepare(self, tau0):
         act = get_activation(self.activation)
@@ -382,12 +433,154 @@ class DEQClassifier(TorchClassifierBase):
         return summary
 
 
+class DEQClassifier(_DEQNetwork, TorchClassifierBase):
+    __doc__ = _deq_doc(
+        "classifier",
+        """    >>> from sklearn.datasets import load_digits
+    >>> from sk_deq import DEQClassifier
+    >>> X, y = load_digits(return_X_y=True)
+    >>> clf = DEQClassifier(n_hidden=256, random_state=0).fit(X[:1200], y[:1200])
+    >>> clf.solver_info_["converged"]
+    True
+    >>> clf.score(X[1200:], y[1200:]) > 0.85
+    True
+    """,
+    )
+
+    _parameter_constraints: ClassVar[dict] = {
+        **TorchClassifierBase._parameter_constraints,
+        **_DEQNetwork._network_constraints,
+    }
+
+    def __init__(
+        self,
+        activation="relu",
+        sigma_a2=0.2,
+        *,
+        n_hidden=1024,
+        trainable="readout",
+        solver="fixed_point",
+        max_iter=50,
+        tol=1e-4,
+        input_scaling="global",
+        readout="logistic",
+        optimizer="auto",
+        learning_rate=1e-3,
+        alpha=1e-5,
+        class_weight=None,
+        batch_size="auto",
+        max_epochs=200,
+        early_stopping=False,
+        validation_fraction=0.1,
+        n_iter_no_change=10,
+        improvement_tol=1e-4,
+        warm_start=False,
+        dtype="float32",
+        device="auto",
+        random_state=None,
+        verbose=0,
+    ):
+        self.activation = activation
+        self.sigma_a2 = sigma_a2
+        self.n_hidden = n_hidden
+        self.trainable = trainable
+        self.solver = solver
+        self.max_iter = max_iter
+        self.tol = tol
+        self.input_scaling = input_scaling
+        self.readout = readout
+        self.optimizer = optimizer
+        self.learning_rate = learning_rate
+        self.alpha = alpha
+        self.class_weight = class_weight
+        self.batch_size = batch_size
+        self.max_epochs = max_epochs
+        self.early_stopping = early_stopping
+        self.validation_fraction = validation_fraction
+        self.n_iter_no_change = n_iter_no_change
+        self.improvement_tol = improvement_tol
+        self.warm_start = warm_start
+        self.dtype = dtype
+        self.device = device
+        self.random_state = random_state
+        self.verbose = verbose
+
+
+class DEQRegressor(_DEQNetwork, TorchRegressorBase):
+    __doc__ = _deq_doc(
+        "regressor",
+        """    >>> from sklearn.datasets import make_friedman1
+    >>> from sk_deq import DEQRegressor
+    >>> X, y = make_friedman1(n_samples=1200, random_state=0)
+    >>> reg = DEQRegressor(n_hidden=256, alpha=1e-3, random_state=0).fit(X[:1000], y[:1000])
+    >>> reg.solver_info_["converged"]
+    True
+    >>> reg.score(X[1000:], y[1000:]) > 0.8
+    True
+    """,
+    )
+
+    _parameter_constraints: ClassVar[dict] = {
+        **TorchRegressorBase._parameter_constraints,
+        **_DEQNetwork._network_constraints,
+    }
+
+    def __init__(
+        self,
+        activation="relu",
+        sigma_a2=0.2,
+        *,
+        n_hidden=1024,
+        trainable="readout",
+        solver="fixed_point",
+        max_iter=50,
+        tol=1e-4,
+        input_scaling="global",
+        optimizer="auto",
+        learning_rate=1e-3,
+        alpha=1e-5,
+        batch_size="auto",
+        max_epochs=200,
+        early_stopping=False,
+        validation_fraction=0.1,
+        n_iter_no_change=10,
+        improvement_tol=1e-4,
+        warm_start=False,
+        dtype="float32",
+        device="auto",
+        random_state=None,
+        verbose=0,
+    ):
+        self.activation = activation
+        self.sigma_a2 = sigma_a2
+        self.n_hidden = n_hidden
+        self.trainable = trainable
+        self.solver = solver
+        self.max_iter = max_iter
+        self.tol = tol
+        self.input_scaling = input_scaling
+        self.optimizer = optimizer
+        self.learning_rate = learning_rate
+        self.alpha = alpha
+        self.batch_size = batch_size
+        self.max_epochs = max_epochs
+        self.early_stopping = early_stopping
+        self.validation_fraction = validation_fraction
+        self.n_iter_no_change = n_iter_no_change
+        self.improvement_tol = improvement_tol
+        self.warm_start = warm_start
+        self.dtype = dtype
+        self.device = device
+        self.random_state = random_state
+        self.verbose = verbose
+
+
 # ---------------------------------------------------------------------------
 # explicit networks
 
 
-class _ExplicitBase(TorchClassifierBase):
-    """Explicit random-feature network; subclasses choose the layers."""
+class _ExplicitNetwork:
+    """An explicit random-feature network's features (a mixin); subclasses choose the layers."""
 
     def _coefficients(self, tau0):
         """The network's :class:`~sk_deq.theory.ExplicitCoefficients` at the scaled data scale ``tau0``."""
@@ -418,9 +611,7 @@ class _ExplicitBase(TorchClassifierBase):
         )
 
 
-_EXPLICIT_PARAMS_DOC = (
-    """
-    n_hidden : int, default=1024
+_EXPLICIT_PARAMS_DOC = """    n_hidden : int, default=1024
         Width ``m`` of every layer.
     trainable : {'readout', 'hidden', 'all'}, default='readout'
         ``'readout'`` freezes every weight matrix (features are computed once);
@@ -432,17 +623,11 @@ _EXPLICIT_PARAMS_DOC = (
         1 (``tau0_ = 1``, see :ref:`input-scaling`); ``'none'`` uses the inputs
         as given and measures ``tau0_``.
 """
-    + _TRAINING_PARAMS_DOC
-)
 
-_EXPLICIT_ATTRS_DOC = """
-    classes_ : ndarray of shape (n_classes,)
-        Class labels.
-    n_features_in_ : int
-        Number of input features.
-    feature_names_in_ : ndarray of shape (`n_features_in_`,)
-        Input feature names, when ``X`` has string column names.
-    input_mean_, input_scale_, tau0_
+
+def _explicit_attrs(task: str) -> str:
+    deq = "DEQClassifier" if task == "classifier" else "DEQRegressor"
+    return f"""{_TASK_ATTRS[task]}{_COMMON_ATTRS}    input_mean_, input_scale_, tau0_
         Input scaling and the data scale of the scaled training inputs.
     layers_ : tuple of Activation
         The activations, first layer first.
@@ -457,52 +642,129 @@ _EXPLICIT_ATTRS_DOC = """
         ``module_.features`` (a :class:`sk_deq.nn.ExplicitNet`) and
         ``module_.readout``.
     solver_info_ : None
-        Present for symmetry with :class:`DEQClassifier`.
+        Present for symmetry with :class:`{deq}`.
     history_, n_iter_, best_loss_, best_validation_score_, best_validation_loss_, fit_time_, device_
-        As in :class:`DEQClassifier`.
+        As in :class:`{deq}`.
 """
 
 
-class ExplicitClassifier(_ExplicitBase):
-    __doc__ = (
-        """Explicit random-feature network with chosen activations and a linear readout.
+def _explicit_doc(task: str, examples: str) -> str:
+    other = "Classifier" if task == "classifier" else "Regressor"
+    return f"""Explicit random-feature network with chosen activations and a linear readout.
 
-    ``y_0 = x``, ``y_l = (sigma_l(W_l y_{l-1}) - c_l) / sqrt(m)`` with
+    ``y_0 = x``, ``y_l = (sigma_l(W_l y_{{l-1}}) - c_l) / sqrt(m)`` with
     ``N(0, 1)`` weights and every activation centred at its input scale
     (see :ref:`theory-explicit`); a linear readout on ``y_L``.  With plain
     activations this is the unmatched baseline of
-    :class:`MatchedExplicitClassifier`.
+    :class:`MatchedExplicit{other}`.
 
     Parameters
     ----------
     layers : tuple of (str, Activation or callable), default=('relu',)
         One activation per layer, first layer first.
-"""
-        + _EXPLICIT_PARAMS_DOC
-        + """
+{_EXPLICIT_PARAMS_DOC}{_TRAINING[task]}
     Attributes
-    ----------"""
-        + _EXPLICIT_ATTRS_DOC
-        + """
+    ----------
+{_explicit_attrs(task)}
     See Also
     --------
-    MatchedExplicitClassifier : Layers chosen so that the kernel matches a DEQ's.
-    DEQClassifier : The deep equilibrium classifier.
+    MatchedExplicit{other} : Layers chosen so that the kernel matches a DEQ's.
+    DEQ{other} : The deep equilibrium {task}.
 
     Examples
     --------
-    >>> from sklearn.datasets import load_digits
+{examples}"""
+
+
+def _matched_doc(task: str, examples: str) -> str:
+    other = "Classifier" if task == "classifier" else "Regressor"
+    return f"""Shallow explicit network whose kernel matches a DEQ's, with a linear readout.
+
+    At fit the data scale ``tau0_`` of the (scaled) training inputs is
+    measured, :func:`sk_deq.match_explicit` finds the explicit activations
+    whose conjugate kernel (``kernel='ck'``) or neural tangent kernel
+    (``'ntk'``) equals that of the DEQ with ``activation`` and ``sigma_a2``
+    (see :ref:`theory-matching`), and the network of :ref:`theory-explicit`
+    is built from them.  With a ReLU DEQ this is two leaky-ReLU layers; with
+    tanh one hard-tanh layer.
+
+    Parameters
+    ----------
+    activation : str, Activation or callable, default='relu'
+        The DEQ's activation.
+    sigma_a2 : float, default=0.2
+        The DEQ's recurrent weight variance, in ``(0, 1)``.
+    kernel : {{'ck', 'ntk'}}, default='ck'
+        Which kernel to match.  The NTK match is with respect to the readout
+        and ``W_2 .. W_L``; it is the relevant one with ``trainable='hidden'``.
+    family : str or tuple of str, default='auto'
+        Explicit family (see :data:`sk_deq.matching.FAMILIES`); ``'auto'``
+        picks the paper's choice.
+    match_tol : float or None, default=0.05
+        Largest relative residual of the matching equations accepted; a worse
+        fit is an error (:class:`sk_deq.MatchingError`).  ``None`` accepts the
+        best fit.
+{_EXPLICIT_PARAMS_DOC}{_TRAINING[task]}
+    Attributes
+    ----------
+    match_ : MatchResult
+        The matching result (family, parameters, residuals of M1-M4).
+{_explicit_attrs(task)}
+    See Also
+    --------
+    DEQ{other} : The deep equilibrium {task} this network imitates.
+    Explicit{other} : An explicit network with chosen (e.g. plain) activations.
+    sk_deq.match_explicit : The matching solver.
+
+    Examples
+    --------
+{examples}"""
+
+
+class _ExplicitLayers(_ExplicitNetwork):
+    """Layers named by the ``layers`` parameter."""
+
+    _network_constraints: ClassVar[dict] = {"layers": [list, tuple]}
+
+    def _coefficients(self, tau0):
+        if len(self.layers) == 0:
+            raise ValueError("layers must name at least one activation.")
+        return explicit_coefficients(tuple(get_activation(a) for a in self.layers), tau0)
+
+
+class _MatchedLayers(_ExplicitNetwork):
+    """Layers that match the kernel of the DEQ with ``activation`` and ``sigma_a2``."""
+
+    _network_constraints: ClassVar[dict] = {
+        "activation": [ActivationName(), callable],
+        "sigma_a2": [Interval(Real, 0, 1, closed="neither")],
+        "kernel": [SortedStrOptions({"ck", "ntk"})],
+        "family": [str, list, tuple],
+        "match_tol": [Interval(Real, 0, None, closed="neither"), None],
+    }
+
+    def _coefficients(self, tau0):
+        # cached by match_explicit: a refit with the same configuration does not solve again
+        act = get_activation(self.activation)
+        self.match_ = match_explicit(act, self.sigma_a2, tau0, self.kernel, self.family, tol=self.match_tol)
+        return self.match_.explicit
+
+
+class ExplicitClassifier(_ExplicitLayers, TorchClassifierBase):
+    __doc__ = _explicit_doc(
+        "classifier",
+        """    >>> from sklearn.datasets import load_digits
     >>> from sk_deq import ExplicitClassifier
     >>> X, y = load_digits(return_X_y=True)
     >>> clf = ExplicitClassifier(("relu", "relu"), n_hidden=256, random_state=0)
     >>> clf.fit(X[:1200], y[:1200]).score(X[1200:], y[1200:]) > 0.85
     True
-    """
+    """,
     )
 
     _parameter_constraints: ClassVar[dict] = {
         **TorchClassifierBase._parameter_constraints,
-        "layers": [list, tuple],
+        **_ExplicitLayers._network_constraints,
     }
 
     def __init__(
@@ -550,59 +812,70 @@ class ExplicitClassifier(_ExplicitBase):
         self.random_state = random_state
         self.verbose = verbose
 
-    def _coefficients(self, tau0):
-        if len(self.layers) == 0:
-            raise ValueError("layers must name at least one activation.")
-        return explicit_coefficients(tuple(get_activation(a) for a in self.layers), tau0)
+
+class ExplicitRegressor(_ExplicitLayers, TorchRegressorBase):
+    __doc__ = _explicit_doc(
+        "regressor",
+        """    >>> from sklearn.datasets import make_friedman1
+    >>> from sk_deq import ExplicitRegressor
+    >>> X, y = make_friedman1(n_samples=1200, random_state=0)
+    >>> reg = ExplicitRegressor(("relu", "relu"), n_hidden=256, alpha=1e-3, random_state=0)
+    >>> reg.fit(X[:1000], y[:1000]).score(X[1000:], y[1000:]) > 0.8
+    True
+    """,
+    )
+
+    _parameter_constraints: ClassVar[dict] = {
+        **TorchRegressorBase._parameter_constraints,
+        **_ExplicitLayers._network_constraints,
+    }
+
+    def __init__(
+        self,
+        layers=("relu",),
+        *,
+        n_hidden=1024,
+        trainable="readout",
+        input_scaling="global",
+        optimizer="auto",
+        learning_rate=1e-3,
+        alpha=1e-5,
+        batch_size="auto",
+        max_epochs=200,
+        early_stopping=False,
+        validation_fraction=0.1,
+        n_iter_no_change=10,
+        improvement_tol=1e-4,
+        warm_start=False,
+        dtype="float32",
+        device="auto",
+        random_state=None,
+        verbose=0,
+    ):
+        self.layers = layers
+        self.n_hidden = n_hidden
+        self.trainable = trainable
+        self.input_scaling = input_scaling
+        self.optimizer = optimizer
+        self.learning_rate = learning_rate
+        self.alpha = alpha
+        self.batch_size = batch_size
+        self.max_epochs = max_epochs
+        self.early_stopping = early_stopping
+        self.validation_fraction = validation_fraction
+        self.n_iter_no_change = n_iter_no_change
+        self.improvement_tol = improvement_tol
+        self.warm_start = warm_start
+        self.dtype = dtype
+        self.device = device
+        self.random_state = random_state
+        self.verbose = verbose
 
 
-class MatchedExplicitClassifier(_ExplicitBase):
-    __doc__ = (
-        """Shallow explicit network whose kernel matches a DEQ's, with a linear readout.
-
-    At fit the data scale ``tau0_`` of the (scaled) training inputs is
-    measured, :func:`sk_deq.match_explicit` finds the explicit activations
-    whose conjugate kernel (``kernel='ck'``) or neural tangent kernel
-    (``'ntk'``) equals that of the DEQ with ``activation`` and ``sigma_a2``
-    (see :ref:`theory-matching`), and the network of :ref:`theory-explicit`
-    is built from them.  With a ReLU DEQ this is two leaky-ReLU layers; with
-    tanh one hard-tanh layer.
-
-    Parameters
-    ----------
-    activation : str, Activation or callable, default='relu'
-        The DEQ's activation.
-    sigma_a2 : float, default=0.2
-        The DEQ's recurrent weight variance, in ``(0, 1)``.
-    kernel : {'ck', 'ntk'}, default='ck'
-        Which kernel to match.  The NTK match is with respect to the readout
-        and ``W_2 .. W_L``; it is the relevant one with ``trainable='hidden'``.
-    family : str or tuple of str, default='auto'
-        Explicit family (see :data:`sk_deq.matching.FAMILIES`); ``'auto'``
-        picks the paper's choice.
-    match_tol : float or None, default=0.05
-        Largest relative residual of the matching equations accepted; a worse
-        fit is an error (:class:`sk_deq.MatchingError`).  ``None`` accepts the
-        best fit.
-"""
-        + _EXPLICIT_PARAMS_DOC
-        + """
-    Attributes
-    ----------
-    match_ : MatchResult
-        The matching result (family, parameters, residuals of M1-M4).
-"""
-        + _EXPLICIT_ATTRS_DOC
-        + """
-    See Also
-    --------
-    DEQClassifier : The deep equilibrium classifier this network imitates.
-    ExplicitClassifier : An explicit network with chosen (e.g. plain) activations.
-    sk_deq.match_explicit : The matching solver.
-
-    Examples
-    --------
-    >>> from sklearn.datasets import load_digits
+class MatchedExplicitClassifier(_MatchedLayers, TorchClassifierBase):
+    __doc__ = _matched_doc(
+        "classifier",
+        """    >>> from sklearn.datasets import load_digits
     >>> from sk_deq import MatchedExplicitClassifier
     >>> X, y = load_digits(return_X_y=True)
     >>> clf = MatchedExplicitClassifier("relu", 0.2, n_hidden=256, random_state=0)
@@ -610,16 +883,12 @@ class MatchedExplicitClassifier(_ExplicitBase):
     'leaky_relu'
     >>> clf.score(X[1200:], y[1200:]) > 0.85
     True
-    """
+    """,
     )
 
     _parameter_constraints: ClassVar[dict] = {
         **TorchClassifierBase._parameter_constraints,
-        "activation": [ActivationName(), callable],
-        "sigma_a2": [Interval(Real, 0, 1, closed="neither")],
-        "kernel": [SortedStrOptions({"ck", "ntk"})],
-        "family": [str, list, tuple],
-        "match_tol": [Interval(Real, 0, None, closed="neither"), None],
+        **_MatchedLayers._network_constraints,
     }
 
     def __init__(
@@ -675,8 +944,71 @@ class MatchedExplicitClassifier(_ExplicitBase):
         self.random_state = random_state
         self.verbose = verbose
 
-    def _coefficients(self, tau0):
-        # cached by match_explicit: a refit with the same configuration does not solve again
-        act = get_activation(self.activation)
-        self.match_ = match_explicit(act, self.sigma_a2, tau0, self.kernel, self.family, tol=self.match_tol)
-        return self.match_.explicit
+
+class MatchedExplicitRegressor(_MatchedLayers, TorchRegressorBase):
+    __doc__ = _matched_doc(
+        "regressor",
+        """    >>> from sklearn.datasets import make_friedman1
+    >>> from sk_deq import MatchedExplicitRegressor
+    >>> X, y = make_friedman1(n_samples=1200, random_state=0)
+    >>> reg = MatchedExplicitRegressor("relu", 0.2, n_hidden=256, alpha=1e-3, random_state=0)
+    >>> reg.fit(X[:1000], y[:1000]).match_.family
+    'leaky_relu'
+    >>> reg.score(X[1000:], y[1000:]) > 0.8
+    True
+    """,
+    )
+
+    _parameter_constraints: ClassVar[dict] = {
+        **TorchRegressorBase._parameter_constraints,
+        **_MatchedLayers._network_constraints,
+    }
+
+    def __init__(
+        self,
+        activation="relu",
+        sigma_a2=0.2,
+        *,
+        kernel="ck",
+        family="auto",
+        match_tol=0.05,
+        n_hidden=1024,
+        trainable="readout",
+        input_scaling="global",
+        optimizer="auto",
+        learning_rate=1e-3,
+        alpha=1e-5,
+        batch_size="auto",
+        max_epochs=200,
+        early_stopping=False,
+        validation_fraction=0.1,
+        n_iter_no_change=10,
+        improvement_tol=1e-4,
+        warm_start=False,
+        dtype="float32",
+        device="auto",
+        random_state=None,
+        verbose=0,
+    ):
+        self.activation = activation
+        self.sigma_a2 = sigma_a2
+        self.kernel = kernel
+        self.family = family
+        self.match_tol = match_tol
+        self.n_hidden = n_hidden
+        self.trainable = trainable
+        self.input_scaling = input_scaling
+        self.optimizer = optimizer
+        self.learning_rate = learning_rate
+        self.alpha = alpha
+        self.batch_size = batch_size
+        self.max_epochs = max_epochs
+        self.early_stopping = early_stopping
+        self.validation_fraction = validation_fraction
+        self.n_iter_no_change = n_iter_no_change
+        self.improvement_tol = improvement_tol
+        self.warm_start = warm_start
+        self.dtype = dtype
+        self.device = device
+        self.random_state = random_state
+        self.verbose = verbose

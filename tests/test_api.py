@@ -1,4 +1,4 @@
-"""The public API the five estimators share: signatures, width defaults, activation names."""
+"""The public API the estimators share: signatures, width defaults, activation names."""
 
 import inspect
 
@@ -10,10 +10,13 @@ from sklearn.utils._param_validation import InvalidParameterError
 
 from sk_deq import (
     DEQClassifier,
+    DEQRegressor,
     ExplicitClassifier,
+    ExplicitRegressor,
     ImplicitCKNystroem,
     ImplicitCKTransformer,
     MatchedExplicitClassifier,
+    MatchedExplicitRegressor,
 )
 from sk_deq._param_validation import ActivationName
 from sk_deq.activations import ACTIVATION_NAMES, get_activation
@@ -30,7 +33,19 @@ POSITIONAL = {
     ImplicitCKNystroem: ("activation", "sigma_a2"),
     ImplicitCKKernel: ("activation", "sigma_a2"),
     ExplicitClassifier: ("layers",),
+    DEQRegressor: ("activation", "sigma_a2"),
+    MatchedExplicitRegressor: ("activation", "sigma_a2"),
+    ExplicitRegressor: ("layers",),
 }
+
+NETWORKS = [
+    DEQClassifier,
+    MatchedExplicitClassifier,
+    ExplicitClassifier,
+    DEQRegressor,
+    MatchedExplicitRegressor,
+    ExplicitRegressor,
+]
 
 
 def _parameters(cls):
@@ -49,19 +64,20 @@ def test_model_parameters_come_first_and_the_rest_is_keyword_only(cls):
         assert defaults["activation"] == "relu" and defaults["sigma_a2"] == 0.2
 
 
-@pytest.mark.parametrize("cls", [DEQClassifier, MatchedExplicitClassifier, ExplicitClassifier])
+@pytest.mark.parametrize("cls", NETWORKS, ids=lambda c: c.__name__)
 def test_a_width_given_by_position_is_refused(cls):
-    args = (("relu",), 64) if cls is ExplicitClassifier else ("tanh", 0.3, 64)
+    explicit = cls in (ExplicitClassifier, ExplicitRegressor)
+    args = (("relu",), 64) if explicit else ("tanh", 0.3, 64)
     with pytest.raises(TypeError):
         cls(*args)
     est = cls(*args[:-1])
     assert est.get_params()[POSITIONAL[cls][0]] == args[0]
-    if cls is not ExplicitClassifier:
+    if not explicit:
         assert est.get_params()["sigma_a2"] == 0.3
 
 
 def test_width_defaults():
-    for cls in (DEQClassifier, MatchedExplicitClassifier, ExplicitClassifier):
+    for cls in NETWORKS:
         assert cls().n_hidden == 1024
     # the transformer's width is that of a Monte-Carlo kernel estimate (see its docstring)
     mc_default = inspect.signature(monte_carlo_implicit_kernel).parameters["n_hidden"].default
@@ -160,3 +176,20 @@ def test_unknown_layer_names_are_refused(digits):
     X, y = digits
     with pytest.raises(ValueError, match="Unknown activation 'ReLU6'"):
         ExplicitClassifier(("ReLU", "ReLU6"), n_hidden=8).fit(X, y)
+
+
+@pytest.mark.parametrize(
+    ("classifier", "regressor"),
+    [
+        (DEQClassifier, DEQRegressor),
+        (MatchedExplicitClassifier, MatchedExplicitRegressor),
+        (ExplicitClassifier, ExplicitRegressor),
+    ],
+    ids=lambda c: c.__name__,
+)
+def test_a_regressor_has_its_classifiers_parameters_but_the_classification_ones(classifier, regressor):
+    """Same names, order and defaults, less ``readout`` and ``class_weight``."""
+    expected = [p for p in _parameters(classifier) if p.name not in ("readout", "class_weight")]
+    assert [(p.name, p.kind, p.default) for p in _parameters(regressor)] == [
+        (p.name, p.kind, p.default) for p in expected
+    ]

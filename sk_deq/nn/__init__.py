@@ -8,7 +8,7 @@ from .deq import DEQDivergenceError, DEQLayer
 from .explicit import ExplicitNet
 from .readout import LinearReadout, ReadoutObjective, fit_readout, ridge_readout
 from .solvers import SOLVERS, SolverInfo, anderson, fixed_point_iteration, get_solver
-from .training import OPTIMIZERS, ProgressBar, TrainResult, predict_logits, train
+from .training import LOSSES, OPTIMIZERS, ProgressBar, TrainResult, predict_logits, train
 
 __all__ = [
     "DEQLayer",
@@ -23,6 +23,7 @@ __all__ = [
     "anderson",
     "fixed_point_iteration",
     "get_solver",
+    "LOSSES",
     "OPTIMIZERS",
     "ProgressBar",
     "TrainResult",

@@ -7,7 +7,8 @@ minimise over ``W`` (m x k) and ``b`` (k)
 
     L(W, b) = \\frac{1}{n} \\sum_i w_i\\, \\ell(W^\\top z_i + b, y_i) + \\frac{\\alpha}{2} \\|W\\|_F^2,
 
-``l`` the cross-entropy of the softmax (the logistic loss for ``k = 1``).
+``l`` the cross-entropy of the softmax (the logistic loss for ``k = 1``)
+or, for regression, the squared error ``||W^T z + b - y||^2 / 2``.
 Two things make it cheap here:
 
 - :class:`ReadoutObjective` evaluates the loss and its gradient in one pass
@@ -29,8 +30,9 @@ Two things make it cheap here:
   largest gradient entry in the original variables below ``tol``.
 
 :func:`ridge_readout` is the closed-form alternative: the least-squares
-readout on one-hot targets (``-1`` / ``1``, as scikit-learn's
-``RidgeClassifier``), one Gram matrix and one Cholesky solve.
+readout, one Gram matrix and one Cholesky solve: on the regression targets
+for the squared loss, on one-hot targets (``-1`` / ``1``, as scikit-learn's
+``RidgeClassifier``) for the cross-entropy.
 """
 
 from __future__ import annotations
@@ -40,7 +42,10 @@ import math
 import numpy as np
 import torch
 
-__all__ = ["LinearReadout", "ReadoutObjective", "fit_readout", "ridge_readout"]
+__all__ = ["LOSSES", "LinearReadout", "ReadoutObjective", "fit_readout", "ridge_readout"]
+
+#: The losses of a readout: cross-entropy (classification) and squared error (regression).
+LOSSES = ("cross_entropy", "squared")
 
 #: Features with fewer entries than this are copied to float64 (products in float64).
 FLOAT64_BELOW_ENTRIES = 1 << 20
@@ -113,16 +118,22 @@ class ReadoutObjective:
         :data:`FLOAT64_BELOW_ENTRIES` entries float32 features are copied to
         float64 once (then the products are exact; above, they are bound by
         memory and float32 halves their time).
-    y : torch.Tensor of shape (n,)
-        Integer targets ``0 .. k-1`` (``0`` or ``1`` when ``n_outputs`` is 1).
+    y : torch.Tensor of shape (n,) or (n, k)
+        Cross-entropy: integer targets ``0 .. k-1`` (``0`` or ``1`` when
+        ``n_outputs`` is 1).  Squared loss: real targets, one column per
+        output.
     n_outputs : int
-        Number of logits ``k``; 1 means the logistic loss.
+        Number of outputs ``k``; with the cross-entropy, 1 means the
+        logistic loss.
     alpha : float, default=0.0
         L2 penalty ``alpha/2 ||W||^2``.
     weight : torch.Tensor of shape (n,), optional
         Sample weights scaled to mean one (the loss is the weighted mean).
     chunk_size : int, optional
         Rows per pass; None takes all rows at once.
+    loss : {'cross_entropy', 'squared'}, default='cross_entropy'
+        The per-sample loss: the cross-entropy of the softmax (logistic for
+        one output), or half the squared error summed over the outputs.
 
     Examples
     --------
@@ -142,7 +153,10 @@ class ReadoutObjective:
     True
     """
 
-    def __init__(self, Z, y, n_outputs: int, alpha: float = 0.0, weight=None, chunk_size=None):
+    def __init__(self, Z, y, n_outputs: int, alpha: float = 0.0, weight=None, chunk_size=None, loss="cross_entropy"):
+        if loss not in LOSSES:
+            raise ValueError(f"loss must be one of {list(LOSSES)}, got {loss!r}.")
+        self.loss = loss
         if Z.dtype != torch.float64 and Z.numel() < FLOAT64_BELOW_ENTRIES:
             Z = Z.to(torch.float64)  # small: a float64 copy costs little and makes the products exact
         self.Z, self.y, self.k = Z, y, int(n_outputs)
@@ -153,11 +167,14 @@ class ReadoutObjective:
         # the Gram matrix's weighted copy of a chunk is rows x m: bounded separately
         self.gram_slices = _chunks(self.n, min(chunk_size or GRAM_ROWS, GRAM_ROWS))
         self.dtype = Z.dtype
-        if self.k > 1:
-            self.onehot = torch.zeros(self.n, self.k, dtype=torch.float64, device=Z.device)
-            self.onehot[torch.arange(self.n, device=Z.device), y] = 1.0
+        # float64 targets, one column per output: the values themselves, or one-hot labels
+        if loss == "squared":
+            self.Y = y.to(torch.float64).reshape(self.n, self.k)
+        elif self.k > 1:
+            self.Y = torch.zeros(self.n, self.k, dtype=torch.float64, device=Z.device)
+            self.Y[torch.arange(self.n, device=Z.device), y] = 1.0
         else:
-            self.onehot = y.to(torch.float64)[:, None]
+            self.Y = y.to(torch.float64)[:, None]
 
     def logits(self, W, b, rows=slice(None)):
         """Float64 logits of some rows (the product in the features' dtype).
@@ -199,8 +216,11 @@ class ReadoutObjective:
         total = 0.0
         for rows in self.slices:
             L = self.logits(W, b, rows)
-            Y = self.onehot[rows]
-            if self.k > 1:
+            Y = self.Y[rows]
+            if self.loss == "squared":
+                G = L - Y
+                per = 0.5 * (G * G).sum(dim=1)
+            elif self.k > 1:
                 L -= L.amax(dim=1, keepdim=True)
                 E = torch.exp(L)
                 s = E.sum(dim=1)
@@ -210,7 +230,8 @@ class ReadoutObjective:
                 # log(1 + e^l) - y l, and its derivative sigmoid(l) - y
                 per = torch.nn.functional.softplus(L[:, 0]) - Y[:, 0] * L[:, 0]
                 G = torch.sigmoid(L)
-            G -= Y
+            if self.loss != "squared":
+                G -= Y
             if self.weight is not None:
                 w = self.weight[rows]
                 per = per * w
@@ -248,6 +269,17 @@ class ReadoutObjective:
         out /= max(self.n, 1)
         return out
 
+    def least_squares_targets(self) -> torch.Tensor:
+        """The targets of the least-squares readout (:func:`ridge_readout`).
+
+        Returns
+        -------
+        torch.Tensor of shape (n, k)
+            The regression targets for the squared loss; ``-1`` / ``1``
+            one-hot targets for the cross-entropy.
+        """
+        return self.Y if self.loss == "squared" else 2.0 * self.Y - 1.0
+
 
 class _Preconditioner:
     """``[W; b] = R^{-T} V`` with ``R R^T = h Gram + alpha I`` (Cholesky, float64)."""
@@ -256,7 +288,8 @@ class _Preconditioner:
         M = objective.gram()
         m = M.shape[0] - 1
         k = objective.k
-        M *= 0.25 if k == 1 else 1.0 / k  # curvature of the loss at zero logits
+        if objective.loss != "squared":  # curvature of the loss at zero logits (1 for the squared loss)
+            M *= 0.25 if k == 1 else 1.0 / k
         diag = M.diagonal()
         # the penalty on W; a floor keeps the factor well defined when features are
         # collinear (float32 rounding of the Gram is about 1e-7 of its diagonal)
@@ -428,12 +461,14 @@ def fit_readout(
 
 
 def ridge_readout(objective: ReadoutObjective) -> tuple[torch.Tensor, torch.Tensor]:
-    """Closed-form least-squares readout on ``-1`` / ``1`` one-hot targets.
+    """Closed-form least-squares readout.
 
     Minimises ``(1/2n) sum_i w_i ||W^T z_i + b - t_i||^2 + (alpha/2) ||W||^2``
-    with ``t_i`` the targets in ``{-1, 1}`` (one column for two classes,
-    ``1`` for the second), through the Cholesky factor of the weighted Gram
-    matrix (the bias unpenalised).
+    through the Cholesky factor of the weighted Gram matrix (the bias
+    unpenalised), with ``t_i`` the regression targets for the squared loss
+    and the one-hot targets in ``{-1, 1}`` for the cross-entropy (one column
+    for two classes, ``1`` for the second).  For the squared loss this is
+    the exact minimiser of ``objective``.
 
     Parameters
     ----------
@@ -448,7 +483,7 @@ def ridge_readout(objective: ReadoutObjective) -> tuple[torch.Tensor, torch.Tens
     """
     M = objective.gram()
     m = M.shape[0] - 1
-    T = 2.0 * objective.onehot - 1.0
+    T = objective.least_squares_targets()
     rhs = torch.zeros(m + 1, T.shape[1], dtype=torch.float64, device=M.device)
     for rows in objective.slices:
         Tr = T[rows] if objective.weight is None else T[rows] * objective.weight[rows, None]

@@ -1,9 +1,9 @@
-"""One training loop for every classifier of the package.
+"""One training loop for every estimator of the package.
 
 :func:`train` fits a module that maps a batch of inputs to logits (a DEQ or
 an explicit net with its readout, or the readout alone on cached features)
-with cross-entropy (logistic loss for one logit), an L2 penalty on chosen
-parameters, and
+with cross-entropy (logistic loss for one logit) or, for regression, the
+squared error, an L2 penalty on chosen parameters, and
 
 - minibatch Adam or SGD (with Nesterov momentum), shuffled with a seeded
   ``numpy.random.RandomState``; or
@@ -14,7 +14,7 @@ Sample weights multiply every sample's loss; the loss is the weighted mean,
 so integer weights act as repeated rows.
 
 Stopping: with a validation set the validation *loss* (weighted
-cross-entropy) is monitored, the parameters of the epoch with the lowest one
+cross-entropy or squared error) is monitored, the parameters of the epoch with the lowest one
 are restored at the end, and training stops after ``n_iter_no_change``
 epochs without an improvement of at least ``improvement_tol``; without one
 the training loss is monitored the same way.  The validation loss rather
@@ -23,7 +23,8 @@ accuracy of a small validation set has stopped moving in steps of one
 sample, and stopping on those plateaus cost up to 6 accuracy points
 (``DEQClassifier(optimizer='adam', early_stopping=True)`` on digits stopped
 at epoch 13 with a training loss of 1.96).  The validation accuracy is
-recorded too.  ``verbose`` prints one line per epoch and, from
+recorded too (the coefficient of determination R² for the squared loss).
+``verbose`` prints one line per epoch and, from
 ``verbose >= 2``, a progress bar over the minibatches of each epoch.
 """
 
@@ -40,9 +41,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from .._progress import ProgressBar  # re-exported: sk_deq.nn.training.ProgressBar is imported elsewhere
-from .readout import LinearReadout, ReadoutObjective, fit_readout
+from .readout import LOSSES, LinearReadout, ReadoutObjective, fit_readout
 
-__all__ = ["OPTIMIZERS", "TrainResult", "ProgressBar", "train", "predict_logits"]
+__all__ = ["LOSSES", "OPTIMIZERS", "TrainResult", "ProgressBar", "train", "predict_logits"]
 
 #: Optimizers accepted by :func:`train`.
 OPTIMIZERS = ("adam", "sgd", "lbfgs")
@@ -60,8 +61,8 @@ class TrainResult:
     history : list of dict, default=[]
         One entry per epoch: ``epoch`` (its number, counted from
         ``epoch_offset + 1``), ``train_loss`` (mean loss with the penalty),
-        ``valid_loss`` and ``valid_score`` (validation loss and accuracy;
-        None without a validation set), ``best`` (whether it improved the
+        ``valid_loss`` and ``valid_score`` (validation loss and accuracy,
+        or R² for the squared loss; None without a validation set), ``best`` (whether it improved the
         monitored loss), ``dur`` (seconds).
     n_epochs : int, default=0
         Epochs (L-BFGS: iterations) run in this call.
@@ -70,7 +71,7 @@ class TrainResult:
     stopped_early : bool, default=False
         Whether training stopped on the validation loss.
     best_score : float or None, default=None
-        Validation accuracy of the restored (lowest validation loss) epoch;
+        Validation accuracy (R² for the squared loss) of the restored (lowest validation loss) epoch;
         None without a validation set.
     best_valid_loss : float or None, default=None
         Lowest validation loss; None without a validation set.
@@ -94,19 +95,39 @@ class _StopTraining(Exception):
     pass
 
 
-def _loss_sum(logits: torch.Tensor, target: torch.Tensor, weight: torch.Tensor | None = None) -> torch.Tensor:
-    """Sum of the (weighted) cross-entropy of a batch; one logit means the logistic loss."""
+def _loss_sum(
+    logits: torch.Tensor, target: torch.Tensor, weight: torch.Tensor | None = None, loss: str = "cross_entropy"
+) -> torch.Tensor:
+    """Sum of the (weighted) loss of a batch.
+
+    Cross-entropy (one logit: the logistic loss) of integer targets, or half
+    the squared error summed over the outputs of real targets.
+    """
     reduction = "sum" if weight is None else "none"
+    if loss == "squared":
+        per = 0.5 * (logits - target.reshape(logits.shape)).square().sum(dim=1)
+        return per.sum() if weight is None else (per * weight.to(per.dtype)).sum()
     if logits.shape[1] == 1:
-        loss = F.binary_cross_entropy_with_logits(logits[:, 0], target.to(logits.dtype), reduction=reduction)
+        out = F.binary_cross_entropy_with_logits(logits[:, 0], target.to(logits.dtype), reduction=reduction)
     else:
-        loss = F.cross_entropy(logits, target, reduction=reduction)
-    return loss if weight is None else (loss * weight.to(loss.dtype)).sum()
+        out = F.cross_entropy(logits, target, reduction=reduction)
+    return out if weight is None else (out * weight.to(out.dtype)).sum()
 
 
-def _correct(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-    pred = (logits[:, 0] > 0).long() if logits.shape[1] == 1 else logits.argmax(dim=1)
-    return pred == target
+def _score(logits: torch.Tensor, target: torch.Tensor, weight: torch.Tensor | None, loss: str) -> float:
+    """Accuracy (cross-entropy) or R² averaged over the outputs (squared loss), weighted."""
+    w = torch.ones(len(target), dtype=torch.float64, device=logits.device) if weight is None else weight
+    w = w.to(torch.float64)
+    if loss != "squared":
+        pred = (logits[:, 0] > 0).long() if logits.shape[1] == 1 else logits.argmax(dim=1)
+        return float(((pred == target).double() * w).sum() / w.sum())
+    y = target.reshape(logits.shape).to(torch.float64)
+    mean = (w[:, None] * y).sum(dim=0) / w.sum()
+    residual = (w[:, None] * (y - logits.to(torch.float64)).square()).sum(dim=0)
+    total = (w[:, None] * (y - mean).square()).sum(dim=0)
+    # as sklearn's r2_score: a constant target scores 1 when predicted exactly, else 0
+    r2 = torch.where(total > 0, 1.0 - residual / total.clamp_min(1e-300), (residual == 0).double())
+    return float(r2.mean())
 
 
 def _normalised_weights(weight, n: int, device):
@@ -202,9 +223,10 @@ class _Monitor:
 
 
 class _Printer:
-    def __init__(self, enabled: bool, with_score: bool, stream=None):
+    def __init__(self, enabled: bool, with_score: bool, stream=None, score_name: str = "valid_acc"):
         self.enabled = enabled
         self.with_score = with_score
+        self.score_name = score_name
         self.stream = stream
         self.header_done = False
 
@@ -219,7 +241,7 @@ class _Printer:
         if not self.header_done:
             cols = (
                 f"{'epoch':>7}  {'train_loss':>12}"
-                + (f"  {'valid_loss':>12}  {'valid_acc':>10}" if self.with_score else "")
+                + (f"  {'valid_loss':>12}  {self.score_name:>10}" if self.with_score else "")
                 + f"  {'dur':>7}"
             )
             self._write(cols)
@@ -257,11 +279,12 @@ def train(
     after_step=None,
     stream=None,
     torch_optimizer: torch.optim.Optimizer | None = None,
+    loss: str = "cross_entropy",
 ) -> TrainResult:
-    """Train ``model`` (inputs -> logits) with cross-entropy.
+    """Train ``model`` (inputs -> outputs) with cross-entropy or squared error.
 
-    The loss is the (weighted) mean cross-entropy of the training set, the
-    logistic loss for one logit, plus the L2 penalty; the stopping rule is
+    The loss is the (weighted) mean cross-entropy of the training set (the
+    logistic loss for one logit) or mean squared error, plus the L2 penalty; the stopping rule is
     described in the module :mod:`sk_deq.nn.training`.  The parameters of
     ``model`` are trained in place (every parameter with ``requires_grad``).
 
@@ -272,9 +295,9 @@ def train(
         loss on the logit of the second class) or (n, n_classes).
     X : torch.Tensor of shape (n, ...)
         Training inputs, on the model's device.
-    y : torch.Tensor of shape (n,)
-        Integer targets ``0 .. n_classes-1`` (0 or 1 for one logit), on the
-        model's device.
+    y : torch.Tensor of shape (n,) or (n, n_outputs)
+        Integer targets ``0 .. n_classes-1`` (0 or 1 for one logit), or real
+        targets for ``loss='squared'``, on the model's device.
     sample_weight : array-like of shape (n,), optional
         Non-negative weight of every training sample: the loss is the
         weighted mean, so integer weights act as repeated rows.  A minibatch
@@ -289,7 +312,7 @@ def train(
         Validation targets; without them (or with none) the training loss is
         monitored.
     val_weight : array-like of shape (n_val,), optional
-        Weights of the validation samples (in its loss and accuracy).
+        Weights of the validation samples (in its loss and score).
     optimizer : {'adam', 'sgd', 'lbfgs'}, default='adam'
         Minibatch Adam or SGD (Nesterov momentum 0.9), or full-batch L-BFGS
         (scipy's L-BFGS-B on the flattened parameters).
@@ -336,6 +359,11 @@ def train(
         ``'adam'`` or ``'sgd'``); its state, Adam's moments or SGD's
         momentum, carries over from call to call (this is how
         ``partial_fit`` continues).  Its own learning rate is used.
+    loss : {'cross_entropy', 'squared'}, default='cross_entropy'
+        The per-sample loss: cross-entropy of the softmax of the outputs
+        (logistic for one output), or half the squared error summed over
+        the outputs.  The validation score is the accuracy, or R² averaged
+        over the outputs.
 
     Returns
     -------
@@ -370,6 +398,8 @@ def train(
     """
     if optimizer not in OPTIMIZERS:
         raise ValueError(f"optimizer must be one of {sorted(OPTIMIZERS)}, got {optimizer!r}.")
+    if loss not in LOSSES:
+        raise ValueError(f"loss must be one of {list(LOSSES)}, got {loss!r}.")
     rng = np.random.RandomState(0) if rng is None else rng
     params = [p for p in model.parameters() if p.requires_grad]
     if not params:
@@ -379,8 +409,9 @@ def train(
     use_val = X_val is not None and y_val is not None and len(y_val) > 0
     w_val = _normalised_weights(val_weight, len(y_val), X.device) if use_val and val_weight is not None else None
     monitor = _Monitor(params, use_val, n_iter_no_change, improvement_tol)
-    printer = _Printer(verbose >= 1, use_val, stream)
-    epochs = _Epochs(model, monitor, printer, epoch_offset, chunk_size, (X_val, y_val, w_val) if use_val else None)
+    printer = _Printer(verbose >= 1, use_val, stream, "valid_r2" if loss == "squared" else "valid_acc")
+    valid = (X_val, y_val, w_val) if use_val else None
+    epochs = _Epochs(model, monitor, printer, epoch_offset, chunk_size, valid, loss)
 
     if optimizer == "lbfgs":
         if torch_optimizer is not None:
@@ -426,8 +457,18 @@ def _make_optimizer(kind: str, params, learning_rate: float) -> torch.optim.Opti
 class _Epochs:
     """The end of every epoch: validation, the stopping rule's bookkeeping, the history and the verbose row."""
 
-    def __init__(self, model, monitor: _Monitor, printer: _Printer, epoch_offset: int, chunk_size, valid=None):
+    def __init__(
+        self,
+        model,
+        monitor: _Monitor,
+        printer: _Printer,
+        epoch_offset: int,
+        chunk_size,
+        valid=None,
+        loss="cross_entropy",
+    ):
         self.model = model
+        self.loss = loss
         self.monitor = monitor
         self.printer = printer
         self.epoch_offset = epoch_offset
@@ -441,16 +482,14 @@ class _Epochs:
         return self.epoch_offset + self.result.n_epochs + 1
 
     def validate(self):
-        """Loss and accuracy on the validation set (``(None, None)`` without one)."""
+        """Loss and score (accuracy or R²) on the validation set (``(None, None)`` without one)."""
         if self.valid is None:
             return None, None
         X_val, y_val, w_val = self.valid
         logits = predict_logits(self.model, X_val, self.chunk_size)
         m = len(y_val)
-        loss = float(_loss_sum(logits, y_val, w_val)) / m
-        correct = _correct(logits, y_val)
-        score = float(correct.double().mean()) if w_val is None else float((correct.double() * w_val).sum()) / m
-        return loss, score
+        loss = float(_loss_sum(logits, y_val, w_val, self.loss)) / m
+        return loss, _score(logits, y_val, w_val, self.loss)
 
     def end(self, loss, t0):
         """Record an epoch of training loss ``loss`` started at ``t0``."""
@@ -510,7 +549,7 @@ def _train_minibatch(
         t0 = time.perf_counter()
         order = torch.from_numpy(rng.permutation(n)).to(X.device)
         with ProgressBar(n_batches, f"epoch {epochs.number}", enabled=verbose >= 2, stream=stream) as bar:
-            total = _minibatch_epoch(model, X, y, w, order, bs, opt, penalized, alpha, after_step, bar)
+            total = _minibatch_epoch(model, X, y, w, order, bs, opt, penalized, alpha, after_step, bar, epochs.loss)
         epochs.end(total / n, t0)
         if monitor.stop:
             result.converged = True
@@ -521,14 +560,14 @@ def _train_minibatch(
     result.message = f"reached max_epochs={max_epochs}"
 
 
-def _minibatch_epoch(model, X, y, w, order, bs, opt, penalized, alpha, after_step, bar) -> float:
+def _minibatch_epoch(model, X, y, w, order, bs, opt, penalized, alpha, after_step, bar, loss_kind) -> float:
     """One pass over the minibatches of ``order``; returns the summed loss (data and penalty)."""
     n = X.shape[0]
     total = 0.0
     for i in range(0, n, bs):
         idx = order[i : i + bs]
         opt.zero_grad(set_to_none=True)
-        data = _loss_sum(model(X[idx]), y[idx], None if w is None else w[idx])
+        data = _loss_sum(model(X[idx]), y[idx], None if w is None else w[idx], loss_kind)
         loss = data / len(idx)
         pen = _penalty(penalized, alpha)
         if pen is not None:
@@ -559,7 +598,7 @@ def _train_lbfgs_linear(linear, X, y, w, alpha, max_epochs, tol, epochs, after_s
     result = epochs.result
     # all rows in one pass: the loss's temporaries are n x k (logits), not n x m, and
     # one pass is the fastest (measured: 0.48 s against 0.60 s in chunks of 1,024 rows)
-    objective = ReadoutObjective(X, y, linear.out_features, alpha, w)
+    objective = ReadoutObjective(X, y, linear.out_features, alpha, w, loss=epochs.loss)
     t0 = [time.perf_counter()]
 
     def callback(loss):
@@ -608,7 +647,7 @@ def _train_lbfgs(model, X, y, w, params, penalized, alpha, max_epochs, tol, epoc
         total = 0.0
         for i in range(0, n, chunk):
             sl = slice(i, i + chunk)
-            loss = _loss_sum(model(X[sl]), y[sl], None if w is None else w[sl]) / n
+            loss = _loss_sum(model(X[sl]), y[sl], None if w is None else w[sl], epochs.loss) / n
             loss.backward()
             total += float(loss.detach())
         pen = _penalty(penalized, alpha)

@@ -1,0 +1,278 @@
+"""DEQRegressor, ExplicitRegressor and MatchedExplicitRegressor as scikit-learn estimators."""
+
+import pickle
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from sklearn.datasets import make_friedman1
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.linear_model import Ridge
+from sklearn.metrics import r2_score
+from sklearn.model_selection import GridSearchCV
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from sk_deq import (
+    DEQClassifier,
+    DEQRegressor,
+    ExplicitRegressor,
+    MatchedExplicitClassifier,
+    MatchedExplicitRegressor,
+    make_gaussian_mixture,
+)
+from sk_deq.nn import ReadoutObjective, ridge_readout, train
+from sk_deq.nn.training import _score
+
+REGRESSORS = (DEQRegressor, ExplicitRegressor, MatchedExplicitRegressor)
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
+def _small(cls, **kw):
+    params = dict(n_hidden=32, random_state=0)
+    params.update(kw)
+    return cls(**params)
+
+
+@pytest.fixture(scope="module")
+def friedman():
+    X, y = make_friedman1(n_samples=300, n_features=6, noise=0.1, random_state=0)
+    return X, y
+
+
+# ---------------------------------------------------------------------------
+# scikit-learn's estimator checks: every configuration passes every check
+
+
+def _check_configs():
+    configs = []
+    for cls in REGRESSORS:
+        configs.append(_small(cls, dtype="float64"))
+        configs.append(_small(cls, dtype="float32"))
+    # trained hidden weights (implicit backward for the DEQ): full-batch L-BFGS, for which
+    # integer sample weights are repeated rows exactly (minibatches would only be in expectation)
+    full = dict(n_hidden=16, optimizer="lbfgs", max_epochs=15, dtype="float64")
+    configs.append(_small(DEQRegressor, trainable="all", **full))
+    configs.append(_small(MatchedExplicitRegressor, trainable="hidden", **full))
+    return configs
+
+
+@parametrize_with_checks(_check_configs())
+def test_sklearn_estimator_checks(estimator, check):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        check(estimator)
+
+
+# ---------------------------------------------------------------------------
+# the readout is the least-squares solution, as Ridge computes it
+
+
+@pytest.mark.parametrize("cls", REGRESSORS, ids=lambda c: c.__name__)
+@pytest.mark.parametrize("weighted", [False, True])
+def test_readout_is_ridge_on_the_features(cls, weighted, friedman):
+    X, y = friedman
+    alpha = 1e-3
+    w = np.random.default_rng(1).uniform(0.2, 3.0, len(y)) if weighted else None
+    reg = _small(cls, n_hidden=64, alpha=alpha, dtype="float64").fit(X, y, sample_weight=w)
+    Z = reg.features(X)
+    # ours: (1/2n) sum w'_i r_i^2 + alpha/2 ||W||^2 with w' = w n / sum(w); Ridge: sum w_i r_i^2 + a ||W||^2
+    total = len(y) if w is None else w.sum()
+    ref = Ridge(alpha=alpha * total).fit(Z, y, sample_weight=w)
+    np.testing.assert_allclose(reg.predict(X), ref.predict(Z), rtol=1e-8, atol=1e-8 * np.abs(y).max())
+    assert reg.score(X, y) == pytest.approx(r2_score(y, ref.predict(Z)), abs=1e-9)
+
+
+def test_lbfgs_and_closed_form_reach_the_same_readout(friedman):
+    X, y = friedman
+    closed = _small(DEQRegressor, n_hidden=64, alpha=1e-3, dtype="float64").fit(X, y)
+    lbfgs = _small(
+        DEQRegressor, n_hidden=64, alpha=1e-3, dtype="float64", optimizer="lbfgs", improvement_tol=1e-10
+    ).fit(X, y)
+    assert closed.n_iter_ == 1 and lbfgs.n_iter_ > 1
+    # the same minimum; the iterate stops where the loss stalls (L-BFGS-B's ftol), so the
+    # weights agree to the square root of that precision along the flat directions
+    assert lbfgs.best_loss_ == pytest.approx(closed.best_loss_, rel=1e-7)
+    assert lbfgs.best_loss_ >= closed.best_loss_ * (1 - 1e-12)
+    np.testing.assert_allclose(lbfgs.predict(X), closed.predict(X), rtol=2e-3)
+
+
+def test_multi_output_fits_each_column_as_on_its_own(friedman):
+    """The squared loss separates by output: a 2-output fit is two 1-output fits."""
+    X, y = friedman
+    Y = np.column_stack([y, np.sin(X[:, 0]) * 100.0 + 7.0])
+    both = _small(MatchedExplicitRegressor, dtype="float64").fit(X, Y)
+    assert both.n_outputs_ == 2 and both.predict(X[:5]).shape == (5, 2)
+    for j in range(2):
+        one = _small(MatchedExplicitRegressor, dtype="float64").fit(X, Y[:, j])
+        assert one.predict(X[:5]).shape == (5,)
+        np.testing.assert_allclose(both.predict(X)[:, j], one.predict(X), rtol=1e-9, atol=1e-9)
+    column = _small(MatchedExplicitRegressor, dtype="float64").fit(X, y[:, None])
+    assert column.predict(X[:5]).shape == (5, 1)  # the shape of y, as Ridge keeps it
+    np.testing.assert_allclose(column.predict(X)[:, 0], both.predict(X)[:, 0], rtol=1e-9, atol=1e-9)
+    assert both.score(X, Y) == pytest.approx(r2_score(Y, both.predict(X)))
+
+
+def test_predictions_follow_an_affine_change_of_the_targets(friedman):
+    """Fitting ``a y + c`` predicts ``a f(x) + c`` (the targets are standardised internally)."""
+    X, y = friedman
+    base = _small(ExplicitRegressor, dtype="float64").fit(X, y)
+    for a, c in [(1e6, -3e8), (-2.5, 10.0), (1e-6, 1e-3)]:
+        moved = _small(ExplicitRegressor, dtype="float64").fit(X, a * y + c)
+        np.testing.assert_allclose(moved.predict(X), a * base.predict(X) + c, rtol=1e-9, atol=1e-9 * abs(c))
+    assert moved.target_scale_[0] == pytest.approx(1e-6 * y.std())
+
+
+def test_a_constant_target_is_predicted_exactly(friedman):
+    X, _ = friedman
+    reg = _small(DEQRegressor).fit(X, np.full(len(X), 4.25))
+    assert reg.target_scale_[0] == 1.0
+    np.testing.assert_allclose(reg.predict(X), 4.25, atol=1e-12)
+    assert reg.score(X, np.full(len(X), 4.25)) == 1.0
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")  # 40 epochs
+def test_trained_hidden_weights_lower_the_training_loss(friedman):
+    X, y = friedman
+    frozen = _small(DEQRegressor, n_hidden=32, optimizer="adam", learning_rate=0.01, max_epochs=40).fit(X, y)
+    trained = _small(
+        DEQRegressor, n_hidden=32, optimizer="adam", learning_rate=0.01, max_epochs=40, trainable="all"
+    ).fit(X, y)
+    assert trained.solver_info_["adjoint"]["converged"]
+    assert trained.history_[-1]["train_loss"] < 0.7 * frozen.history_[-1]["train_loss"]
+    assert trained.score(X, y) > frozen.score(X, y)
+
+
+def test_early_stopping_records_the_validation_r2(friedman):
+    X, y = friedman
+    reg = _small(DEQRegressor, early_stopping=True, validation_fraction=0.2).fit(X, y)
+    scores = [h["valid_score"] for h in reg.history_]
+    assert reg.n_iter_ > 1 and all(s is not None for s in scores)
+    assert reg.best_validation_score_ == max(scores) or reg.best_validation_score_ in scores
+    assert 0.5 < reg.best_validation_score_ <= 1.0
+
+
+def test_partial_fit_streams_and_keeps_the_first_chunks_scaling(friedman):
+    X, y = friedman
+    reg = _small(DEQRegressor, learning_rate=0.05)
+    for _ in range(10):
+        for start in range(0, 300, 100):
+            reg.partial_fit(X[start : start + 100], y[start : start + 100])
+    assert reg.n_iter_ == 30
+    np.testing.assert_allclose(reg.target_mean_, [y[:100].mean()])
+    assert reg.score(X, y) > 0.5
+    with pytest.raises(ValueError, match="2 output"):
+        reg.partial_fit(X[:10], np.column_stack([y[:10], y[:10]]))
+    with pytest.raises(AttributeError) as info:
+        _small(DEQRegressor, optimizer="lbfgs").partial_fit(X, y)
+    assert "full-batch" in str(info.value.__cause__)
+
+
+def test_pickle_and_grid_search(friedman):
+    X, y = friedman
+    reg = _small(MatchedExplicitRegressor).fit(X, y)
+    again = pickle.loads(pickle.dumps(reg))
+    np.testing.assert_array_equal(again.predict(X), reg.predict(X))
+    search = GridSearchCV(
+        make_pipeline(StandardScaler(), _small(DEQRegressor)),
+        {"deqregressor__alpha": [1e-4, 1e-1]},
+        cv=3,
+    ).fit(X, y)
+    assert search.best_score_ > 0.5
+
+
+def test_bad_targets_are_named(friedman):
+    X, y = friedman
+    reg = _small(DEQRegressor)
+    with pytest.raises(ValueError, match="NaN"):
+        reg.fit(X, np.where(np.arange(len(y)) == 3, np.nan, y))
+    with pytest.raises(ValueError, match="infinity"):
+        reg.fit(X, np.where(np.arange(len(y)) == 3, np.inf, y))
+    with pytest.raises(ValueError):
+        reg.fit(X, np.array(["a"] * len(y)))
+    with pytest.raises(ValueError, match="non-zero"):
+        reg.fit(X, y, sample_weight=np.zeros(len(y)))
+    with pytest.raises(TypeError, match="class_weight"):
+        DEQRegressor(class_weight="balanced")
+    assert not hasattr(reg, "predict_proba") and not hasattr(reg, "decision_function")
+    warm = _small(DEQRegressor, warm_start=True).fit(X, y)
+    with pytest.raises(ValueError, match="2 output"):
+        warm.fit(X, np.column_stack([y, y]))
+
+
+# ---------------------------------------------------------------------------
+# the torch side: squared loss, its score and the least-squares readout
+
+
+def test_squared_objective_and_its_gradient_agree_with_autograd():
+    g = torch.Generator().manual_seed(0)
+    Z = torch.randn(60, 5, dtype=torch.float64, generator=g)
+    Y = torch.randn(60, 3, dtype=torch.float64, generator=g)
+    w = torch.rand(60, dtype=torch.float64, generator=g) * 2
+    w = w * (60 / w.sum())
+    obj = ReadoutObjective(Z, Y, 3, alpha=0.3, weight=w, chunk_size=17, loss="squared")
+    W = torch.randn(5, 3, dtype=torch.float64, generator=g, requires_grad=True)
+    b = torch.randn(3, dtype=torch.float64, generator=g, requires_grad=True)
+    loss, gW, gb = obj(W.detach(), b.detach())
+    ref = 0.5 * (w[:, None] * (Z @ W + b - Y) ** 2).sum() / 60 + 0.15 * (W * W).sum()
+    ref.backward()
+    assert loss == pytest.approx(ref.item(), rel=1e-12)
+    torch.testing.assert_close(gW, W.grad)
+    torch.testing.assert_close(gb, b.grad)
+    # the closed form zeroes that gradient and agrees with a least-squares solve of the normal equations
+    W_hat, b_hat, loss_hat = ridge_readout(obj)
+    _, gW0, gb0 = obj(W_hat, b_hat)
+    assert float(gW0.abs().max()) < 1e-10 and float(gb0.abs().max()) < 1e-10
+    Z1 = torch.cat([Z, torch.ones(60, 1, dtype=torch.float64)], dim=1)
+    P = torch.diag(torch.cat([torch.full((5,), 0.3 * 60), torch.zeros(1)])).to(torch.float64)
+    sol = torch.linalg.solve(Z1.T @ (w[:, None] * Z1) + P, Z1.T @ (w[:, None] * Y))
+    torch.testing.assert_close(torch.cat([W_hat, b_hat[None]]), sol)
+    assert loss_hat == pytest.approx(obj(W_hat, b_hat)[0], rel=1e-12)
+
+
+def test_validation_score_is_sklearns_r2():
+    rng = np.random.default_rng(0)
+    Y = rng.normal(size=(40, 3))
+    P = Y + rng.normal(scale=0.5, size=(40, 3))
+    w = rng.uniform(0.1, 2.0, 40)
+    got = _score(torch.from_numpy(P), torch.from_numpy(Y), torch.from_numpy(w * 40 / w.sum()), "squared")
+    assert got == pytest.approx(r2_score(Y, P, sample_weight=w), rel=1e-12)
+    const = np.zeros((40, 1))
+    assert _score(torch.from_numpy(const), torch.from_numpy(const), None, "squared") == 1.0
+    assert _score(torch.from_numpy(const + 1), torch.from_numpy(const), None, "squared") == 0.0
+
+
+def test_train_with_squared_loss_fits_a_linear_model():
+    torch.manual_seed(0)
+    X = torch.randn(200, 4, dtype=torch.float64)
+    y = X @ torch.tensor([[1.0], [-2.0], [0.5], [3.0]], dtype=torch.float64) + 0.25
+    for optimizer in ("lbfgs", "adam"):
+        model = torch.nn.Linear(4, 1, dtype=torch.float64)
+        result = train(model, X, y, optimizer=optimizer, loss="squared", max_epochs=300, learning_rate=0.05)
+        assert result.best_loss < 1e-4, optimizer
+    with pytest.raises(ValueError, match="loss must be one of"):
+        train(model, X, y, loss="hinge")
+
+
+# ---------------------------------------------------------------------------
+# the equivalence: on a Gaussian mixture the matched regressor is as close to the DEQ as the classifier
+
+
+def test_matched_regressor_is_as_close_to_the_deq_as_the_matched_classifier():
+    X, labels = make_gaussian_mixture(n_samples=1200, n_features=200, n_classes=2, random_state=0)
+    rng = np.random.default_rng(0)
+    y = np.where(labels == 1, 1.0, -1.0) + 0.5 * rng.standard_normal(len(labels))
+    tr, te = slice(0, 900), slice(900, None)
+    kw = dict(n_hidden=512, random_state=0, alpha=1e-3)
+    deq = DEQRegressor("tanh", **kw).fit(X[tr], y[tr])
+    matched = MatchedExplicitRegressor("tanh", **kw).fit(X[tr], y[tr])
+    r2_deq, r2_matched = deq.score(X[te], y[te]), matched.score(X[te], y[te])
+    clf_deq = DEQClassifier("tanh", **kw).fit(X[tr], labels[tr]).score(X[te], labels[te])
+    clf_matched = MatchedExplicitClassifier("tanh", **kw).fit(X[tr], labels[tr]).score(X[te], labels[te])
+    assert r2_deq > 0.5
+    assert abs(r2_deq - r2_matched) <= max(0.03, 2 * abs(clf_deq - clf_matched))
+    # the predictions themselves agree far better than those of two unrelated models would
+    assert np.corrcoef(deq.predict(X[te]), matched.predict(X[te]))[0, 1] > 0.95
