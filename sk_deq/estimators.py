@@ -144,7 +144,7 @@ _REGRESSOR_TRAINING_DOC = """    optimizer : {'auto', 'lbfgs', 'adam', 'sgd'}, d
         and MNIST: five passes of ``partial_fit`` came within one accuracy
         point of L-BFGS with it and 10-15 points short with 1e-3
         (see :ref:`incremental-learning`).
-    alpha : float, default=1e-5
+    alpha : float, default=1e-4
         L2 penalty ``alpha/2 ||W||^2`` on the readout weights, added to half
         the mean squared error of the standardised targets.  With the
         readout alone this is :class:`~sklearn.linear_model.Ridge` with
@@ -153,6 +153,11 @@ _REGRESSOR_TRAINING_DOC = """    optimizer : {'auto', 'lbfgs', 'adam', 'sgd'}, d
         their scale is what the theory fixes.  Tune it (e.g. with
         :class:`~sklearn.model_selection.GridSearchCV`): with more features
         than samples a small ``alpha`` interpolates the training targets.
+        The default was chosen by 5-fold cross-validation of the three
+        regressors (width 1024) on ``load_diabetes`` and ``make_friedman1``
+        (2,000 samples) over 1e-6 ... 1e-1: 1e-4 came within 0.03 R² of the
+        best value on both, while 1e-5 lost 0.15 on diabetes and 1e-3 lost
+        0.08 on friedman1 (see :ref:`regression`).
     batch_size : int or 'auto', default='auto'
         Minibatch size of Adam and SGD, ``min(200, n_samples)`` for ``'auto'``.
     max_epochs : int, default=200
@@ -538,7 +543,7 @@ class DEQRegressor(_DEQNetwork, TorchRegressorBase):
         input_scaling="global",
         optimizer="auto",
         learning_rate=1e-3,
-        alpha=1e-5,
+        alpha=1e-4,
         batch_size="auto",
         max_epochs=200,
         early_stopping=False,
@@ -839,7 +844,7 @@ class ExplicitRegressor(_ExplicitLayers, TorchRegressorBase):
         input_scaling="global",
         optimizer="auto",
         learning_rate=1e-3,
-        alpha=1e-5,
+        alpha=1e-4,
         batch_size="auto",
         max_epochs=200,
         early_stopping=False,
@@ -977,7 +982,7 @@ class MatchedExplicitRegressor(_MatchedLayers, TorchRegressorBase):
         input_scaling="global",
         optimizer="auto",
         learning_rate=1e-3,
-        alpha=1e-5,
+        alpha=1e-4,
         batch_size="auto",
         max_epochs=200,
         early_stopping=False,
