@@ -517,7 +517,7 @@ class DEQRegressor(_DEQNetwork, TorchRegressorBase):
         """    >>> from sklearn.datasets import make_friedman1
     >>> from sk_deq import DEQRegressor
     >>> X, y = make_friedman1(n_samples=1200, random_state=0)
-    >>> reg = DEQRegressor(n_hidden=256, alpha=1e-3, random_state=0).fit(X[:1000], y[:1000])
+    >>> reg = DEQRegressor(n_hidden=256, random_state=0).fit(X[:1000], y[:1000])
     >>> reg.solver_info_["converged"]
     True
     >>> reg.score(X[1000:], y[1000:]) > 0.8
@@ -824,7 +824,7 @@ class ExplicitRegressor(_ExplicitLayers, TorchRegressorBase):
         """    >>> from sklearn.datasets import make_friedman1
     >>> from sk_deq import ExplicitRegressor
     >>> X, y = make_friedman1(n_samples=1200, random_state=0)
-    >>> reg = ExplicitRegressor(("relu", "relu"), n_hidden=256, alpha=1e-3, random_state=0)
+    >>> reg = ExplicitRegressor(("relu", "relu"), n_hidden=256, random_state=0)
     >>> reg.fit(X[:1000], y[:1000]).score(X[1000:], y[1000:]) > 0.8
     True
     """,
@@ -956,7 +956,7 @@ class MatchedExplicitRegressor(_MatchedLayers, TorchRegressorBase):
         """    >>> from sklearn.datasets import make_friedman1
     >>> from sk_deq import MatchedExplicitRegressor
     >>> X, y = make_friedman1(n_samples=1200, random_state=0)
-    >>> reg = MatchedExplicitRegressor("relu", 0.2, n_hidden=256, alpha=1e-3, random_state=0)
+    >>> reg = MatchedExplicitRegressor("relu", 0.2, n_hidden=256, random_state=0)
     >>> reg.fit(X[:1000], y[:1000]).match_.family
     'leaky_relu'
     >>> reg.score(X[1000:], y[1000:]) > 0.8
