@@ -1080,6 +1080,8 @@ class TorchRegressorBase(RegressorMixin, TorchEstimatorBase):
 
     def _validate_training_data(self, X, y, sample_weight, warm):
         """Validate ``X``, ``y`` (real, one or more columns) and the weights."""
+        if warm:
+            self._check_same_width("warm_start", "Set warm_start=False to build a new network.")
         return self._validate_targets(X, y, sample_weight, reset=not warm, min_samples=2)
 
     def _validate_chunk(self, X, y, sample_weight, first: bool, **options):
@@ -1107,14 +1109,11 @@ class TorchRegressorBase(RegressorMixin, TorchEstimatorBase):
         if Y.shape[1] == 0:
             raise ValueError(f"{name}: y has no columns; it needs at least one output.")
         sample_weight = self._positive_weights(sample_weight, X, name)
-        if not reset:
-            if min_samples > 1:  # fit with warm_start
-                self._check_same_width("warm_start", "Set warm_start=False to build a new network.")
-            if Y.shape[1] != self.n_outputs_:
-                raise ValueError(
-                    f"y has {Y.shape[1]} output(s) but {name} was fitted with {self.n_outputs_}; "
-                    "the readout keeps its outputs (set warm_start=False, or call fit to start afresh)."
-                )
+        if not reset and Y.shape[1] != self.n_outputs_:
+            raise ValueError(
+                f"y has {Y.shape[1]} output(s) but {name} was fitted with {self.n_outputs_}; "
+                "the readout keeps its outputs (set warm_start=False, or call fit to start afresh)."
+            )
         return _Data(X, Y, sample_weight), (Y, y.ndim == 1), sample_weight
 
     def _fit_targets(self, targets, sample_weight) -> None:

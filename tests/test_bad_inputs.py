@@ -18,11 +18,14 @@ from sklearn.model_selection import GridSearchCV
 
 from sk_deq import (
     DEQClassifier,
+    DEQRegressor,
     ExplicitClassifier,
+    ExplicitRegressor,
     ImplicitCKKernel,
     ImplicitCKNystroem,
     ImplicitCKTransformer,
     MatchedExplicitClassifier,
+    MatchedExplicitRegressor,
 )
 
 CLASSIFIERS = {
@@ -30,9 +33,15 @@ CLASSIFIERS = {
     "matched": lambda **kw: MatchedExplicitClassifier(**{"n_hidden": 32, "random_state": 0, **kw}),
     "explicit": lambda **kw: ExplicitClassifier(**{"n_hidden": 32, "random_state": 0, **kw}),
 }
+REGRESSORS = {
+    "DEQ regressor": lambda **kw: DEQRegressor(**{"n_hidden": 32, "random_state": 0, **kw}),
+    "matched regressor": lambda **kw: MatchedExplicitRegressor(**{"n_hidden": 32, "random_state": 0, **kw}),
+    "explicit regressor": lambda **kw: ExplicitRegressor(**{"n_hidden": 32, "random_state": 0, **kw}),
+}
 TRANSFORMERS = (ImplicitCKTransformer, ImplicitCKNystroem)
 ALL = {
     **CLASSIFIERS,
+    **REGRESSORS,
     "transformer": lambda **kw: ImplicitCKTransformer(**kw),
     "nystroem": lambda **kw: ImplicitCKNystroem(**{"n_components": 20, "random_state": 0, **kw}),
 }
@@ -53,7 +62,9 @@ def _fit(est, X, y):
 
 
 def _out(est, X):
-    return est.transform(X) if isinstance(est, TRANSFORMERS) else est.predict_proba(X)
+    if isinstance(est, TRANSFORMERS):
+        return est.transform(X)
+    return est.predict_proba(X) if hasattr(est, "predict_proba") else est.predict(X)
 
 
 # ---------------------------------------------------------------------------
@@ -117,14 +128,14 @@ def test_transformer_one_sample():
 def test_bad_parameters_are_clear_errors(data, name):
     X, y = data
     for bad in ({"sigma_a2": 0.0}, {"sigma_a2": 1.0}, {"sigma_a2": -0.1}, {"sigma_a2": 1.5}):
-        if name == "explicit":
+        if name.startswith("explicit"):
             continue
         with pytest.raises(ValueError, match=r"'sigma_a2' parameter .* must be a float in the range \(0.0, 1.0\)"):
             _fit(ALL[name](**bad), X, y)
-    if name != "explicit":
+    if not name.startswith("explicit"):
         with pytest.raises(ValueError, match=r"'activation' parameter .* must be a str among \{'elu', 'erf'"):
             _fit(ALL[name](activation="cosh2"), X, y)
-    if name in CLASSIFIERS:
+    if name in CLASSIFIERS or name in REGRESSORS:
         for n_hidden in (0, -3):
             with pytest.raises(ValueError, match="'n_hidden' parameter"):
                 _fit(ALL[name](n_hidden=n_hidden), X, y)
@@ -182,7 +193,7 @@ def test_many_more_features_than_samples(name):
     X, y = rng.standard_normal((5, 10_000)), np.array([0, 1, 0, 1, 0])
     est = _fit(ALL[name](**({"n_components": 4} if name == "nystroem" else {})), X, y)
     out = _out(est, rng.standard_normal((3, 10_000)))
-    expected = {"transformer": (3, 5), "nystroem": (3, 4)}.get(name, (3, 2))
+    expected = {"transformer": (3, 5), "nystroem": (3, 4)}.get(name, (3,) if name in REGRESSORS else (3, 2))
     assert out.shape == expected and np.isfinite(out).all()
 
 
@@ -198,9 +209,7 @@ def test_float32_and_float64_inputs_give_the_same_model(data, name):
 @pytest.mark.parametrize("activation", ["relu", "tanh"])
 def test_inputs_times_a_million_with_either_scaling(data, name, activation):
     X, y = data
-    kw = {} if name == "explicit" else {"activation": activation}
-    if name == "explicit":
-        kw = {"layers": (activation,)}
+    kw = {"layers": (activation,)} if name.startswith("explicit") else {"activation": activation}
     # global scaling: the same model, to rounding
     a = _out(_fit(ALL[name](**kw), X, y), X)
     b = _out(_fit(ALL[name](**kw), X * 1e6, y), X * 1e6)
@@ -212,6 +221,8 @@ def test_inputs_times_a_million_with_either_scaling(data, name, activation):
     assert np.isfinite(out).all()
     if name in CLASSIFIERS:
         assert est.score(X * 1e6, y) > 0.5
+    if name in REGRESSORS:  # the digit's label as a number, from 32 random features: R^2 about 0.5
+        assert est.score(X * 1e6, y) > 0.3
 
 
 @pytest.mark.parametrize("name", list(ALL))
@@ -224,6 +235,8 @@ def test_constant_inputs(name):
     assert np.isfinite(out).all()
     if name in CLASSIFIERS:  # nothing to learn: the classes are equally likely
         np.testing.assert_allclose(out, 0.5, atol=1e-6)
+    if name in REGRESSORS:  # nothing to learn: the mean target
+        np.testing.assert_allclose(out, y.mean(), atol=1e-6)
     with pytest.raises(ValueError, match="are zero: the data scale tau0 would be 0"):
         _fit(ALL[name](input_scaling="none"), np.zeros((20, 4)), y)
 
