@@ -107,7 +107,7 @@ def sphere_implicit_kernel(X, sigma_a2: float = 0.2, kernel: str = "ck") -> np.n
     --------
     >>> from sk_deq.kernels import make_sphere, sphere_implicit_kernel
     >>> G = sphere_implicit_kernel(make_sphere(4, 10, random_state=0), 0.2)
-    >>> [round(v, 6) for v in G.diagonal()]
+    >>> G.diagonal().round(6).tolist()
     [1.0, 1.0, 1.0, 1.0]
     """
     check_kernel(kernel, _SPHERE_KERNELS)
@@ -237,7 +237,7 @@ def sphere_explicit_kernel(
     --------
     >>> from sk_deq.kernels import make_sphere, sphere_explicit_kernel
     >>> X = make_sphere(4, 10, random_state=0)
-    >>> [round(v, 6) for v in sphere_explicit_kernel(X, "relu", "ntk").diagonal()]
+    >>> sphere_explicit_kernel(X, "relu", "ntk").diagonal().round(6).tolist()
     [2.0, 2.0, 2.0, 2.0]
     """
     check_kernel(kernel, _SPHERE_KERNELS)
