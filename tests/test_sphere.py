@@ -119,6 +119,12 @@ def test_printed_k_prime_has_the_wrong_sign():
 # exact kernels against random networks
 
 
+def _sym_error(reference, other):
+    """``relative_spectral_error`` for symmetric matrices, by eigenvalues (faster than the SVD)."""
+    norm = lambda A: np.max(np.abs(np.linalg.eigvalsh(A)))
+    return norm(reference - other) / norm(reference)
+
+
 def _finite_width_deq(X, m, seed):
     """``sigma_a2 Z*^T Z* + sigma_b2 X^T X`` of one random DEQ with the uncentred normalised ReLU."""
     rng = np.random.default_rng(seed)
@@ -128,7 +134,7 @@ def _finite_width_deq(X, m, seed):
     Z = np.zeros((len(X), m))
     for _ in range(300):
         Z_new = math.sqrt(2) * np.maximum(math.sqrt(SA) * Z @ A.T + inj, 0) / math.sqrt(m)
-        if np.max(np.abs(Z_new - Z)) < 1e-12:
+        if np.max(np.abs(Z_new - Z)) < 1e-10:
             break
         Z = Z_new
     return SA * Z @ Z.T + (1 - SA) * X @ X.T
@@ -215,10 +221,10 @@ def test_explicit_equivalents_in_operator_norm(kernel, tol):
     for act, name in ((RELU, "relu"), ((0.13, 0.94, 0.13), None)):
         c = sphere_explicit_coefficients(act, d, kernel)
         K = sphere_explicit_kernel(X, name or act, kernel)
-        assert relative_spectral_error(K, c.equivalent_kernel(X)) < tol
+        assert _sym_error(K, c.equivalent_kernel(X)) < tol
         curvature = (c.alpha - sphere_explicit_coefficients(act, 10**12, kernel).alpha) * d
         wrong = dataclasses.replace(c, alpha=c.alpha + curvature / d)
-        assert relative_spectral_error(K, wrong.equivalent_kernel(X)) > 2.5 * tol
+        assert _sym_error(K, wrong.equivalent_kernel(X)) > 2.5 * tol
 
 
 @pytest.mark.parametrize("kernel", ["ck", "ntk"])
