@@ -78,8 +78,9 @@ def sphere_implicit_kernel(X, sigma_a2: float = 0.2, kernel: str = "ck") -> np.n
     and ``K*_ij = G*_ij / (1 - Gdot*_ij)``, ``Gdot* = sigma_a2 (pi - arccos G*) / pi``
     (:func:`sk_deq.theory.sphere_ntk_map`).  The diagonal is 1 (CK) and
     ``1 / sigma_b2`` (NTK).  ``G*`` includes the injection
-    ``sigma_b2 X^T X``; ``K*`` is the NTK with respect to every weight
-    (``A``, ``B`` and the readout), unlike the package's
+    ``sigma_b2 X^T X``; ``K* = sigma_a2 Theta + sigma_b2 X^T X`` with
+    ``Theta`` the NTK of ``f(x) = v^T z*`` with respect to ``A``, ``B`` and
+    the readout ``v`` (checked against random DEQs), unlike the package's
     :func:`~sk_deq.kernels.implicit_kernel` (centred activation, ``B``
     frozen, see :ref:`theory-ntk`).
 
