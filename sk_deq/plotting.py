@@ -17,6 +17,8 @@ __all__ = [
     "plot_eigenvalue_histograms",
     "plot_matched_errors",
     "plot_spectrum_errors",
+    "plot_sphere_errors",
+    "plot_sphere_spectra",
     "require_matplotlib",
 ]
 
@@ -427,5 +429,166 @@ def plot_eigenvalue_histograms(result, *, bins: int = 60, drop_below: float = 1e
         ax.legend(fontsize="small", loc="center right")
     for ax in list(axes)[len(rows) :]:
         ax.set_visible(False)
+    fig.tight_layout()
+    return fig
+
+
+# ---------------------------------------------------------------------------
+# The workshop paper's experiment on the unit sphere (sk_deq.experiments.sphere_spectrum)
+
+_SPHERE_PANELS = (
+    ("implicit", "(a) implicit (ReLU-DEQ)", "tab:blue"),
+    ("plain", "(b) explicit, plain ReLU", "tab:green"),
+    ("quadratic", "(c) explicit, quadratic", "tab:orange"),
+)
+
+
+def _sphere_dict(result):
+    if hasattr(result, "to_dict") and hasattr(result, "coefficients"):
+        return result.to_dict()
+    if isinstance(result, dict) and "spectra" in result and "coefficients" in result:
+        return result
+    raise TypeError(
+        "result must be a SphereSpectrumResult from sk_deq.experiments.sphere_spectrum or its to_dict() / JSON "
+        f"contents, got {type(result).__name__}."
+    )
+
+
+def plot_sphere_spectra(result, kernel: str = "ck", *, bins: int = 50, axes=None):
+    """Spectral densities of the DEQ's kernel and of two one-layer networks on the unit sphere (3 panels).
+
+    The panels of Fig. 1 of the workshop paper for one kernel (see
+    :ref:`theory-sphere` on the theory page): (a) the ReLU-DEQ's exact kernel,
+    (b) one explicit layer with the plain normalised ReLU, (c) one layer with
+    the matched quadratic activation.  Each histogram shows the bulk; the
+    isolated large eigenvalues (the ``alpha n`` spike of ``alpha 1 1^T``) are
+    given in the title.  Panels (b) and (c) repeat the DEQ's density as a
+    line.
+
+    Parameters
+    ----------
+    result : SphereSpectrumResult or dict
+        From :func:`sk_deq.experiments.sphere_spectrum`, or its ``to_dict()``
+        (e.g. read back from the JSON that ``sk-deq spectrum --data sphere
+        --out`` writes).
+    kernel : {'ck', 'ntk'}, default='ck'
+        Which kernel's spectra.
+    bins : int, default=50
+        Histogram bins over the common range of the three bulks.
+    axes : sequence of three matplotlib Axes, optional
+        The axes to draw into; a new figure with one row when None.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        The figure drawn into.
+
+    Raises
+    ------
+    ImportError
+        If matplotlib is not installed.
+    TypeError
+        If ``result`` is neither a
+        :class:`~sk_deq.experiments.SphereSpectrumResult` nor its
+        ``to_dict()``.
+    ValueError
+        If the result has no spectra for ``kernel``.
+    """
+    import numpy as np
+
+    plt = require_matplotlib()
+    d = _sphere_dict(result)
+    rows = [r for r in d["spectra"] if r["kernel"] == kernel]
+    if not rows:
+        raise ValueError(f"the result has no spectra for kernel {kernel!r}.")
+    row = rows[0]
+    if axes is None:
+        fig, axes = plt.subplots(1, 3, figsize=(13.0, 3.4), squeeze=False)
+        axes = axes[0]
+    else:
+        fig = axes[0].figure
+    spectra = {key: np.asarray(row[f"eigenvalues_{key}"]) for key, _, _ in _SPHERE_PANELS}
+    # the bulk: below a gap of the largest eigenvalues (the spikes), at most the top 1 % of them
+    bulks, spikes = {}, {}
+    for key, ev in spectra.items():
+        k = max(1, int(np.ceil(0.01 * len(ev))))
+        hi = np.quantile(ev, 1.0 - k / len(ev))
+        bulks[key], spikes[key] = ev[ev <= hi], ev[ev > hi]
+    lo = min(b.min() for b in bulks.values())
+    top = max(b.max() for b in bulks.values())
+    edges = np.linspace(lo, top, bins + 1)
+    centres = 0.5 * (edges[1:] + edges[:-1])
+    ref, _ = np.histogram(bulks["implicit"], bins=edges, density=True)
+    errors = {"implicit": None, "plain": row["plain"], "quadratic": row["quadratic"]}
+    for ax, (key, title, color) in zip(axes, _SPHERE_PANELS):
+        ax.hist(bulks[key], bins=edges, density=True, color=color, alpha=0.6)
+        if key != "implicit":
+            ax.plot(centres, ref, color="tab:blue", lw=1.2, label="DEQ")
+            ax.text(0.97, 0.9, f"rel. error {errors[key]:.2g}", transform=ax.transAxes, ha="right", fontsize="small")
+            ax.legend(fontsize="small", loc="center right")
+        spike = ", ".join(f"{v:.1f}" for v in spikes[key][-2:])
+        ax.set_title(f"{title}\nspikes {spike}", fontsize="small")
+        ax.set_xlabel("eigenvalue")
+    axes[0].set_ylabel(f"{kernel.upper()} density (n={row['n']}, d={row['d']})")
+    fig.tight_layout()
+    return fig
+
+
+def plot_sphere_errors(result, *, axes=None):
+    """Operator-norm errors against the DEQ's kernel versus ``n`` at fixed ``d / n`` (log-log).
+
+    One panel per kernel (CK, NTK), one line per approximation: the
+    equivalent ``alpha 1 1^T + beta X^T X + mu I``, the matched quadratic
+    layer and the plain normalised-ReLU layer (see :ref:`theory-sphere`).
+
+    Parameters
+    ----------
+    result : SphereSpectrumResult or dict
+        From :func:`sk_deq.experiments.sphere_spectrum`, or its ``to_dict()``.
+    axes : sequence of two matplotlib Axes, optional
+        The axes to draw into; a new figure when None.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        The figure drawn into.
+
+    Raises
+    ------
+    ImportError
+        If matplotlib is not installed.
+    TypeError
+        If ``result`` is neither a
+        :class:`~sk_deq.experiments.SphereSpectrumResult` nor its
+        ``to_dict()``.
+    ValueError
+        If the result has no errors.
+    """
+    plt = require_matplotlib()
+    d = _sphere_dict(result)
+    if not d["errors"]:
+        raise ValueError("the result has no errors (empty sizes).")
+    kernels = list(dict.fromkeys(r["kernel"] for r in d["errors"]))
+    if axes is None:
+        fig, axes = plt.subplots(1, len(kernels), figsize=(4.6 * len(kernels), 3.6), squeeze=False)
+        axes = axes[0]
+    else:
+        fig = axes[0].figure
+    lines = (
+        ("plain", "plain ReLU layer", "tab:green", "^"),
+        ("quadratic", "matched quadratic layer", "tab:orange", "s"),
+        ("equivalent", r"$\alpha 11^\top + \beta X^\top X + \mu I$", "tab:purple", "o"),
+    )
+    ratio = d["settings"].get("ratio", 1.2)
+    for ax, kern in zip(axes, kernels):
+        rows = sorted((r for r in d["errors"] if r["kernel"] == kern), key=lambda r: r["n"])
+        for key, label, color, marker in lines:
+            ax.loglog([r["n"] for r in rows], [r[key] for r in rows], marker=marker, color=color, label=label)
+        _size_ticks(ax, [r["n"] for r in rows])
+        ax.set_title(f"{kern.upper()} of the ReLU-DEQ on the sphere")
+        ax.set_xlabel(f"number of samples $n$ ($d = {ratio:.2g}\\,n$)")
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0].set_ylabel(r"$\|K^* - K\|_2 / \|K^*\|_2$")
+    axes[0].legend(fontsize="small", title=rf"$\sigma_a^2={d['settings'].get('sigma_a2', 0.2):g}$")
     fig.tight_layout()
     return fig

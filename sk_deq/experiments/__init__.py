@@ -5,7 +5,9 @@ high-dimensional equivalents and how closely matched explicit networks follow
 the DEQ (the paper's Fig. 1-2; the equivalents are stated in :ref:`theory-gmm`
 and :ref:`theory-ntk`, the measurements in :ref:`theory-equivalence`, all on the
 theory page); :func:`compare_widths` measures accuracy and cost versus width
-(Fig. 3).
+(Fig. 3).  :func:`sphere_spectrum` runs the experiment of the workshop paper
+(a ReLU-DEQ on the unit sphere against one-layer networks with a plain and a
+matched quadratic activation, see :ref:`theory-sphere`).
 
 :func:`compare_widths` runs the predictive comparison of the paper's
 accuracy-versus-width figure (see :ref:`theory-figures` on the theory page) on
@@ -32,7 +34,7 @@ from . import _common, _spectrum
 from ._common import load_dataset
 from ._compare import CompareResult, compare_widths
 from ._demo import DemoResult, demo
-from ._spectrum import SpectrumResult, spectrum
+from ._spectrum import SphereSpectrumResult, SpectrumResult, spectrum, sphere_spectrum
 
 __all__ = [
     "DATASETS",
@@ -41,10 +43,12 @@ __all__ = [
     "CompareResult",
     "DemoResult",
     "SpectrumResult",
+    "SphereSpectrumResult",
     "compare_widths",
     "demo",
     "load_dataset",
     "spectrum",
+    "sphere_spectrum",
 ]
 
 # The constants are bound here, where the documentation finds their comments.

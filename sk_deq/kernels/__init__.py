@@ -15,7 +15,11 @@ data, in the spirit of neural-tangents:
   DEQs, as in the paper's experiments (also between two data sets, with the
   features of both computed by the same random networks);
 * :func:`linearized_implicit_kernel`: a label-free form of the
-  high-dimensional equivalent (see :ref:`theory-gmm`).
+  high-dimensional equivalent (see :ref:`theory-gmm`);
+* :func:`sphere_implicit_kernel`: the ReLU-DEQ on the unit sphere in the
+  workshop paper's conventions (uncentred activation, see
+  :ref:`theory-sphere`), with :func:`sphere_explicit_kernel` for one explicit
+  layer in the same conventions.
 
 Also the relative spectral-norm error used to compare kernels (see
 :ref:`theory-equivalence`) and Monte-Carlo kernels of explicit networks.
@@ -29,6 +33,7 @@ The package has one module per concern: ``montecarlo`` (random networks),
 solvers), ``numerics`` (their quadrature and root finding) and
 ``torch_engine`` (the kernel blocks in torch, imported only for a device),
 ``linearized``, ``explicit`` (exact kernels of explicit networks),
+``sphere`` (the unit-sphere kernels of the workshop paper),
 ``memory`` (what fits, block sizes) and ``metrics``.  Everything public is
 importable from ``sk_deq.kernels``.
 """
@@ -45,6 +50,7 @@ from .linearized import linearized_implicit_kernel, linearized_kernel_coefficien
 from .memory import auto_block_size as auto_block_size
 from .memory import check_kernel_fits_in_memory
 from .metrics import relative_spectral_error
+from .sphere import make_sphere, sphere_explicit_kernel, sphere_implicit_kernel
 from .montecarlo import (
     MonteCarloDEQSampler,
     anderson_fixed_point,
@@ -66,4 +72,7 @@ __all__ = [
     "check_kernel_fits_in_memory",
     "ImplicitKernelEngine",
     "explicit_kernel",
+    "make_sphere",
+    "sphere_implicit_kernel",
+    "sphere_explicit_kernel",
 ]
