@@ -1198,6 +1198,27 @@ class TorchRegressorBase(RegressorMixin, TorchEstimatorBase):
         out = self._outputs(X) * self.target_scale_ + self.target_mean_
         return out[:, 0] if self._y_1d else out
 
+    def score(self, X, y, sample_weight=None):
+        """Coefficient of determination R² of the predictions.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Raw inputs (the fitted input scaling is applied).
+        y : array-like of shape (n_samples,) or (n_samples, n_outputs)
+            True targets.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Weight of every sample.
+
+        Returns
+        -------
+        float
+            :func:`sklearn.metrics.r2_score` of :meth:`predict`, averaged
+            uniformly over the outputs: 1 for a perfect fit, 0 for the
+            constant mean, negative for worse.
+        """
+        return super().score(X, y, sample_weight=sample_weight)
+
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.target_tags.multi_output = True
