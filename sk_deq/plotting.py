@@ -238,14 +238,19 @@ def plot_paired_scores(result, *, ax=None, annotate="adjacent", title: str | Non
         finite = scores[np.isfinite(scores)]
         lo, hi = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
         step = (hi - lo or abs(hi) or 1.0) * 0.08
-        level = hi + step
+        # each bracket on the lowest row where it touches no other
+        rows = []
         for i, j, p in sorted(pairs, key=lambda q: (q[1] - q[0], q[0])):
+            row = next((k for k, used in enumerate(rows) if all(j < a or b < i for a, b in used)), len(rows))
+            if row == len(rows):
+                rows.append([])
+            rows[row].append((i, j))
+            level = hi + step * (1 + 1.7 * row)
             ax.plot([i, i, j, j], [level - step * 0.3, level, level, level - step * 0.3], color="black", lw=0.8)
             text = "p = nan" if not math.isfinite(p) else ("p < 0.001" if p < 0.001 else f"p = {p:.3f}")
             weight = "bold" if math.isfinite(p) and p < alpha else "normal"
             ax.text((i + j) / 2, level, text, ha="center", va="bottom", fontsize="small", fontweight=weight)
-            level += step * 1.2
-        ax.set_ylim(top=level + step * 0.3)
+        ax.set_ylim(top=hi + step * (1 + 1.7 * len(rows)))
     ax.set_xticks(x, names)
     ax.set_xlim(-0.4, len(names) - 0.6)
     ax.set_ylabel(scoring)
