@@ -445,3 +445,16 @@ def test_cli_compare_prints_and_writes_the_significance(capsys, tmp_path):
     data = json.loads(capsys.readouterr().out)
     test = data["summary"][0]["tests"]["matched"]
     assert test["df"] == 1 and 0.0 <= test["pvalue"] <= 1.0 and test["test_train_ratio"] == pytest.approx(0.25)
+
+
+def test_compare_widths_verbose_line_has_the_p_value():
+    import io
+
+    from sklearn.datasets import load_digits
+
+    from sk_deq.experiments import compare_widths
+
+    X, y = load_digits(return_X_y=True)
+    buf = io.StringIO()
+    compare_widths([("d", X[:150], y[:150])], ["relu"], [8], repeats=2, verbose=1, stream=buf)
+    assert "d relu width 8: DEQ" in buf.getvalue() and "DEQ vs matched p = " in buf.getvalue()

@@ -576,6 +576,13 @@ def _report_width(result, name, activation, width, out, *, after_progress: bool)
         acc = statistics.fmean(x["accuracy"] for x in recs if x["model"] == model)
         sec = statistics.median(x["seconds"] for x in recs if x["model"] == model)
         parts.append(f"{_MODEL_LABELS[model]} {100 * acc:.2f}% {sec:.2f}s")
+    row = next(
+        (r for r in result.summary() if r["dataset"] == name and r["activation"] == activation and r["width"] == width),
+        None,
+    )
+    test = row["tests"].get("matched") if row else None
+    if test:
+        parts.append(f"DEQ vs matched p = {_p_text(test)}")
     if after_progress:
         out.write("\n")
     out.write(f"{name} {activation} width {width}: " + ", ".join(parts) + "\n")
