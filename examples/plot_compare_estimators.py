@@ -35,7 +35,7 @@ from sk_deq.model_selection import compare_estimators
 from sk_deq.plotting import plot_paired_scores
 
 X, y = load_digits(return_X_y=True)
-width = 512
+width = 256
 estimators = {
     "DEQ": DEQClassifier(activation="relu", sigma_a2=0.2, n_hidden=width),
     "matched": MatchedExplicitClassifier(activation="relu", sigma_a2=0.2, n_hidden=width),
