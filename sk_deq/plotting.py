@@ -16,6 +16,7 @@ __all__ = [
     "plot_compare_widths",
     "plot_eigenvalue_histograms",
     "plot_matched_errors",
+    "plot_paired_scores",
     "plot_spectrum_errors",
     "plot_sphere_errors",
     "plot_sphere_spectra",
@@ -127,6 +128,138 @@ def plot_compare_widths(result, *, show_time: bool = True, axes=None, title: str
             axes[0, j].set_xlabel("width m")
     if title:
         fig.suptitle(title)
+    return fig
+
+
+def _paired_data(result):
+    """Names, scores (estimator by fold), the score's name and the tests of a comparison or its ``to_dict()``."""
+    import numpy as np
+
+    if hasattr(result, "names") and hasattr(result, "scores") and hasattr(result, "pairwise"):
+        tests = {pair: t.pvalue for pair, t in result.pairwise.items()}
+        return list(result.names), np.asarray(result.scores, dtype=float), result.scoring, tests, result.alpha
+    if isinstance(result, dict) and "names" in result and "scores" in result:
+        tests = {(t["a"], t["b"]): t["pvalue"] for t in result.get("pairwise", [])}
+        scores = np.asarray(result["scores"], dtype=float)
+        return list(result["names"]), scores, result.get("scoring", "score"), tests, result.get("alpha", 0.05)
+    raise TypeError(
+        "result must be a ComparisonResult from sk_deq.model_selection.compare_estimators or its to_dict() / JSON "
+        f"contents, got {type(result).__name__}."
+    )
+
+
+def _annotated_pairs(names, tests, annotate):
+    """The pairs whose p-values ``plot_paired_scores`` writes, as ``(i, j)`` with ``i < j``, and their p-values."""
+    index = {n: i for i, n in enumerate(names)}
+    if annotate is None or annotate is False:
+        return []
+    if annotate is True or annotate == "adjacent":
+        pairs = [(names[i], names[i + 1]) for i in range(len(names) - 1)]
+    elif annotate == "first":
+        pairs = [(names[0], n) for n in names[1:]]
+    elif annotate == "all":
+        pairs = [(a, b) for i, a in enumerate(names) for b in names[i + 1 :]]
+    elif isinstance(annotate, str):
+        raise ValueError(
+            f"annotate must be 'adjacent', 'first', 'all', None or a list of (name, name) pairs, got {annotate!r}."
+        )
+    else:
+        pairs = [tuple(p) for p in annotate]
+    out = []
+    for pair in pairs:
+        if len(pair) != 2 or pair[0] not in index or pair[1] not in index or pair[0] == pair[1]:
+            raise ValueError(f"annotate: {pair!r} is not a pair of two different estimator names ({', '.join(names)}).")
+        i, j = sorted((index[pair[0]], index[pair[1]]))
+        p = tests.get((names[i], names[j]))
+        if p is not None:
+            out.append((i, j, p))
+    return out
+
+
+def plot_paired_scores(result, *, ax=None, annotate="adjacent", title: str | None = None):
+    """Per-fold scores of every estimator of a comparison, joined fold by fold, with the means marked.
+
+    One grey line per fold joins that fold's scores across the estimators
+    (their order is ``result.names``), so paired differences show as slopes:
+    lines that all tilt the same way mean a consistent difference, crossing
+    lines a difference within the noise of the folds.  The mean over the
+    folds of every estimator is marked, and the p-values of the corrected
+    resampled t-test (:func:`sk_deq.model_selection.corrected_resampled_ttest`)
+    of the chosen pairs are written above brackets, in bold when below the
+    result's ``alpha``.
+
+    Parameters
+    ----------
+    result : ComparisonResult or dict
+        From :func:`sk_deq.model_selection.compare_estimators`, or its
+        ``to_dict()`` (e.g. read back from JSON).
+    ax : matplotlib Axes, optional
+        Axes to draw into; a new figure when None.
+    annotate : {'adjacent', 'first', 'all'}, list of (str, str) or None, default='adjacent'
+        Which pairs get their p-value: neighbours on the x axis, the first
+        estimator against every other, every pair, the pairs of names
+        listed, or none.  Pairs without a test (a single fold) are skipped.
+    title : str, optional
+        Axes title.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        The figure drawn into.
+
+    Raises
+    ------
+    ImportError
+        If matplotlib is not installed.
+    TypeError
+        If ``result`` is neither a
+        :class:`~sk_deq.model_selection.ComparisonResult` nor its
+        ``to_dict()``.
+    ValueError
+        If ``annotate`` is not one of the accepted values or names an
+        unknown estimator.
+    """
+    import numpy as np
+
+    plt = require_matplotlib()
+    names, scores, scoring, tests, alpha = _paired_data(result)
+    pairs = _annotated_pairs(names, tests, annotate)
+    if ax is None:
+        fig, ax = plt.subplots(figsize=(max(4.0, 1.5 * len(names) + 1.5), 4.0), layout="constrained")
+    else:
+        fig = ax.figure
+    x = np.arange(len(names))
+    n_folds = scores.shape[1] if scores.ndim == 2 else 0
+    for j in range(n_folds):
+        ax.plot(
+            x, scores[:, j], color="0.55", alpha=0.6, lw=1.0, marker="o", ms=3, label="one fold" if j == 0 else None
+        )
+    means = np.nanmean(scores, axis=1) if n_folds else np.full(len(names), np.nan)
+    ax.plot(x, means, color="black", lw=2.0, marker="D", ms=7, label="mean over the folds", zorder=3)
+    if pairs:
+        finite = scores[np.isfinite(scores)]
+        lo, hi = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
+        step = (hi - lo or abs(hi) or 1.0) * 0.08
+        # each bracket on the lowest row where it touches no other
+        rows = []
+        for i, j, p in sorted(pairs, key=lambda q: (q[1] - q[0], q[0])):
+            row = next((k for k, used in enumerate(rows) if all(j < a or b < i for a, b in used)), len(rows))
+            if row == len(rows):
+                rows.append([])
+            rows[row].append((i, j))
+            level = hi + step * (1 + 1.7 * row)
+            ax.plot([i, i, j, j], [level - step * 0.3, level, level, level - step * 0.3], color="black", lw=0.8)
+            text = "p = nan" if not math.isfinite(p) else ("p < 0.001" if p < 0.001 else f"p = {p:.3f}")
+            weight = "bold" if math.isfinite(p) and p < alpha else "normal"
+            ax.text((i + j) / 2, level, text, ha="center", va="bottom", fontsize="small", fontweight=weight)
+        ax.set_ylim(top=hi + step * (1 + 1.7 * len(rows)))
+    ax.set_xticks(x, names)
+    ax.set_xlim(-0.4, len(names) - 0.6)
+    ax.set_ylabel(scoring)
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.legend(fontsize="small", loc="lower left")
+    if title:
+        ax.set_title(title)
     return fig
 
 

@@ -22,7 +22,9 @@ width it fits, on the same stratified train/test split,
   (one layer by default), the unmatched baseline;
 
 all readout-trained (the random weights frozen, the paper's setting), and
-records test accuracy and fit+predict wall time.  The result is a
+records test accuracy and fit+predict wall time; over the repeats it tests
+the DEQ's accuracy against the other two models' with the corrected
+resampled t-test of :func:`sk_deq.model_selection.corrected_resampled_ttest`.  The result is a
 :class:`CompareResult`, which prints as a table, serialises to JSON and is
 drawn by :func:`sk_deq.plotting.plot_compare_widths`.  The ``sk-deq compare``
 command is a thin wrapper around it.

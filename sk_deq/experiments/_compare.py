@@ -97,7 +97,11 @@ class CompareResult(_JSONResult):
             ``seconds_median`` and ``seconds`` (fit+predict seconds per
             repeat)), ``time_ratio_median`` and ``time_ratios`` (DEQ
             fit+predict time over the matched network's, paired within every
-            repeat; NaN without a pair).
+            repeat; NaN without a pair), and ``tests``: per other model
+            (``'matched'``, ``'plain'``), the corrected resampled t-test of
+            the DEQ's accuracy minus that model's over the paired repeats
+            (:meth:`sk_deq.model_selection.CorrectedTTestResult.to_dict`;
+            None with fewer than two repeats).
         """
         rows = []
         for dataset in self.config["datasets"]:
@@ -136,9 +140,25 @@ class CompareResult(_JSONResult):
                             "models": models,
                             "time_ratio_median": statistics.median(ratios) if ratios else math.nan,
                             "time_ratios": ratios,
+                            "tests": self._tests(dataset, models),
                         }
                     )
         return rows
+
+    def _tests(self, dataset, models) -> dict:
+        """The corrected resampled t-test of the DEQ against every other model, over the paired repeats."""
+        from ..model_selection import corrected_resampled_ttest
+
+        info = self.datasets.get(dataset, {})
+        deq = models.get("deq", {}).get("accuracies", [])
+        tests = {}
+        for model in MODELS[1:]:
+            other = models.get(model, {}).get("accuracies", [])
+            if len(deq) >= 2 and len(other) == len(deq) and info.get("n_train") and info.get("n_test"):
+                tests[model] = corrected_resampled_ttest(deq, other, info["n_train"], info["n_test"]).to_dict()
+            else:
+                tests[model] = None
+        return tests
 
     def to_dict(self) -> dict:
         """All numbers of the run as a JSON-serialisable dict (``summary`` included).
@@ -169,20 +189,25 @@ class CompareResult(_JSONResult):
         -------
         str
             Per data set and activation, one line per width: accuracy of every
-            model (in %, mean ± standard deviation over the repeats), median
-            fit+predict seconds of every model and the DEQ/matched time ratio;
-            then the matching solve times and the distinct warnings raised
-            during the fits.
+            model (in %, mean ± standard deviation over the repeats), the
+            p-values of the DEQ against the matched and the plain network
+            (corrected resampled t-test over the paired repeats, ``*`` below
+            0.05; ``-`` with one repeat), median fit+predict seconds of every
+            model and the DEQ/matched time ratio; then a verdict on the
+            DEQ-versus-matched differences, the matching solve times and the
+            distinct warnings raised during the fits.
         """
         rows = self.summary()
         n_rep = self.config["repeats"]
         lines = [
             f"Readout-trained networks, sigma_a2={self.config['sigma_a2']:g}; accuracy in % "
             f"({'mean ± std over ' + str(n_rep) + ' repeats' if n_rep > 1 else 'one repeat'}), "
-            "fit+predict seconds (median), DEQ/matched time ratio (median of paired repeats)."
+            "fit+predict seconds (median), DEQ/matched time ratio (median of paired repeats).",
+            "p: DEQ vs matched / vs plain accuracy, corrected resampled t-test over the paired repeats "
+            "(Nadeau & Bengio 2003), * below 0.05.",
         ]
         head = (
-            f"{'width':>6} | {'DEQ acc':>11} {'matched':>11} {'plain':>11} | "
+            f"{'width':>6} | {'DEQ acc':>11} {'matched':>11} {'plain':>11} | {'p matched':>9} {'p plain':>8} | "
             f"{'DEQ s':>8} {'matched s':>9} {'plain s':>8} | {'DEQ/matched':>11}"
         )
         for dataset in self.config["datasets"]:
@@ -213,9 +238,14 @@ class CompareResult(_JSONResult):
 
                     lines.append(
                         f"{r['width']:>6} | {acc('deq'):>11} {acc('matched'):>11} {acc('plain'):>11} | "
+                        f"{_p_text(r['tests'].get('matched')):>9} {_p_text(r['tests'].get('plain')):>8} | "
                         f"{m['deq']['seconds_median']:>8.3f} {m['matched']['seconds_median']:>9.3f} "
                         f"{m['plain']['seconds_median']:>8.3f} | {r['time_ratio_median']:>10.2f}x"
                     )
+        verdict = _verdict(rows)
+        if verdict:
+            lines.append("")
+            lines.append(verdict)
         if self.match_seconds:
             solves = ", ".join(f"{a} {s:.2f}s" for a, s in self.match_seconds.items())
             lines.append("")
@@ -229,6 +259,32 @@ class CompareResult(_JSONResult):
 
     def __str__(self) -> str:
         return self.format_table()
+
+
+def _p_text(test) -> str:
+    """A p-value in a table cell: three decimals, ``*`` below 0.05, ``-`` without a test."""
+    if not test or not math.isfinite(test["pvalue"]):
+        return "-"
+    p = test["pvalue"]
+    return ("<0.001" if p < 0.001 else f"{p:.3f}") + ("*" if p < 0.05 else "")
+
+
+def _verdict(rows) -> str:
+    """One sentence: at how many widths the DEQ and the matched network differ significantly (p < 0.05)."""
+    tests = [(r, r["tests"].get("matched")) for r in rows]
+    tests = [(r, t) for r, t in tests if t and math.isfinite(t["pvalue"])]
+    if not tests:
+        return ""
+    hits = [(r, t) for r, t in tests if t["pvalue"] < 0.05]
+    text = f"DEQ vs matched: significant (p < 0.05) in {len(hits)} of {len(tests)} comparisons"
+    if hits:
+        where = ", ".join(
+            f"{r['dataset']} {r['activation']} width {r['width']} "
+            f"({'DEQ' if t['mean_difference'] > 0 else 'matched'} ahead by {100 * abs(t['mean_difference']):.2f} points)"
+            for r, t in hits
+        )
+        text += f": {where}"
+    return text + "."
 
 
 def _validate(datasets, activations, widths, repeats, test_size, n_samples, plain_depth, n_threads):
@@ -520,6 +576,13 @@ def _report_width(result, name, activation, width, out, *, after_progress: bool)
         acc = statistics.fmean(x["accuracy"] for x in recs if x["model"] == model)
         sec = statistics.median(x["seconds"] for x in recs if x["model"] == model)
         parts.append(f"{_MODEL_LABELS[model]} {100 * acc:.2f}% {sec:.2f}s")
+    row = next(
+        (r for r in result.summary() if r["dataset"] == name and r["activation"] == activation and r["width"] == width),
+        None,
+    )
+    test = row["tests"].get("matched") if row else None
+    if test:
+        parts.append(f"DEQ vs matched p = {_p_text(test)}")
     if after_progress:
         out.write("\n")
     out.write(f"{name} {activation} width {width}: " + ", ".join(parts) + "\n")

@@ -1,0 +1,460 @@
+"""Cross-validated comparisons (:mod:`sk_deq.model_selection`), their figure and the significance in ``sk-deq compare``."""
+
+import json
+import math
+import warnings
+
+import numpy as np
+import pytest
+from scipy import stats
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.datasets import load_diabetes, load_iris
+from sklearn.dummy import DummyClassifier, DummyRegressor
+from sklearn.linear_model import LogisticRegression, Ridge
+from sklearn.metrics import make_scorer, mean_absolute_error
+from sklearn.naive_bayes import GaussianNB
+from sklearn.model_selection import KFold, RepeatedStratifiedKFold, ShuffleSplit, StratifiedKFold
+from sklearn.tree import DecisionTreeClassifier
+
+from sk_deq.model_selection import (
+    ComparisonResult,
+    CorrectedTTestResult,
+    compare_estimators,
+    corrected_resampled_ttest,
+)
+
+
+@pytest.fixture(scope="module")
+def iris():
+    return load_iris(return_X_y=True)
+
+
+class _FoldRecorder(ClassifierMixin, BaseEstimator):
+    """Predicts the training majority class; its score is a fingerprint of the training indices it saw."""
+
+    def __init__(self, tag=0, random_state=None):
+        self.tag = tag
+        self.random_state = random_state
+
+    def fit(self, X, y):
+        self.classes_, counts = np.unique(y, return_counts=True)
+        self.majority_ = self.classes_[np.argmax(counts)]
+        # column 0 of X holds the sample's index: the sum identifies the training set
+        self.fingerprint_ = float(np.sum(X[:, 0] ** 2))
+        return self
+
+    def predict(self, X):
+        return np.full(len(X), self.majority_)
+
+    def score(self, X, y):
+        return self.fingerprint_ + float(np.sum(X[:, 0])) * 1e-9
+
+
+# ---------------------------------------------------------------------------
+# the corrected resampled t-test
+
+
+def test_ttest_matches_an_independent_computation():
+    rng = np.random.default_rng(0)
+    a = 0.9 + 0.02 * rng.standard_normal(10)
+    b = a - 0.01 + 0.015 * rng.standard_normal(10)
+    n_train, n_test = 900, 100
+    res = corrected_resampled_ttest(a, b, n_train, n_test)
+    assert isinstance(res, CorrectedTTestResult)
+    J, ratio = 10, n_test / n_train
+    # the corrected statistic is the ordinary paired t divided by sqrt(1 + J n_test / n_train)
+    paired = stats.ttest_rel(a, b)
+    assert res.statistic == pytest.approx(paired.statistic / math.sqrt(1 + J * ratio), rel=1e-12)
+    assert res.df == J - 1 == int(paired.df)
+    assert res.pvalue == pytest.approx(2 * stats.t.sf(abs(res.statistic), J - 1), rel=1e-12)
+    # and the formula written out
+    d = a - b
+    se = math.sqrt((1 / J + ratio) * np.var(d, ddof=1))
+    assert res.mean_difference == pytest.approx(d.mean(), rel=1e-14)
+    assert res.std_difference == pytest.approx(np.std(d, ddof=1), rel=1e-12)
+    assert res.standard_error == pytest.approx(se, rel=1e-12)
+    assert res.statistic == pytest.approx(d.mean() / se, rel=1e-12)
+    assert res.test_train_ratio == pytest.approx(ratio) and res.n_folds == J
+
+
+def test_ttest_is_more_conservative_than_the_paired_test():
+    rng = np.random.default_rng(1)
+    for _ in range(20):
+        a = rng.normal(0.8, 0.02, 5)
+        b = rng.normal(0.79, 0.02, 5)
+        res = corrected_resampled_ttest(a, b, 800, 200)
+        paired = stats.ttest_rel(a, b)
+        assert abs(res.statistic) < abs(paired.statistic)
+        assert res.pvalue > paired.pvalue
+    # a ratio of test to training sizes of zero gives back the ordinary paired test
+    res = corrected_resampled_ttest(a, b, 1e12, 1e-12)
+    assert res.pvalue == pytest.approx(stats.ttest_rel(a, b).pvalue, rel=1e-6)
+
+
+def test_ttest_one_sided_alternatives_and_reversal():
+    a, b = [0.9, 0.92, 0.91, 0.95], [0.88, 0.9, 0.91, 0.9]
+    two = corrected_resampled_ttest(a, b, 300, 100)
+    greater = corrected_resampled_ttest(a, b, 300, 100, alternative="greater")
+    less = corrected_resampled_ttest(a, b, 300, 100, alternative="less")
+    assert greater.pvalue == pytest.approx(two.pvalue / 2) and less.pvalue == pytest.approx(1 - two.pvalue / 2)
+    rev = corrected_resampled_ttest(b, a, 300, 100)
+    assert two.reversed().statistic == pytest.approx(rev.statistic) and two.reversed().pvalue == pytest.approx(
+        rev.pvalue
+    )
+    assert greater.reversed().alternative == "less"
+    assert two.significant(0.5) is (two.pvalue < 0.5)
+    assert json.loads(json.dumps(two.to_dict()))["df"] == 3
+
+
+def test_ttest_per_fold_sizes_use_their_means():
+    a, b = [0.9, 0.92, 0.91], [0.88, 0.9, 0.91]
+    res = corrected_resampled_ttest(a, b, [100, 101, 102], [34, 33, 32])
+    assert res.test_train_ratio == pytest.approx(33 / 101)
+
+
+def test_ttest_zero_variance():
+    same = corrected_resampled_ttest([0.9, 0.8, 0.7], [0.9, 0.8, 0.7], 10, 5)
+    assert same.statistic == 0.0 and same.pvalue == 1.0 and same.mean_difference == 0.0
+    up = corrected_resampled_ttest([0.9, 0.8, 0.7], [0.8, 0.7, 0.6], 10, 5)  # equal non-zero differences
+    assert up.statistic == math.inf and up.pvalue == 0.0
+    down = corrected_resampled_ttest([0.8, 0.7, 0.6], [0.9, 0.8, 0.7], 10, 5, alternative="greater")
+    assert down.statistic == -math.inf and down.pvalue == 1.0
+
+
+def test_ttest_nan_scores_give_nan():
+    res = corrected_resampled_ttest([0.9, np.nan, 0.7], [0.9, 0.8, 0.6], 10, 5)
+    assert math.isnan(res.statistic) and math.isnan(res.pvalue) and not res.significant()
+
+
+@pytest.mark.parametrize(
+    "args,kwargs,message",
+    [
+        (([0.9], [0.8], 10, 5), {}, "at least two folds"),
+        (([0.9, 0.8], [0.8], 10, 5), {}, "one score per fold"),
+        (([[0.9, 0.8]], [[0.8, 0.7]], 10, 5), {}, "1-D"),
+        (([0.9, 0.8], [0.8, 0.7], 0, 5), {}, "n_train must be positive"),
+        (([0.9, 0.8], [0.8, 0.7], 10, [5, 5, 5]), {}, "n_test must be one number or one per fold"),
+        (([0.9, 0.8], [0.8, 0.7], 10, 5), {"alternative": "bigger"}, "alternative must be one of"),
+    ],
+)
+def test_ttest_bad_inputs(args, kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        corrected_resampled_ttest(*args, **kwargs)
+
+
+# ---------------------------------------------------------------------------
+# compare_estimators
+
+
+def test_every_estimator_sees_the_same_folds(iris):
+    X, y = iris
+    X = np.column_stack([np.arange(len(y)), X])
+    cv = RepeatedStratifiedKFold(n_splits=3, n_repeats=2, random_state=0)
+    res = compare_estimators({"a": _FoldRecorder(0), "b": _FoldRecorder(1), "c": _FoldRecorder(2)}, X, y, cv=cv)
+    assert res.scores.shape == (3, 6)
+    np.testing.assert_array_equal(res.scores[0], res.scores[1])
+    np.testing.assert_array_equal(res.scores[0], res.scores[2])
+    expected = [np.sum(X[tr, 0] ** 2) + np.sum(X[te, 0]) * 1e-9 for tr, te in cv.split(X, y)]
+    np.testing.assert_allclose(res.scores[0], expected, rtol=1e-15)
+    assert list(res.n_train) == [100] * 6 and list(res.n_test) == [50] * 6
+    # identical scores: every test says so
+    assert res.test("a", "b").pvalue == 1.0
+
+
+def test_table_and_per_fold_arrays(iris):
+    X, y = iris
+    ests = [("logistic", LogisticRegression(max_iter=500)), ("tree", DecisionTreeClassifier(random_state=0))]
+    ests.append(("dummy", DummyClassifier()))
+    res = compare_estimators(ests, X, y, cv=StratifiedKFold(5, shuffle=True, random_state=0), scoring="accuracy")
+    assert isinstance(res, ComparisonResult)
+    assert res.names == ["logistic", "tree", "dummy"] and res.n_folds == 5 and res.scoring == "accuracy"
+    for arr in (res.scores, res.fit_times, res.score_times):
+        assert arr.shape == (3, 5)
+    assert np.all(res.fit_times > 0) and np.all(res.score_times > 0)
+    # the scores are those of fitting each estimator by hand on each fold
+    for j, (tr, te) in enumerate(StratifiedKFold(5, shuffle=True, random_state=0).split(X, y)):
+        tree = DecisionTreeClassifier(random_state=0).fit(X[tr], y[tr])
+        assert res.scores[1, j] == pytest.approx(tree.score(X[te], y[te]))
+    assert list(res.pairwise) == [("logistic", "tree"), ("logistic", "dummy"), ("tree", "dummy")]
+    t = res.test("dummy", "logistic")
+    assert t.mean_difference == pytest.approx(np.mean(res.scores[2] - res.scores[0]))
+    assert t.pvalue == pytest.approx(corrected_resampled_ttest(res.scores[2], res.scores[0], 120, 30).pvalue)
+    assert t.pvalue < 0.05
+    table = str(res)
+    assert table == res.format_table()
+    assert "accuracy over 5 fold(s) of StratifiedKFold" in table and "120 train / 30 test" in table
+    for row in res.summary():
+        assert f"{row['score_mean']:.4f} ± {row['score_std']:.4f}" in table
+    assert "Per-fold scores:" in table and "Nadeau & Bengio" in table and "significant" in table
+    assert "logistic - dummy" in table
+    assert "Per-fold" not in res.format_table(per_fold=False)
+    md = res.to_markdown()
+    assert md.startswith("| estimator | accuracy (mean ± std, 5 folds) |") and "| logistic - dummy |" in md
+    data = json.loads(json.dumps(res.to_dict()))
+    assert data["scores"] == res.scores.tolist() and data["n_train"] == [120] * 5
+    assert [(p["a"], p["b"]) for p in data["pairwise"]] == list(res.pairwise)
+    assert data["pairwise"][1]["significant"] is True
+    assert data["summary"][0]["scores"] == res.scores[0].tolist()
+    with pytest.raises(KeyError, match="no estimator named 'svm'"):
+        res.test("svm", "tree")
+    with pytest.raises(KeyError, match="twice"):
+        res.test("tree", "tree")
+
+
+def test_parallel_equals_sequential(iris):
+    X, y = iris
+    ests = {"nb": GaussianNB(), "tree": DecisionTreeClassifier(random_state=0)}
+    seq = compare_estimators(ests, X, y, cv=4)
+    par = compare_estimators(ests, X, y, cv=4, n_jobs=2)
+    np.testing.assert_array_equal(seq.scores, par.scores)
+    assert seq.test("nb", "tree") == par.test("nb", "tree")
+
+
+def test_scoring_strings_and_callables_on_regressors():
+    X, y = load_diabetes(return_X_y=True)
+    ests = [("ridge", Ridge()), ("dummy", DummyRegressor())]
+    by_name = compare_estimators(ests, X, y, cv=KFold(4), scoring="neg_mean_absolute_error")
+    by_scorer = compare_estimators(
+        ests, X, y, cv=KFold(4), scoring=make_scorer(mean_absolute_error, greater_is_better=False)
+    )
+    np.testing.assert_allclose(by_name.scores, by_scorer.scores)
+    assert by_scorer.scoring == "mean_absolute_error"
+
+    def mae(est, X, y):
+        return -mean_absolute_error(y, est.predict(X))
+
+    by_callable = compare_estimators(ests, X, y, cv=KFold(4), scoring=mae)
+    np.testing.assert_allclose(by_name.scores, by_callable.scores)
+    assert by_callable.scoring == "mae"
+    # None: the regressors' own score, R^2
+    own = compare_estimators(ests, X, y, cv=KFold(4))
+    assert own.scoring == "score" and np.all(np.abs(own.scores[1]) < 0.2) and np.all(own.scores[0] > 0.2)
+    assert own.test("ridge", "dummy").significant()
+    # an int cv is a plain KFold for regressors
+    assert "KFold" in own.cv
+
+
+def test_shuffle_split_sizes_and_a_single_split(iris):
+    X, y = iris
+    ests = {"nb": GaussianNB(), "dummy": DummyClassifier()}
+    res = compare_estimators(ests, X, y, cv=ShuffleSplit(6, test_size=0.2, random_state=0))
+    assert list(res.n_test) == [30] * 6 and res.test("nb", "dummy").test_train_ratio == pytest.approx(0.25)
+    with pytest.warns(UserWarning, match="single split"):
+        one = compare_estimators(ests, X, y, cv=ShuffleSplit(1, random_state=0))
+    assert one.pairwise == {} and "No paired tests" in str(one)
+    with pytest.raises(KeyError, match="at least two"):
+        one.test("nb", "dummy")
+    # explicit splits
+    splits = list(KFold(3, shuffle=True, random_state=0).split(X))
+    given = compare_estimators(ests, X, y, cv=splits)
+    assert given.cv == "3 given splits" and given.n_folds == 3
+
+
+def test_fold_seed_reseeds_every_fold(iris):
+    X, y = iris
+    X = np.column_stack([np.arange(len(y)), X])
+
+    class Seeds(_FoldRecorder):
+        def fit(self, X, y):
+            super().fit(X, y)
+            self.fingerprint_ = float(self.random_state)
+            return self
+
+    res = compare_estimators({"a": Seeds(), "b": Seeds()}, X, y, cv=3, fold_seed=10)
+    assert res.scores[0].round().tolist() == [10, 11, 12] == res.scores[1].round().tolist()
+
+
+def test_warnings_come_back_with_their_category(iris):
+    from sklearn.exceptions import ConvergenceWarning
+
+    X, y = iris
+    with pytest.warns(ConvergenceWarning, match=r"slow \(fold 0\)"):
+        res = compare_estimators({"slow": LogisticRegression(max_iter=2), "dummy": DummyClassifier()}, X, y, cv=3)
+    assert res.warnings[0][0] and res.warnings[0][0][0].startswith("ConvergenceWarning: ")
+    assert res.warnings[1] == [[], [], []]
+
+
+def test_error_score(iris):
+    X, y = iris
+
+    class Broken(DummyClassifier):
+        def fit(self, X, y):
+            raise RuntimeError("no fit today")
+
+    ests = {"dummy": DummyClassifier(), "broken": Broken()}
+    with pytest.raises(RuntimeError, match="no fit today"):
+        compare_estimators(ests, X, y, cv=3)
+    from sklearn.exceptions import FitFailedWarning
+
+    with pytest.warns(FitFailedWarning, match="no fit today"):
+        res = compare_estimators(ests, X, y, cv=3, error_score=np.nan)
+    assert np.all(np.isnan(res.scores[1])) and math.isnan(res.test("dummy", "broken").pvalue)
+
+
+@pytest.mark.parametrize(
+    "estimators,kwargs,error,message",
+    [
+        ({}, {}, ValueError, "estimators is empty"),
+        ([], {}, ValueError, "estimators is empty"),
+        ([("a", DummyClassifier()), ("a", DummyClassifier())], {}, ValueError, "unique, got 'a'"),
+        ({"a": "not an estimator"}, {}, TypeError, "'a' is not a scikit-learn estimator"),
+        ({"a": DummyClassifier}, {}, TypeError, "'a' is not a scikit-learn estimator"),
+        ([DummyClassifier()], {}, TypeError, "list of \\(name, estimator\\) pairs"),
+        (DummyClassifier(), {}, TypeError, "dict of name -> estimator"),
+        ([(3, DummyClassifier())], {}, TypeError, "names must be non-empty strings"),
+        ({"a": DummyClassifier()}, {"scoring": ["accuracy", "f1"]}, ValueError, "one metric"),
+        ({"a": DummyClassifier()}, {"alpha": 1.5}, ValueError, "alpha must be a number in"),
+        ({"a": DummyClassifier()}, {"fold_seed": 1.5}, ValueError, "fold_seed"),
+        ({"a": DummyClassifier()}, {"error_score": "ignore"}, ValueError, "error_score"),
+    ],
+)
+def test_bad_inputs(iris, estimators, kwargs, error, message):
+    X, y = iris
+    with pytest.raises(error, match=message):
+        compare_estimators(estimators, X, y, **kwargs)
+
+
+def test_to_frame_without_pandas_names_it(iris, monkeypatch):
+    import sys
+
+    X, y = iris
+    res = compare_estimators({"d": DummyClassifier()}, X, y, cv=2)
+    monkeypatch.setitem(sys.modules, "pandas", None)
+    with pytest.raises(ImportError, match="needs pandas"):
+        res.to_frame()
+
+
+@pytest.mark.usefixtures("one_torch_thread")
+def test_deq_estimators_compare_on_the_same_folds(iris):
+    """The package's own estimators work in a comparison (tiny widths, so it is quick)."""
+    from sk_deq import DEQClassifier, MatchedExplicitClassifier
+
+    X, y = iris
+    ests = {
+        "DEQ": DEQClassifier(activation="tanh", n_hidden=16, random_state=0),
+        "matched": MatchedExplicitClassifier(activation="tanh", n_hidden=16, random_state=0),
+    }
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = compare_estimators(ests, X, y, cv=3, fold_seed=0)
+    assert res.scores.shape == (2, 3) and np.all(res.scores > 0.5)
+    assert 0.0 <= res.test("DEQ", "matched").pvalue <= 1.0
+
+
+# ---------------------------------------------------------------------------
+# the figure
+
+
+@pytest.fixture
+def plt():
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    yield plt
+    plt.close("all")
+
+
+def test_plot_paired_scores(plt, iris):
+    from sk_deq.plotting import plot_paired_scores
+
+    X, y = iris
+    ests = {"nb": GaussianNB(), "tree": DecisionTreeClassifier(random_state=0)}
+    ests["dummy"] = DummyClassifier()
+    res = compare_estimators(ests, X, y, cv=4)
+    fig = plot_paired_scores(res, title="iris")
+    ax = fig.axes[0]
+    folds = [line for line in ax.lines if line.get_color() == "0.55"]
+    assert len(folds) == 4
+    for j, line in enumerate(folds):
+        assert list(line.get_xdata()) == [0, 1, 2]
+        np.testing.assert_allclose(line.get_ydata(), res.scores[:, j])
+    means = [line for line in ax.lines if line.get_color() == "black" and line.get_marker() == "D"]
+    np.testing.assert_allclose(means[0].get_ydata(), res.scores.mean(axis=1))
+    texts = [t.get_text() for t in ax.texts]
+    assert len(texts) == 2  # adjacent pairs
+    p = res.test("tree", "dummy").pvalue
+    assert ("p < 0.001" if p < 0.001 else f"p = {p:.3f}") in texts
+    assert [t.get_text() for t in ax.get_xticklabels()] == res.names
+    assert ax.get_title() == "iris"
+    # from the JSON, every pair, into given axes
+    _, ax2 = plt.subplots()
+    fig2 = plot_paired_scores(json.loads(res.to_json()), ax=ax2, annotate="all")
+    assert fig2 is ax2.figure and len(ax2.texts) == 3
+    _, ax3 = plt.subplots()
+    plot_paired_scores(res, ax=ax3, annotate=[("dummy", "nb")])
+    assert len(ax3.texts) == 1
+    _, ax4 = plt.subplots()
+    plot_paired_scores(res, ax=ax4, annotate=None)
+    assert len(ax4.texts) == 0
+    with pytest.raises(ValueError, match="not a pair"):
+        plot_paired_scores(res, annotate=[("dummy", "svm")])
+    with pytest.raises(ValueError, match="annotate must be"):
+        plot_paired_scores(res, annotate="some")
+    with pytest.raises(TypeError, match="ComparisonResult"):
+        plot_paired_scores([1, 2])
+
+
+def test_plot_paired_scores_names_the_plot_extra_without_matplotlib(monkeypatch, iris):
+    import sys
+
+    from sk_deq.plotting import plot_paired_scores
+
+    X, y = iris
+    res = compare_estimators({"d": DummyClassifier(), "e": DummyClassifier()}, X, y, cv=2)
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    monkeypatch.setitem(sys.modules, "matplotlib.pyplot", None)
+    with pytest.raises(ImportError, match=r"sk_deq\[plot\]"):
+        plot_paired_scores(res)
+
+
+# ---------------------------------------------------------------------------
+# significance in compare_widths and sk-deq compare
+
+
+def test_compare_widths_reports_the_corrected_test():
+    from sklearn.datasets import load_digits
+
+    from sk_deq.experiments import compare_widths
+
+    X, y = load_digits(return_X_y=True)
+    res = compare_widths([("d", X[:200], y[:200])], ["tanh"], [8], repeats=3, random_state=1)
+    row = res.summary()[0]
+    n_train, n_test = res.datasets["d"]["n_train"], res.datasets["d"]["n_test"]
+    for model in ("matched", "plain"):
+        expected = corrected_resampled_ttest(
+            row["models"]["deq"]["accuracies"], row["models"][model]["accuracies"], n_train, n_test
+        )
+        assert row["tests"][model] == expected.to_dict()
+    table = res.format_table()
+    assert "p matched" in table and "Nadeau & Bengio" in table and "DEQ vs matched: significant" in table
+    assert json.loads(res.to_json())["summary"][0]["tests"]["matched"]["df"] == 2
+    one = compare_widths([("d", X[:200], y[:200])], ["tanh"], [8], repeats=1)
+    assert one.summary()[0]["tests"] == {"matched": None, "plain": None}
+    assert "DEQ vs matched: significant" not in one.format_table()
+
+
+def test_cli_compare_prints_and_writes_the_significance(capsys, tmp_path):
+    from sk_deq.cli import main
+
+    argv = ["compare", "--datasets", "digits", "--activations", "tanh", "--widths", "8", "--repeats", "2"]
+    assert main([*argv, "--n-samples", "200", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "p matched" in out and "p plain" in out and "DEQ vs matched: significant (p < 0.05) in" in out
+    assert main([*argv, "--n-samples", "200", "--no-progress", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    test = data["summary"][0]["tests"]["matched"]
+    assert test["df"] == 1 and 0.0 <= test["pvalue"] <= 1.0 and test["test_train_ratio"] == pytest.approx(0.25)
+
+
+def test_compare_widths_verbose_line_has_the_p_value():
+    import io
+
+    from sklearn.datasets import load_digits
+
+    from sk_deq.experiments import compare_widths
+
+    X, y = load_digits(return_X_y=True)
+    buf = io.StringIO()
+    compare_widths([("d", X[:150], y[:150])], ["relu"], [8], repeats=2, verbose=1, stream=buf)
+    assert "d relu width 8: DEQ" in buf.getvalue() and "DEQ vs matched p = " in buf.getvalue()
