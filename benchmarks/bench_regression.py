@@ -102,7 +102,10 @@ def _contestants(width: int, inner: int) -> dict:
         transformer=StandardScaler(),
     )
     mlp = TransformedTargetRegressor(
-        make_pipeline(StandardScaler(), MLPRegressor(hidden_layer_sizes=(256,), early_stopping=True, max_iter=1000, random_state=0)),
+        make_pipeline(
+            StandardScaler(),
+            MLPRegressor(hidden_layer_sizes=(256,), early_stopping=True, max_iter=1000, random_state=0),
+        ),
         transformer=StandardScaler(),
     )
     return {

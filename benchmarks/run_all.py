@@ -171,6 +171,7 @@ REGISTRY: dict[str, Benchmark] = {
     "nystroem": Benchmark("bench_nystroem", description="Nystroem features of the implicit kernel"),
     "large_fit": Benchmark("bench_large_fit", description="fit at large n: time and memory"),
     "scale": Benchmark("bench_scale", description="time and memory against n"),
+    "regression": Benchmark("bench_regression", description="regressors vs kernel ridge and MLP, nested 5-fold CV"),
 }
 
 #: The project's targets: ``id`` is matched with the ``goals`` the benchmarks return (first provider wins).

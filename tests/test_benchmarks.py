@@ -261,3 +261,20 @@ def test_bench_readout_goals_follow_the_end_to_end_records():
     assert goals["readout_ratio_1024"]["met"] and goals["readout_ratio_1024"]["target"] == ">= 3x"
     assert not goals["readout_ratio_4096"]["met"] and goals["readout_ratio_4096"]["target"] == ">= 5x"
     assert goals["readout_accuracy_1024"]["measured"] == "-0.40 pt" and goals["readout_accuracy_4096"]["met"]
+
+
+def test_regression_markdown_reads_the_comparison_dicts():
+    from bench_regression import markdown
+
+    names = ["deq", "matched", "plain", "krr_ck", "mlp"]
+    scores = [[0.5, 0.6], [0.4, 0.6], [0.3, 0.3], [0.9, 0.7], [0.1, 0.2]]
+    out = {
+        "data": {
+            "toy": {
+                "regressors": {"names": names, "scores": scores, "deq_vs_matched": {"difference": 0.05, "p_value": 0.5}}
+            }
+        }
+    }
+    row = markdown(out).splitlines()[-1]
+    assert row.startswith("| toy | 0.550 ± 0.071 | 0.500 ± 0.141 | 0.300 ± 0.000 |")
+    assert row.endswith("| +0.050 (p = 0.50) |")
