@@ -20,7 +20,7 @@ import time
 
 from ._inputs import EXPLICIT_KERNELS, SCALED_TAU0
 from .activations import ACTIVATION_NAMES
-from .experiments import DATASETS, compare_widths, demo, spectrum, sphere_spectrum
+from .experiments import DATASETS, compare_widths, cross_validate_widths, demo, spectrum, sphere_spectrum
 from .experiments._spectrum import METHODS
 from .matching import EQUATIONS, FAMILIES, LAYER_KINDS, MatchingError, match_explicit, parse_family
 
@@ -356,6 +356,15 @@ def _add_compare_parser(sub) -> None:
     _add_threads_option(c, cd)
     _option(c, "--device", cd, "torch device, e.g. cpu or cuda")
     _option(c, "--random-state", cd, "base seed", type=int)
+    c.add_argument(
+        "--cv",
+        type=_positive_int,
+        default=None,
+        metavar="K",
+        help="cross-validate instead: K stratified folds per width through compare_estimators, one table of "
+        "per-fold accuracies and corrected t-tests per data set, activation and width (--repeats and --test-size "
+        "do not apply; --out writes compare_cv.json and one paired-scores figure per table)",
+    )
     c.add_argument("--out", default=None, metavar="DIR", help="write compare_widths.png and compare_widths.json here")
     c.add_argument("--json", action="store_true", help="print the results as JSON instead of the table")
     c.add_argument("-v", "--verbose", action="count", default=0, help="also print one line per width")
@@ -385,6 +394,8 @@ def _cmd_compare(args) -> int:
     sizes = dict(_QUICK) if args.quick else {}
     given = {"widths": args.widths, "repeats": args.repeats, "n_samples": args.n_samples}
     sizes.update({k: v for k, v in given.items() if v is not None})
+    if args.cv is not None:
+        return _cmd_compare_cv(args, sizes)
     start = time.perf_counter()
     result = compare_widths(
         args.datasets,
@@ -420,6 +431,56 @@ def _cmd_compare(args) -> int:
         print(f"\nTotal run time {elapsed:.1f}s.")
         for path in written:
             print(f"wrote {path}")
+    return 0
+
+
+def _cmd_compare_cv(args, sizes) -> int:
+    """``sk-deq compare --cv K``: :func:`cross_validate_widths`, one comparison table per width."""
+    if args.cv < 2:
+        print("sk-deq compare: error: --cv needs at least 2 folds", file=sys.stderr)
+        return 2
+    start = time.perf_counter()
+    runs = cross_validate_widths(
+        args.datasets,
+        args.activations,
+        sizes.get("widths", (256, 1024)),
+        cv=args.cv,
+        sigma_a2=args.sigma_a2,
+        n_samples=sizes.get("n_samples"),
+        plain_depth=args.plain_depth,
+        n_threads=args.threads or None,
+        device=args.device,
+        random_state=args.random_state,
+    )
+    elapsed = time.perf_counter() - start
+    records = [{k: v for k, v in run.items() if k != "result"} | run["result"].to_dict() for run in runs]
+    written = []
+    if args.out is not None:
+        from .plotting import plot_paired_scores, require_matplotlib
+
+        os.makedirs(args.out, exist_ok=True)
+        json_path = os.path.join(args.out, "compare_cv.json")
+        with open(json_path, "w") as fh:
+            json.dump(records, fh, indent=1)
+        plt = require_matplotlib()
+        for run in runs:
+            title = f"{run['dataset']}, {run['activation']}-DEQ, width {run['width']}"
+            fig = plot_paired_scores(run["result"], title=title)
+            path = os.path.join(args.out, f"compare_cv_{run['dataset']}_{run['activation']}_{run['width']}.png")
+            fig.savefig(path, dpi=120)
+            plt.close(fig)
+            written.append(path)
+        written.append(json_path)
+    if args.json:
+        print(json.dumps(records, indent=1))
+        return 0
+    for run in runs:
+        print(f"== {run['dataset']}, {run['activation']}-DEQ, width {run['width']}")
+        print(run["result"].format_table(per_fold=args.verbose > 0))
+        print()
+    print(f"Total run time {elapsed:.1f}s.")
+    for path in written:
+        print(f"wrote {path}")
     return 0
 
 

@@ -186,3 +186,25 @@ def test_match_defaults_are_the_demos_matched_network():
     assert options["tau0"] == 1.0  # the data scale input_scaling='global' gives the estimators
     for name in ("kernel", "family", "n_layers", "sigma_b2", "tol"):
         assert options[name] == inspect.signature(match_explicit).parameters[name].default, name
+
+
+def test_compare_cv_runs_compare_estimators_per_width(capsys, tmp_path):
+    pytest.importorskip("matplotlib")
+    args = ["compare", "--cv", "3", "--datasets", "digits", "--activations", "tanh", "--widths", "32,64"]
+    args += ["--n-samples", "300", "--no-progress"]
+    assert main([*args, "--json"]) == 0
+    records = json.loads(capsys.readouterr().out)
+    assert [(r["dataset"], r["activation"], r["width"]) for r in records] == [
+        ("digits", "tanh", 32),
+        ("digits", "tanh", 64),
+    ]
+    for r in records:
+        assert r["names"] == ["deq", "matched", "plain"]
+        assert len(r["scores"][0]) == 3  # three folds
+        assert sum(r["n_test"]) == 300  # the folds partition the subsample
+    assert main([*args, "-v", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert out.count("corrected resampled t-test") == 2 and "deq - matched" in out
+    assert (tmp_path / "compare_cv.json").exists()
+    assert (tmp_path / "compare_cv_digits_tanh_64.png").stat().st_size > 0
+    assert main(["compare", "--cv", "1", "--no-progress"]) == 2

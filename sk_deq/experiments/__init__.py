@@ -27,14 +27,16 @@ the DEQ's accuracy against the other two models' with the corrected
 resampled t-test of :func:`sk_deq.model_selection.corrected_resampled_ttest`.  The result is a
 :class:`CompareResult`, which prints as a table, serialises to JSON and is
 drawn by :func:`sk_deq.plotting.plot_compare_widths`.  The ``sk-deq compare``
-command is a thin wrapper around it.
+command is a thin wrapper around it; with ``--cv K`` it runs
+:func:`cross_validate_widths` instead, the same three models on ``K``
+stratified folds through :func:`sk_deq.model_selection.compare_estimators`.
 """
 
 # One private module per experiment (_compare, _spectrum, _demo) and _common for
 # what they share; everything public is imported from here.
 from . import _common, _spectrum
 from ._common import load_dataset
-from ._compare import CompareResult, compare_widths
+from ._compare import CompareResult, compare_widths, cross_validate_widths
 from ._demo import DemoResult, demo
 from ._spectrum import SphereSpectrumResult, SpectrumResult, spectrum, sphere_spectrum
 
@@ -47,6 +49,7 @@ __all__ = [
     "SpectrumResult",
     "SphereSpectrumResult",
     "compare_widths",
+    "cross_validate_widths",
     "demo",
     "load_dataset",
     "spectrum",

@@ -587,3 +587,102 @@ def _report_width(result, name, activation, width, out, *, after_progress: bool)
         out.write("\n")
     out.write(f"{name} {activation} width {width}: " + ", ".join(parts) + "\n")
     out.flush()
+
+
+def cross_validate_widths(
+    datasets=("digits",),
+    activations=("relu", "tanh"),
+    widths=(256, 1024),
+    *,
+    cv: int = 5,
+    sigma_a2: float = 0.2,
+    n_samples: int | None = None,
+    plain_depth: int = 1,
+    n_threads: int | None = 1,
+    device: str = "auto",
+    dtype: str = "float32",
+    random_state: int = 0,
+    n_jobs: int | None = None,
+) -> list:
+    """Cross-validate the DEQ, its matched network and a plain network at every width.
+
+    The counterpart of :func:`compare_widths` on ``cv`` stratified folds
+    instead of repeated random splits: for every data set, activation and
+    width, :func:`sk_deq.model_selection.compare_estimators` fits the three
+    models on the same folds (new weights on every fold, the same for the
+    three: ``fold_seed=random_state``) and tests every pair with the
+    corrected resampled t-test.
+
+    Parameters
+    ----------
+    datasets : sequence of str or (name, X, y), default=('digits',)
+        Names from :data:`DATASETS` or ``(name, X, y)`` tuples of your own data.
+    activations : sequence of str, default=('relu', 'tanh')
+        DEQ activations.
+    widths : sequence of int, default=(256, 1024)
+        Widths ``m``.
+    cv : int, default=5
+        Number of stratified folds (shuffled with ``random_state``).
+    sigma_a2 : float, default=0.2
+        The DEQ's recurrent weight variance.
+    n_samples : int or None, default=None
+        Size of a stratified subsample of every data set; None uses all.
+    plain_depth : int, default=1
+        Number of layers of the plain network.
+    n_threads : int or None, default=1
+        Torch intra-op threads during the run (restored afterwards).
+    device : str, default='auto'
+        Torch device of all estimators.
+    dtype : {'float32', 'float64'}, default='float32'
+        Precision of all estimators.
+    random_state : int, default=0
+        Seed of the folds, of the subsample and of the weights.
+    n_jobs : int or None, default=None
+        Parallel (model, fold) fits (see
+        :func:`~sk_deq.model_selection.compare_estimators`).
+
+    Returns
+    -------
+    list of dict
+        One entry per data set, activation and width: ``dataset``,
+        ``activation``, ``width`` and ``result`` (a
+        :class:`~sk_deq.model_selection.ComparisonResult` of the models
+        ``deq``, ``matched`` and ``plain``, scored by accuracy).
+
+    Examples
+    --------
+    >>> from sk_deq.experiments import cross_validate_widths
+    >>> out = cross_validate_widths(["digits"], ["tanh"], [32], cv=3, n_samples=300)
+    >>> out[0]["result"].names
+    ['deq', 'matched', 'plain']
+    >>> 0.0 <= out[0]["result"].test("deq", "matched").pvalue <= 1.0
+    True
+    """
+    from sklearn.model_selection import StratifiedKFold
+
+    from ..model_selection import compare_estimators
+
+    if isinstance(cv, bool) or not isinstance(cv, Integral) or cv < 2:
+        raise ValueError(f"cv must be an integer of at least 2 folds, got {cv!r}.")
+    datasets, names, activations, widths = _validate(
+        datasets, activations, widths, 1, 0.2, n_samples, plain_depth, n_threads
+    )
+    opts = {
+        "sigma_a2": float(sigma_a2),
+        "plain_depth": int(plain_depth),
+        "estimator": {"device": device, "dtype": dtype},
+    }
+    folds = StratifiedKFold(int(cv), shuffle=True, random_state=random_state)
+    out = []
+    with _torch_threads(n_threads):
+        for name, data in zip(names, datasets):
+            X, y = load_dataset(data) if isinstance(data, str) else (np.asarray(data[1]), np.asarray(data[2]))
+            X, y = _subsample(X, y, n_samples, random_state)
+            for activation in activations:
+                for width in widths:
+                    models = {m: _make(m, activation, width, random_state, opts) for m in MODELS}
+                    result = compare_estimators(
+                        models, X, y, cv=folds, scoring="accuracy", fold_seed=random_state, n_jobs=n_jobs
+                    )
+                    out.append({"dataset": name, "activation": activation, "width": int(width), "result": result})
+    return out
