@@ -6,7 +6,7 @@ Regression with a DEQ and its matched explicit network
 :class:`~sk_deq.ExplicitRegressor` are the classifiers' networks with a
 linear readout fitted by least squares (in closed form when only the readout
 is trained).  Here they meet kernel ridge regression on the DEQ's exact
-implicit conjugate kernel, the model both networks approximate at infinite
+implicit feature kernel, the model both networks approximate at infinite
 width, on Friedman's first regression problem, all on the same five folds
 (:func:`~sk_deq.model_selection.compare_estimators`).
 """
@@ -14,9 +14,13 @@ width, on Friedman's first regression problem, all on the same five folds
 # %%
 # Data and contestants
 # --------------------
-# ``make_friedman1``: 10 inputs, of which the target uses 5.  Kernel ridge has
-# no intercept, so its targets are standardised; the networks standardise
-# their targets themselves.
+# ``make_friedman1``: 10 inputs, of which the target uses 5.  The networks'
+# readout is ridge regression on their features, so at infinite width it
+# becomes kernel ridge regression with the DEQ's *feature* kernel
+# (``kernel="feature"``, the limit of the Gram matrix of ``z*``) and the
+# networks' penalty ``n_samples * alpha`` (800 x 1e-4).  Kernel ridge has no
+# intercept, so its targets are standardised, as the networks standardise
+# theirs.
 import matplotlib.pyplot as plt
 import numpy as np
 from sklearn.compose import TransformedTargetRegressor
@@ -36,8 +40,10 @@ estimators = {
     "DEQ": DEQRegressor("relu", 0.2, n_hidden=width, random_state=0),
     "matched": MatchedExplicitRegressor("relu", 0.2, n_hidden=width, random_state=0),
     "plain ReLU": ExplicitRegressor(("relu",), n_hidden=width, random_state=0),
-    "KRR, implicit CK": TransformedTargetRegressor(
-        make_pipeline(ImplicitCKTransformer("relu", 0.2), KernelRidge(alpha=0.1, kernel="precomputed")),
+    "KRR, feature kernel": TransformedTargetRegressor(
+        make_pipeline(
+            ImplicitCKTransformer("relu", 0.2, kernel="feature"), KernelRidge(alpha=800 * 1e-4, kernel="precomputed")
+        ),
         transformer=StandardScaler(),
     ),
 }
@@ -72,5 +78,7 @@ axes[0].set(xlabel="target", ylabel="prediction", title="held-out samples")
 axes[0].legend()
 axes[1].scatter(deq.predict(X[test]), matched.predict(X[test]), s=8)
 axes[1].set(xlabel="DEQ prediction", ylabel="matched prediction", title="DEQ against matched")
-print(f"correlation of the two networks' predictions: {np.corrcoef(deq.predict(X[test]), matched.predict(X[test]))[0, 1]:.3f}")
+print(
+    f"correlation of the two networks' predictions: {np.corrcoef(deq.predict(X[test]), matched.predict(X[test]))[0, 1]:.3f}"
+)
 plt.show()
