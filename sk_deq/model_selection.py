@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ._json import JSONResult
+
 __all__ = [
     "ComparisonResult",
     "CorrectedTTestResult",
@@ -314,7 +316,7 @@ def _pvalue_text(p: float) -> str:
 
 
 @dataclass
-class ComparisonResult:
+class ComparisonResult(JSONResult):
     """Outcome of :func:`compare_estimators`: scores and times per estimator and fold, and the paired tests.
 
     Every parameter is stored as an attribute of the same name.
@@ -467,30 +469,6 @@ class ComparisonResult:
             ],
             "warnings": [[list(fold) for fold in est] for est in self.warnings],
         }
-
-    def to_json(self, path=None, *, indent: int = 2) -> str:
-        """Serialise :meth:`to_dict` to JSON; also write it to ``path`` if given.
-
-        Parameters
-        ----------
-        path : str or path-like, optional
-            File to write the JSON to (UTF-8, with a final newline); nothing
-            is written when None.
-        indent : int, default=2
-            Indentation of the JSON text.
-
-        Returns
-        -------
-        str
-            The JSON text (without the final newline).
-        """
-        import json
-
-        text = json.dumps(self.to_dict(), indent=indent)
-        if path is not None:
-            with open(path, "w", encoding="utf-8") as fh:
-                fh.write(text + "\n")
-        return text
 
     def to_frame(self):
         """The per-fold measurements as a pandas DataFrame (pandas is not a dependency).

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import time
 import warnings
 
 import numpy as np
 
 from .._inputs import SCALED_TAU0
+from .._json import JSONResult
 from .._progress import STEPS, ProgressBar
 
 # Data sets known to compare_widths by name, with a description (documented in __init__).
@@ -71,30 +71,8 @@ def load_dataset(name: str):
 # results and running
 
 
-class _JSONResult:
-    """``to_json`` for the result objects of the experiments (each defines ``to_dict``)."""
-
-    def to_json(self, path=None, *, indent: int = 2) -> str:
-        """Serialise ``to_dict()`` to JSON; also write it to ``path`` if given.
-
-        Parameters
-        ----------
-        path : str or path-like, optional
-            File to write the JSON to (UTF-8, with a final newline); nothing
-            is written when None.
-        indent : int, default=2
-            Indentation of the JSON text.
-
-        Returns
-        -------
-        str
-            The JSON text (without the final newline).
-        """
-        text = json.dumps(self.to_dict(), indent=indent)
-        if path is not None:
-            with open(path, "w", encoding="utf-8") as fh:
-                fh.write(text + "\n")
-        return text
+#: ``to_json`` for the experiments' result objects (each defines ``to_dict``).
+_JSONResult = JSONResult
 
 
 def _steps(total: int, enabled: bool, stream) -> ProgressBar:
