@@ -1076,7 +1076,8 @@ class TorchRegressorBase(RegressorMixin, TorchEstimatorBase):
     _loss: ClassVar[str] = "squared"
 
     def _closed_form(self) -> bool:
-        return self.optimizer == "auto" and self.trainable == "readout" and not self.early_stopping
+        # the readout alone (frozen features), and no iterations asked for
+        return self.optimizer == "auto" and not self.early_stopping and not self._features_trainable()
 
     def _validate_training_data(self, X, y, sample_weight, warm):
         """Validate ``X``, ``y`` (real, one or more columns) and the weights."""
