@@ -276,3 +276,28 @@ def test_matched_regressor_is_as_close_to_the_deq_as_the_matched_classifier():
     assert abs(r2_deq - r2_matched) <= max(0.03, 2 * abs(clf_deq - clf_matched))
     # the predictions themselves agree far better than those of two unrelated models would
     assert np.corrcoef(deq.predict(X[te]), matched.predict(X[te]))[0, 1] > 0.95
+
+
+def test_lbfgs_backs_off_from_trial_points_where_the_fixed_point_diverges():
+    """A line-search trial outside the contraction region is an infinite loss, not an abort."""
+    from sk_deq.nn import DEQDivergenceError
+
+    class Fenced(torch.nn.Module):  # diverges where the weight exceeds 1, as a DEQ leaving its contraction region
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.zeros(1, dtype=torch.float64))
+
+        def forward(self, x):
+            if float(self.w.detach()) > 1.0:
+                raise DEQDivergenceError("diverged")
+            return x * self.w
+
+    X = torch.linspace(-1, 1, 50, dtype=torch.float64)[:, None]
+    y = 3.0 * X  # the unconstrained optimum w = 3 lies outside the region
+    model = Fenced()
+    result = train(model, X, y, optimizer="lbfgs", loss="squared", max_epochs=50)
+    assert 0.5 < float(model.w.detach()) <= 1.0 and np.isfinite(result.best_loss)
+    with torch.no_grad():
+        model.w.fill_(2.0)  # a divergent starting point is the user's error
+    with pytest.raises(DEQDivergenceError):
+        train(model, X, y, optimizer="lbfgs", loss="squared", max_epochs=5)

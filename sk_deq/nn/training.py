@@ -41,6 +41,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .._progress import ProgressBar  # re-exported: sk_deq.nn.training.ProgressBar is imported elsewhere
+from .deq import DEQDivergenceError
 from .readout import LOSSES, LinearReadout, ReadoutObjective, fit_readout
 
 __all__ = ["LOSSES", "OPTIMIZERS", "TrainResult", "ProgressBar", "train", "predict_logits"]
@@ -631,7 +632,7 @@ def _train_lbfgs(model, X, y, w, params, penalized, alpha, max_epochs, tol, epoc
     n = X.shape[0]
     chunk = n if not epochs.chunk_size else int(epochs.chunk_size)
     sizes = [p.numel() for p in params]
-    last = {"loss": math.nan, "t0": time.perf_counter()}
+    last = {"loss": math.nan, "t0": time.perf_counter(), "n_eval": 0}
 
     def set_params(v):
         # one float64 vector for scipy; each parameter keeps its own dtype
@@ -645,11 +646,20 @@ def _train_lbfgs(model, X, y, w, params, penalized, alpha, max_epochs, tol, epoc
         for p in params:
             p.grad = None
         total = 0.0
-        for i in range(0, n, chunk):
-            sl = slice(i, i + chunk)
-            loss = _loss_sum(model(X[sl]), y[sl], None if w is None else w[sl], epochs.loss) / n
-            loss.backward()
-            total += float(loss.detach())
+        try:
+            for i in range(0, n, chunk):
+                sl = slice(i, i + chunk)
+                loss = _loss_sum(model(X[sl]), y[sl], None if w is None else w[sl], epochs.loss) / n
+                loss.backward()
+                total += float(loss.detach())
+        except DEQDivergenceError:
+            # A trial point of the line search left the region where the fixed point exists:
+            # an infinite loss makes L-BFGS-B back off (the starting point must be finite).
+            if last["n_eval"] == 0:
+                raise
+            last["n_eval"] += 1
+            return math.inf, np.zeros(sum(sizes))
+        last["n_eval"] += 1
         pen = _penalty(penalized, alpha)
         if pen is not None:
             pen.backward()
