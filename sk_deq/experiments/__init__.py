@@ -28,23 +28,38 @@ command is a thin wrapper around it.
 
 # One private module per experiment (_compare, _spectrum, _demo) and _common for
 # what they share; everything public is imported from here.
-from . import _common, _spectrum
+from . import _boundary, _common, _spectrum
+from ._boundary import (
+    BoundaryResult,
+    deq_param_count,
+    explicit_param_count,
+    matched_width,
+    plot_where_equivalence_ends,
+    where_equivalence_ends,
+)
 from ._common import load_dataset
 from ._compare import CompareResult, compare_widths
 from ._demo import DemoResult, demo
 from ._spectrum import SpectrumResult, spectrum
 
 __all__ = [
+    "BOUNDARY_MODELS",
     "DATASETS",
     "MODELS",
     "SPECTRUM_ACTIVATIONS",
+    "BoundaryResult",
     "CompareResult",
     "DemoResult",
     "SpectrumResult",
     "compare_widths",
     "demo",
+    "deq_param_count",
+    "explicit_param_count",
     "load_dataset",
+    "matched_width",
+    "plot_where_equivalence_ends",
     "spectrum",
+    "where_equivalence_ends",
 ]
 
 # The constants are bound here, where the documentation finds their comments.
@@ -54,6 +69,11 @@ DATASETS = _common.DATASETS
 
 #: The three models compared at every width, in table order.
 MODELS = _common.MODELS
+
+#: The four contestants of :func:`where_equivalence_ends`, in table order:
+#: the readout-trained DEQ and its matched network, the DEQ with all weights
+#: trained and an explicit network with all weights trained.
+BOUNDARY_MODELS = _boundary.BOUNDARY_MODELS
 
 #: Activations :func:`spectrum` uses by default (the paper's two and two more).
 SPECTRUM_ACTIVATIONS = _spectrum.SPECTRUM_ACTIVATIONS
