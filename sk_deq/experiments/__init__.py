@@ -24,9 +24,20 @@ records test accuracy and fit+predict wall time.  The result is a
 :class:`CompareResult`, which prints as a table, serialises to JSON and is
 drawn by :func:`sk_deq.plotting.plot_compare_widths`.  The ``sk-deq compare``
 command is a thin wrapper around it.
+
+:func:`where_equivalence_ends` measures where the equivalence stops
+applying: on a regression target that is steep along one direction of a
+``d``-dimensional input, it compares the readout-trained DEQ and its matched
+network (:data:`BOUNDARY_MODELS`) with a DEQ whose weights are all trained and
+an explicit network with all weights trained and the same parameter count
+(:func:`deq_param_count`, :func:`explicit_param_count`,
+:func:`matched_width`), recording L∞ and L2 test errors over seeds as the
+sharpness grows.  :func:`plot_where_equivalence_ends` draws its
+:class:`BoundaryResult`; :ref:`where-equivalence-ends` in the user guide
+discusses what it shows.
 """
 
-# One private module per experiment (_compare, _spectrum, _demo) and _common for
+# One private module per experiment (_compare, _spectrum, _demo, _boundary) and _common for
 # what they share; everything public is imported from here.
 from . import _boundary, _common, _spectrum
 from ._boundary import (

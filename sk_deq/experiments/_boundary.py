@@ -314,7 +314,13 @@ class BoundaryResult(_JSONResult):
             f"errors on {cfg['n_lines']} lines along u, s in [-{cfg['grid_radius']:g}, {cfg['grid_radius']:g}] "
             f"({cfg['n_grid']} points each); L∞ / L2, {spread}.",
             f"{cfg['activation']}-DEQ, sigma_a2={cfg['sigma_a2']:g}.  Readout-trained: width "
-            f"{cfg['n_hidden_readout']}, closed-form ridge readout, alpha={cfg['alpha_readout']:g}.  "
+            f"{cfg['n_hidden_readout']}, closed-form ridge readout, alpha "
+            + (
+                f"{cfg['alpha_readout'][0]:g}"
+                if len(cfg["alpha_readout"]) == 1
+                else f"chosen by leave-one-out error from {', '.join(f'{a:g}' for a in cfg['alpha_readout'])}"
+            )
+            + ".  "
             f"All weights trained: {cfg['optimizer']}, {cfg['max_epochs']} "
             f"{'iterations' if cfg['optimizer'] == 'lbfgs' else 'epochs'}"
             + (f", learning rate {cfg['learning_rate']:g}" if cfg["optimizer"] != "lbfgs" else "")
@@ -456,7 +462,7 @@ def _make(model, d, seed, opts):
     from ..estimators import DEQRegressor, ExplicitRegressor, MatchedExplicitRegressor
 
     common = {"random_state": int(seed), "device": opts["device"], "dtype": opts["dtype"]}
-    readout = {"n_hidden": opts["n_hidden_readout"], "alpha": opts["alpha_readout"], **common}
+    readout = {"n_hidden": opts["n_hidden_readout"], "alpha": opts["alpha_readout"][0], **common}
     trained = {
         "trainable": "all",
         "optimizer": opts["optimizer"],
@@ -509,6 +515,25 @@ def _solver_summary(info):
     return out
 
 
+def _select_alpha(est, X, y, alphas):
+    """The readout penalty of ``alphas`` with the smallest leave-one-out error on ``est``'s training features.
+
+    The readout of a fitted readout-trained regressor is ridge regression
+    with penalty ``n_samples * alpha`` on its features (with an intercept;
+    the target scaling does not change which penalty wins), so
+    :class:`~sklearn.linear_model.RidgeCV`'s closed-form leave-one-out error
+    on the features ranks the penalties without refitting the network.
+    """
+    from sklearn.linear_model import RidgeCV
+
+    Z = est.features(X)
+    # the n x n Gram matrix's eigendecomposition when there are fewer samples than features (what is
+    # cheaper; the 'auto' mode took the SVD of the 512 x 1024 features, 20 times slower)
+    mode = "eigen" if Z.shape[0] <= Z.shape[1] else "svd"
+    cv = RidgeCV(alphas=[len(y) * a for a in alphas], gcv_mode=mode).fit(Z, y)
+    return float(alphas[int(np.argmin(np.abs(np.asarray(alphas) * len(y) - cv.alpha_)))])
+
+
 def _fit_one(model, d, k, seed, data, opts, keep_profile):
     u, X, X_test, s_grid = data
     y = np.tanh(k * math.sqrt(d) * (X @ u))
@@ -518,6 +543,10 @@ def _fit_one(model, d, k, seed, data, opts, keep_profile):
         warnings.simplefilter("always")
         t0 = time.perf_counter()
         est.fit(X, y)
+        if model.endswith("_readout") and len(opts["alpha_readout"]) > 1:
+            best = _select_alpha(est, X, y, opts["alpha_readout"])
+            if best != est.alpha:
+                est.set_params(alpha=best).fit(X, y)
         seconds = time.perf_counter() - t0
         pred_test = est.predict(X_test)
         pred_train = est.predict(X)
@@ -533,6 +562,7 @@ def _fit_one(model, d, k, seed, data, opts, keep_profile):
         "train_rmse": float(np.sqrt(np.mean((pred_train - y) ** 2))),
         "baseline_l2": float(np.std(y_test)),
         "rms_to_deq_readout": None,
+        "alpha": float(est.alpha),
         "fit_seconds": seconds,
         "n_hidden": int(est.n_hidden),
         "n_params": n_params,
@@ -556,7 +586,7 @@ def where_equivalence_ends(
     activation: str = "relu",
     sigma_a2: float = 0.2,
     explicit_layers=("relu", "relu"),
-    alpha_readout: float = 1e-3,
+    alpha_readout=(1e-7, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2),
     alpha_trained: float = 1e-6,
     optimizer: str = "lbfgs",
     max_epochs: int = 300,
@@ -626,9 +656,15 @@ def where_equivalence_ends(
         The DEQs' recurrent weight variance at initialisation.
     explicit_layers : sequence of str, default=('relu', 'relu')
         Activations of the fully trained explicit network.
-    alpha_readout : float, default=1e-3
-        Ridge penalty of the readout-trained models (see
-        :class:`~sk_deq.DEQRegressor`).
+    alpha_readout : float or sequence of float, default=(1e-7, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2)
+        Ridge penalty of the readout-trained models (``alpha`` of
+        :class:`~sk_deq.DEQRegressor`), or candidates: then every
+        readout-trained fit uses the candidate with the smallest
+        leave-one-out error of the ridge readout on its training features
+        (closed form, :class:`~sklearn.linear_model.RidgeCV`), so that random
+        features are not handicapped by a penalty that suits another ``d``
+        or ``k``.  The chosen value is recorded as ``alpha``; the selection
+        is part of the fit time.
     alpha_trained : float, default=1e-6
         Readout penalty of the fully trained models (their hidden weights are
         not penalised).
@@ -654,9 +690,10 @@ def where_equivalence_ends(
     models : sequence of str, default=BOUNDARY_MODELS
         The models to fit (a subset of :data:`BOUNDARY_MODELS`).
     n_threads : int or None, default=1
-        Torch intra-op threads during the run (restored afterwards); None
-        keeps torch's setting.  The networks are small: on a busy 2-core
-        machine two threads made the trained DEQ's fit several times slower.
+        Torch intra-op threads and numpy's BLAS threads during the run
+        (restored afterwards); None keeps the settings.  The networks are
+        small: on a busy 2-core machine two threads made the trained DEQ's
+        fit several times slower.
     device : str, default='cpu'
         Torch device of all estimators.
     dtype : {'float32', 'float64'}, default='float32'
@@ -712,13 +749,16 @@ def where_equivalence_ends(
         raise ValueError(f"grid_radius must be a positive finite number, got {grid_radius!r}.")
     if n_threads is not None and (isinstance(n_threads, bool) or not isinstance(n_threads, Integral) or n_threads < 1):
         raise ValueError(f"n_threads must be None or a positive integer, got {n_threads!r}.")
+    alphas = (alpha_readout,) if isinstance(alpha_readout, Real) else tuple(alpha_readout)
+    if not alphas or not all(isinstance(a, Real) and not isinstance(a, bool) and 0 < a < math.inf for a in alphas):
+        raise ValueError(f"alpha_readout must be a positive number or a sequence of them, got {alpha_readout!r}.")
     opts = {
         "activation": activation,
         "sigma_a2": float(sigma_a2),
         "n_hidden": int(n_hidden),
         "n_hidden_readout": int(n_hidden_readout),
         "explicit_layers": explicit_layers,
-        "alpha_readout": float(alpha_readout),
+        "alpha_readout": tuple(float(a) for a in alphas),
         "alpha_trained": float(alpha_trained),
         "optimizer": optimizer,
         "max_epochs": int(max_epochs),
@@ -743,7 +783,11 @@ def where_equivalence_ends(
         "n_lines": int(n_lines),
         **{k: (list(v) if isinstance(v, tuple) else v) for k, v in opts.items()},
     }
-    with _torch_threads(n_threads) as threads:
+    from threadpoolctl import threadpool_limits
+
+    # numpy's BLAS too: the readout's penalty selection works on 512 x 1024 matrices, where on a busy
+    # 2-core machine two BLAS threads made it ten times slower than one
+    with _torch_threads(n_threads) as threads, threadpool_limits(limits=n_threads):
         result = BoundaryResult(
             config=config,
             environment=_environment(threads),
