@@ -106,8 +106,16 @@ def test_readout_models_agree(tiny):
             assert r["rms_to_deq_readout"] < 0.5 * r["baseline_l2"], r
         elif r["model"] == "deq_readout":
             assert r["rms_to_deq_readout"] is None
+            # another weight draw of the same DEQ: the finite-width noise floor, also far below the constant's error
+            assert 0.0 < r["rms_redrawn_deq"] < 0.5 * r["baseline_l2"], r
         else:
             assert r["rms_to_deq_readout"] >= 0.0
+        if r["model"] != "deq_readout":
+            assert r["rms_redrawn_deq"] is None
+        if r["model"].endswith("_readout"):
+            assert r["alpha"] in tiny.config["alpha_readout"]
+        else:
+            assert r["alpha"] == tiny.config["alpha_trained"]
 
 
 def test_errors_grow_with_sharpness(tiny):
@@ -120,7 +128,7 @@ def test_errors_grow_with_sharpness(tiny):
 
 def test_table_and_json_round_trip(tiny, tmp_path):
     text = str(tiny)
-    for word in ("d = 2", "d = 5", "DEQ, readout", "explicit, all weights", "constant", "DEQ fixed points"):
+    for word in ("d = 2", "d = 5", "DEQ, readout", "explicit, all weights", "constant", "DEQ-DEQ'", "DEQ fixed points"):
         assert word in text
     path = tmp_path / "boundary.json"
     js = tiny.to_json(path)
@@ -175,6 +183,19 @@ def test_subset_of_models_and_adam():
 def test_bad_arguments(kwargs, match):
     with pytest.raises(ValueError, match=match):
         where_equivalence_ends(**{"sharpness": [1], "dims": [2], "seeds": [0], **kwargs})
+
+
+def test_fixed_readout_penalty():
+    res = where_equivalence_ends(
+        sharpness=[2], dims=[2], seeds=[0], models=["deq_readout"], alpha_readout=1e-3, **SMALL
+    )
+    assert res.config["alpha_readout"] == [1e-3] and res.records[0]["alpha"] == 1e-3
+    assert res.records[0]["rms_redrawn_deq"] is None  # no matched network in the run
+    assert "alpha 0.001." in str(res)
+    with pytest.raises(ValueError, match="alpha_readout"):
+        where_equivalence_ends(sharpness=[2], dims=[2], seeds=[0], alpha_readout=[])
+    with pytest.raises(ValueError, match="alpha_readout"):
+        where_equivalence_ends(sharpness=[2], dims=[2], seeds=[0], alpha_readout=-1.0)
 
 
 def test_progress_display():
