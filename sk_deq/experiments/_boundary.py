@@ -141,7 +141,7 @@ def matched_width(n_features: int, n_hidden: int, n_layers: int) -> int:
     --------
     >>> from sk_deq.experiments import matched_width
     >>> matched_width(8, 32, 2), matched_width(8, 32, 1)
-    (32, 131)
+    (32, 146)
     """
     target = deq_param_count(n_features, n_hidden)
     d, L = int(n_features), int(n_layers)
