@@ -198,6 +198,33 @@ def test_fixed_readout_penalty():
         where_equivalence_ends(sharpness=[2], dims=[2], seeds=[0], alpha_readout=-1.0)
 
 
+def test_a_diverging_fit_is_recorded_not_raised(monkeypatch):
+    """Training can move a DEQ out of its contraction region; the run records that fit as failed and goes on."""
+    from sk_deq import DEQRegressor
+    from sk_deq.nn import DEQDivergenceError
+
+    fit = DEQRegressor.fit
+
+    def diverging_fit(self, X, y, **kwargs):
+        if self.trainable == "all" and self.random_state == 1:
+            raise DEQDivergenceError("diverged (test)")
+        return fit(self, X, y, **kwargs)
+
+    monkeypatch.setattr(DEQRegressor, "fit", diverging_fit)
+    res = where_equivalence_ends(
+        sharpness=[2], dims=[2], seeds=[0, 1], models=["deq_all", "explicit_all"], **{**SMALL, "max_epochs": 3}
+    )
+    bad = [r for r in res.records if r["error"]]
+    assert len(bad) == 1 and bad[0]["seed"] == 1 and bad[0]["model"] == "deq_all"
+    assert bad[0]["linf"] is None and bad[0]["n_params"] == deq_param_count(2, 8)
+    row = next(r for r in res.summary() if r["model"] == "deq_all")
+    assert row["n_seeds"] == 1 and row["n_failed"] == 1 and math.isfinite(row["linf_mean"])
+    text = str(res)
+    assert "1 fit(s) stopped with an error" in text and "diverged (test)" in text and "*" in text
+    back = BoundaryResult.from_dict(json.loads(res.to_json()))
+    assert back.summary() == res.summary()
+
+
 def test_progress_display():
     out = io.StringIO()
     where_equivalence_ends(

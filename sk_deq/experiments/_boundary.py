@@ -179,7 +179,11 @@ class BoundaryResult(_JSONResult):
     records : list of dict, default=[]
         One entry per fit: ``d``, ``sharpness``, ``seed``, ``model``,
         ``linf`` (largest absolute error on the test lines), ``l2`` (root
-        mean squared error on them), ``train_rmse``, ``baseline_l2`` (root
+        mean squared error on them), ``train_rmse`` (these three None when
+        the fit failed), ``error`` (None, or the message of the error that
+        stopped the fit: a :class:`~sk_deq.nn.DEQDivergenceError` when
+        training moved a DEQ's fixed-point map out of its contraction
+        region), ``baseline_l2`` (root
         mean squared error of the best constant on the test lines),
         ``rms_to_deq_readout`` (root mean squared difference between this
         model's and the readout-trained DEQ's predictions on the test lines;
@@ -239,7 +243,9 @@ class BoundaryResult(_JSONResult):
             ``baseline_l2_mean``, ``fit_seconds_median``, ``n_hidden``,
             ``n_params``, ``n_trainable``, ``solver_converged`` (whether every
             fixed-point solve of every seed's fit reached its tolerance; None
-            for explicit networks) and ``n_seeds``.
+            for explicit networks), ``n_seeds`` (fits that completed; the
+            means are over them) and ``n_failed`` (fits that stopped with an
+            error).
         """
         rows = []
         for d in self.config["dims"]:
@@ -251,6 +257,8 @@ class BoundaryResult(_JSONResult):
                     )
                     if not recs:
                         continue
+                    failed = [r for r in recs if r.get("error")]
+                    recs = [r for r in recs if not r.get("error")]
                     linf_mean, linf_std = _mean_std(r["linf"] for r in recs)
                     l2_mean, l2_std = _mean_std(r["l2"] for r in recs)
                     gaps = [r["rms_to_deq_readout"] for r in recs if r["rms_to_deq_readout"] is not None]
@@ -270,13 +278,16 @@ class BoundaryResult(_JSONResult):
                             "train_rmse_mean": _mean_std(r["train_rmse"] for r in recs)[0],
                             "rms_to_deq_readout_mean": _mean_std(gaps)[0],
                             "rms_redrawn_deq_mean": _mean_std(redrawn)[0],
-                            "baseline_l2_mean": _mean_std(r["baseline_l2"] for r in recs)[0],
-                            "fit_seconds_median": statistics.median(r["fit_seconds"] for r in recs),
-                            "n_hidden": recs[0]["n_hidden"],
-                            "n_params": recs[0]["n_params"],
-                            "n_trainable": recs[0]["n_trainable"],
+                            "baseline_l2_mean": _mean_std(r["baseline_l2"] for r in recs or failed)[0],
+                            "fit_seconds_median": (
+                                statistics.median(r["fit_seconds"] for r in recs) if recs else math.nan
+                            ),
+                            "n_hidden": (recs or failed)[0]["n_hidden"],
+                            "n_params": (recs or failed)[0]["n_params"],
+                            "n_trainable": (recs or failed)[0]["n_trainable"],
                             "solver_converged": (all(s["converged"] for s in solvers) if solvers else None),
                             "n_seeds": len(recs),
+                            "n_failed": len(failed),
                         }
                     )
         return rows
@@ -365,7 +376,11 @@ class BoundaryResult(_JSONResult):
                         cells.append(f"{'-':>{width}}")
                         continue
                     base = r["baseline_l2_mean"]
-                    cells.append(f"{r['linf_mean']:.2f}±{r['linf_std']:.2f} / {r['l2_mean']:.3f}".rjust(width))
+                    if not r["n_seeds"]:
+                        cells.append("failed".rjust(width))
+                        continue
+                    mark = "*" if r["n_failed"] else ""
+                    cells.append(f"{mark}{r['linf_mean']:.2f}±{r['linf_std']:.2f} / {r['l2_mean']:.3f}".rjust(width))
                 gap = next(
                     (
                         x["rms_to_deq_readout_mean"]
@@ -386,6 +401,15 @@ class BoundaryResult(_JSONResult):
                 "predictions of the readout-trained DEQ and of its matched network on the test lines (mean over seeds); "
                 "DEQ-DEQ': the same between the readout-trained DEQ and the same DEQ with other random weights."
             )
+        failed = [r for r in self.records if r.get("error")]
+        if failed:
+            lines.append(
+                f"{len(failed)} fit(s) stopped with an error (marked * where other seeds completed; the means are "
+                "over those): "
+                + "; ".join(f"{r['model']} d={r['d']} k={r['sharpness']:g} seed {r['seed']}" for r in failed)
+                + "."
+            )
+            lines.extend(f"  - {e}" for e in sorted({r["error"] for r in failed}))
         deq = [r for r in self.records if r["solver"]]
         if deq:
             bad = [r for r in deq if not r["solver"]["converged"]]
@@ -516,6 +540,19 @@ def _counts(est):
     return int(total), int(hidden + readout)
 
 
+def _analytic_counts(model, d, opts):
+    """Parameter counts of a model whose fit failed (no module to count): all, and those trained."""
+    if model == "deq_all":
+        n = deq_param_count(d, opts["n_hidden"])
+        return n, n
+    if model == "explicit_all":
+        L = len(opts["explicit_layers"])
+        n = explicit_param_count(d, matched_width(d, opts["n_hidden"], L), L)
+        return n, n
+    m = opts["n_hidden_readout"]  # a readout-trained DEQ that diverged already at initialisation
+    return (deq_param_count(d, m) if model == "deq_readout" else None), m + 1
+
+
 def _solver_summary(info):
     if not info:
         return None
@@ -561,28 +598,43 @@ def _fit_one(model, d, k, seed, data, opts, keep_profile, weight_seed=None):
     u, X, X_test, s_grid = data
     y = np.tanh(k * math.sqrt(d) * (X @ u))
     y_test = np.tanh(k * math.sqrt(d) * (X_test @ u))
+    from ..nn.deq import DEQDivergenceError
+
     est = _make(model, d, seed if weight_seed is None else weight_seed, opts)
+    error = pred_test = None
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         t0 = time.perf_counter()
-        est.fit(X, y)
-        if model.endswith("_readout") and len(opts["alpha_readout"]) > 1:
-            best = _select_alpha(est, X, y, opts["alpha_readout"])
-            if best != est.alpha:
-                est.set_params(alpha=best).fit(X, y)
+        try:
+            est.fit(X, y)
+            if model.endswith("_readout") and len(opts["alpha_readout"]) > 1:
+                best = _select_alpha(est, X, y, opts["alpha_readout"])
+                if best != est.alpha:
+                    est.set_params(alpha=best).fit(X, y)
+        except DEQDivergenceError as exc:  # training moved the DEQ out of its contraction region
+            error = f"{type(exc).__name__}: {exc}"
         seconds = time.perf_counter() - t0
-        pred_test = est.predict(X_test)
-        pred_train = est.predict(X)
-    err = pred_test - y_test
-    n_params, n_trainable = _counts(est)
+        if error is None:
+            pred_test = est.predict(X_test)
+            pred_train = est.predict(X)
+    if error is None:
+        err = pred_test - y_test
+        n_params, n_trainable = _counts(est)
+        metrics = {
+            "linf": float(np.max(np.abs(err))),
+            "l2": float(np.sqrt(np.mean(err**2))),
+            "train_rmse": float(np.sqrt(np.mean((pred_train - y) ** 2))),
+        }
+    else:
+        n_params, n_trainable = _analytic_counts(model, d, opts)
+        metrics = {"linf": None, "l2": None, "train_rmse": None}
     record = {
         "d": d,
         "sharpness": k,
         "seed": seed,
         "model": model,
-        "linf": float(np.max(np.abs(err))),
-        "l2": float(np.sqrt(np.mean(err**2))),
-        "train_rmse": float(np.sqrt(np.mean((pred_train - y) ** 2))),
+        **metrics,
+        "error": error,
         "baseline_l2": float(np.std(y_test)),
         "rms_to_deq_readout": None,
         "rms_redrawn_deq": None,
@@ -591,10 +643,10 @@ def _fit_one(model, d, k, seed, data, opts, keep_profile, weight_seed=None):
         "n_hidden": int(est.n_hidden),
         "n_params": n_params,
         "n_trainable": n_trainable,
-        "n_epochs": int(est.n_iter_),
-        "solver": _solver_summary(getattr(est, "solver_info_", None)),
+        "n_epochs": int(getattr(est, "n_iter_", 0)),
+        "solver": _solver_summary(getattr(est, "solver_info_", None)) if error is None else None,
         "warnings": sorted({f"{type(w.message).__name__}: {w.message}" for w in caught}),
-        "profile": [float(v) for v in pred_test[: len(s_grid)]] if keep_profile else None,
+        "profile": [float(v) for v in pred_test[: len(s_grid)]] if keep_profile and error is None else None,
     }
     return record, pred_test
 
@@ -830,14 +882,15 @@ def where_equivalence_ends(
                             rec, pred = _fit_one(model, d, k, seed, data, opts, keep_profile=seed == seeds[0])
                             if model == "deq_readout":
                                 ref = pred
-                                if "matched_readout" in models:
+                                if "matched_readout" in models and pred is not None:
                                     # the finite-width noise floor: the same DEQ with other random weights
                                     ticker.set_description(f"d={d} seed {seed} k={k:g}: deq_readout, weights redrawn")
                                     _, pred2 = _fit_one(
                                         model, d, k, seed, data, opts, keep_profile=False, weight_seed=seed + _REDRAW
                                     )
-                                    rec["rms_redrawn_deq"] = float(np.sqrt(np.mean((pred2 - pred) ** 2)))
-                            elif ref is not None:
+                                    if pred2 is not None:
+                                        rec["rms_redrawn_deq"] = float(np.sqrt(np.mean((pred2 - pred) ** 2)))
+                            elif ref is not None and pred is not None:
                                 rec["rms_to_deq_readout"] = float(np.sqrt(np.mean((pred - ref) ** 2)))
                             result.records.append(rec)
                             ticker.update(refresh=False)
