@@ -316,7 +316,10 @@ def train(
         Weights of the validation samples (in its loss and score).
     optimizer : {'adam', 'sgd', 'lbfgs'}, default='adam'
         Minibatch Adam or SGD (Nesterov momentum 0.9), or full-batch L-BFGS
-        (scipy's L-BFGS-B on the flattened parameters).
+        (scipy's L-BFGS-B on the flattened parameters).  A trial point of
+        L-BFGS's line search at which a DEQ's fixed point diverges
+        (:class:`~sk_deq.nn.DEQDivergenceError`) counts as an infinite loss,
+        and the search backs off; at the starting point it is an error.
     learning_rate : float, default=1e-3
         Step size of Adam / SGD (ignored by L-BFGS).
     batch_size : int, default=200
