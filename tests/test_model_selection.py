@@ -458,3 +458,14 @@ def test_compare_widths_verbose_line_has_the_p_value():
     buf = io.StringIO()
     compare_widths([("d", X[:150], y[:150])], ["relu"], [8], repeats=2, verbose=1, stream=buf)
     assert "d relu width 8: DEQ" in buf.getvalue() and "DEQ vs matched p = " in buf.getvalue()
+
+
+def test_to_frame_holds_every_fold_of_every_estimator(iris):
+    pd = pytest.importorskip("pandas")
+    X, y = iris
+    res = compare_estimators({"d": DummyClassifier(), "e": DummyClassifier(strategy="uniform")}, X, y, cv=3)
+    frame = res.to_frame()
+    assert isinstance(frame, pd.DataFrame) and len(frame) == 6
+    assert list(frame.columns) == ["estimator", "fold", "score", "fit_time", "score_time", "n_train", "n_test"]
+    np.testing.assert_array_equal(frame["score"].to_numpy().reshape(2, 3), res.scores)
+    assert (frame["n_train"] + frame["n_test"] == len(y)).all()
