@@ -388,6 +388,29 @@ def _out_dir_unusable(out, command: str) -> bool:
     return False
 
 
+def _write_outputs(out, json_name: str, write_json, figures, *, tight: bool = False) -> list:
+    """Write a run's JSON (``write_json(path)``) and figures into the directory ``out``; return the paths.
+
+    ``figures`` holds ``(file name, draw)`` pairs, ``draw()`` returning a
+    matplotlib figure, saved as PNG at 120 dpi (cropped to its content when
+    ``tight``) and closed.
+    """
+    from .plotting import require_matplotlib
+
+    plt = require_matplotlib()
+    os.makedirs(out, exist_ok=True)
+    json_path = os.path.join(out, json_name)
+    write_json(json_path)
+    written = [json_path]
+    for name, draw in figures:
+        fig = draw()
+        path = os.path.join(out, name)
+        fig.savefig(path, dpi=120, **({"bbox_inches": "tight"} if tight else {}))
+        plt.close(fig)
+        written.append(path)
+    return written
+
+
 def _cmd_compare(args) -> int:
     if _out_dir_unusable(args.out, "compare"):
         return 2
@@ -413,17 +436,14 @@ def _cmd_compare(args) -> int:
     elapsed = time.perf_counter() - start
     written = []
     if args.out is not None:
-        from .plotting import plot_compare_widths, require_matplotlib
+        from .plotting import plot_compare_widths
 
-        os.makedirs(args.out, exist_ok=True)
-        json_path = os.path.join(args.out, "compare_widths.json")
-        result.to_json(json_path)
-        plt = require_matplotlib()
-        fig = plot_compare_widths(result)
-        png_path = os.path.join(args.out, "compare_widths.png")
-        fig.savefig(png_path, dpi=120)
-        plt.close(fig)
-        written = [png_path, json_path]
+        written = _write_outputs(
+            args.out,
+            "compare_widths.json",
+            result.to_json,
+            [("compare_widths.png", lambda: plot_compare_widths(result))],
+        )
     if args.json:
         print(result.to_json())
     else:
@@ -456,21 +476,22 @@ def _cmd_compare_cv(args, sizes) -> int:
     records = [{k: v for k, v in run.items() if k != "result"} | run["result"].to_dict() for run in runs]
     written = []
     if args.out is not None:
-        from .plotting import plot_paired_scores, require_matplotlib
+        from .plotting import plot_paired_scores
 
-        os.makedirs(args.out, exist_ok=True)
-        json_path = os.path.join(args.out, "compare_cv.json")
-        with open(json_path, "w") as fh:
-            json.dump(records, fh, indent=1)
-        plt = require_matplotlib()
-        for run in runs:
-            title = f"{run['dataset']}, {run['activation']}-DEQ, width {run['width']}"
-            fig = plot_paired_scores(run["result"], title=title)
-            path = os.path.join(args.out, f"compare_cv_{run['dataset']}_{run['activation']}_{run['width']}.png")
-            fig.savefig(path, dpi=120)
-            plt.close(fig)
-            written.append(path)
-        written.append(json_path)
+        def write_json(path):
+            with open(path, "w") as fh:
+                json.dump(records, fh, indent=1)
+
+        figures = [
+            (
+                f"compare_cv_{run['dataset']}_{run['activation']}_{run['width']}.png",
+                lambda run=run: plot_paired_scores(
+                    run["result"], title=f"{run['dataset']}, {run['activation']}-DEQ, width {run['width']}"
+                ),
+            )
+            for run in runs
+        ]
+        written = _write_outputs(args.out, "compare_cv.json", write_json, figures)
     if args.json:
         print(json.dumps(records, indent=1))
         return 0
@@ -597,22 +618,18 @@ def _cmd_spectrum(args) -> int:
         **sizes,
     )
     if args.out is not None:
-        from .plotting import plot_eigenvalue_histograms, plot_matched_errors, plot_spectrum_errors, require_matplotlib
+        from .plotting import plot_eigenvalue_histograms, plot_matched_errors, plot_spectrum_errors
 
-        plt = require_matplotlib()
-        os.makedirs(args.out, exist_ok=True)
-        written = [os.path.join(args.out, "spectrum.json")]
-        result.to_json(written[0])
-        figures = [("spectrum_errors.png", plot_spectrum_errors, bool(result.errors))]
-        figures += [("spectrum_matched.png", plot_matched_errors, bool(result.matched))]
-        figures += [("spectrum_eigenvalues.png", plot_eigenvalue_histograms, bool(result.spectra))]
-        for name, plot, has_data in figures:
-            if has_data:
-                fig = plot(result)
-                path = os.path.join(args.out, name)
-                fig.savefig(path, dpi=120, bbox_inches="tight")
-                plt.close(fig)
-                written.append(path)
+        figures = [
+            (name, lambda plot=plot: plot(result))
+            for name, plot, has_data in (
+                ("spectrum_errors.png", plot_spectrum_errors, bool(result.errors)),
+                ("spectrum_matched.png", plot_matched_errors, bool(result.matched)),
+                ("spectrum_eigenvalues.png", plot_eigenvalue_histograms, bool(result.spectra)),
+            )
+            if has_data
+        ]
+        written = _write_outputs(args.out, "spectrum.json", result.to_json, figures, tight=True)
     if args.json:
         print(result.to_json())
     else:
@@ -636,20 +653,11 @@ def _cmd_sphere(args) -> int:
         **options,
     )
     if args.out is not None:
-        from .plotting import plot_sphere_errors, plot_sphere_spectra, require_matplotlib
+        from .plotting import plot_sphere_errors, plot_sphere_spectra
 
-        plt = require_matplotlib()
-        os.makedirs(args.out, exist_ok=True)
-        written = [os.path.join(args.out, "sphere.json")]
-        result.to_json(written[0])
-        figures = [(f"sphere_spectra_{k}.png", lambda r, k=k: plot_sphere_spectra(r, k)) for k in ("ck", "ntk")]
-        figures.append(("sphere_errors.png", plot_sphere_errors))
-        for name, plot in figures:
-            fig = plot(result)
-            path = os.path.join(args.out, name)
-            fig.savefig(path, dpi=120, bbox_inches="tight")
-            plt.close(fig)
-            written.append(path)
+        figures = [(f"sphere_spectra_{k}.png", lambda k=k: plot_sphere_spectra(result, k)) for k in ("ck", "ntk")]
+        figures.append(("sphere_errors.png", lambda: plot_sphere_errors(result)))
+        written = _write_outputs(args.out, "sphere.json", result.to_json, figures, tight=True)
     if args.json:
         print(result.to_json())
     else:
