@@ -263,16 +263,20 @@ def plot_paired_scores(result, *, ax=None, annotate="adjacent", title: str | Non
     return fig
 
 
-def _panel_axes(plt, axes, n_rows: int, n_panels: int):
-    """The figure and its axes as an array of shape ``(n_rows, n_panels)``: new ones, or ``axes`` reshaped."""
+def _panel_axes(plt, axes, n_rows: int, n_panels: int, *, size=(3.6, 3.0), sharex="col"):
+    """The figure and its axes as an array of shape ``(n_rows, n_panels)``: new ones, or ``axes`` reshaped.
+
+    A new figure gives every panel ``size`` (width, height) in inches, plus
+    0.6 in of height for the legend.
+    """
     import numpy as np
 
     if axes is None:
         return plt.subplots(
             n_rows,
             n_panels,
-            figsize=(3.6 * n_panels, 3.0 * n_rows + 0.6),
-            sharex="col",
+            figsize=(size[0] * n_panels, size[1] * n_rows + 0.6),
+            sharex=sharex,
             squeeze=False,
             layout="constrained",
         )

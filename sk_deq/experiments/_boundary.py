@@ -965,7 +965,7 @@ def plot_where_equivalence_ends(result, *, show_profiles: bool = True, axes=None
     ValueError
         If ``result`` holds no measurements.
     """
-    from ..plotting import require_matplotlib
+    from ..plotting import _panel_axes, require_matplotlib
 
     plt = require_matplotlib()
     rows, config, grid, records = _parts(result)
@@ -973,13 +973,7 @@ def plot_where_equivalence_ends(result, *, show_profiles: bool = True, axes=None
     if not dims:
         raise ValueError("result holds no measurements to plot.")
     n_rows = 3 if show_profiles else 2
-    if axes is None:
-        fig, axes = plt.subplots(
-            n_rows, len(dims), figsize=(3.7 * len(dims), 2.9 * n_rows + 0.6), squeeze=False, layout="constrained"
-        )
-    else:
-        axes = np.asarray(axes, dtype=object).reshape(n_rows, len(dims))
-        fig = axes[0, 0].figure
+    fig, axes = _panel_axes(plt, axes, n_rows, len(dims), size=(3.7, 2.9), sharex=False)
     k_max = max(config["sharpness"])
     for j, d in enumerate(dims):
         block = [r for r in rows if r["d"] == d]
