@@ -674,10 +674,9 @@ def cross_validate_widths(
     }
     folds = StratifiedKFold(int(cv), shuffle=True, random_state=random_state)
     out = []
+    loaded, _ = _load(datasets, names, n_samples, 0.2, random_state)  # (the test fraction only sizes the info)
     with _torch_threads(n_threads):
-        for name, data in zip(names, datasets):
-            X, y = load_dataset(data) if isinstance(data, str) else (np.asarray(data[1]), np.asarray(data[2]))
-            X, y = _subsample(X, y, n_samples, random_state)
+        for name, (X, y) in loaded.items():
             for activation in activations:
                 for width in widths:
                     models = {m: _make(m, activation, width, random_state, opts) for m in MODELS}
