@@ -40,10 +40,11 @@ from ._inputs import INPUT_SCALING, apply_input_scaling, fit_input_scaling
 from ._param_validation import SortedStrOptions
 from ._stream import Stream, numpy_to_tensors, partial_fit_available, picklable
 from .kernels.memory import _available_memory_bytes
+from .nn.blocks import block_rows, map_row_blocks
 from .nn.readout import LinearReadout, ReadoutObjective, ridge_readout
 from .nn.training import ProgressBar, TrainResult, _make_optimizer, _normalised_weights, train
 
-__all__ = ["ROW_QUANTUM", "TorchClassifierBase", "TorchEstimatorBase", "TorchRegressorBase", "resolve_device"]
+__all__ = ["TorchClassifierBase", "TorchEstimatorBase", "TorchRegressorBase", "resolve_device"]
 
 _DTYPES = {"float32": torch.float32, "float64": torch.float64}
 _TRAINABLE = ("readout", "hidden", "all")
@@ -117,24 +118,6 @@ class _Model(torch.nn.Module):
 
     def forward(self, x):
         return self.readout(self.features(x).to(torch.float64))
-
-
-#: Every batch of rows goes through the network with a row count that is a
-#: multiple of this (padded with copies of its last row): matrix products then
-#: take the same kernel path whatever the batch size, so a sample's features
-#: and prediction do not depend on the batch it comes in (with BLAS that
-#: computes a row the same way in every such batch: every CPU backend tested;
-#: GPU libraries may choose kernels by shape).
-ROW_QUANTUM = 16
-
-
-def _pad_rows(x: torch.Tensor) -> tuple[torch.Tensor, int]:
-    """``x`` with copies of its last row appended up to a multiple of :data:`ROW_QUANTUM` rows, and its row count."""
-    rows = x.shape[0]
-    pad = -rows % ROW_QUANTUM
-    if pad and rows:
-        x = torch.cat([x, x[-1:].expand(pad, -1)])
-    return x, rows
 
 
 @dataclass
@@ -279,9 +262,13 @@ class TorchEstimatorBase(BaseEstimator):
     def _torch_dtype(self):
         return _DTYPES[self.dtype]
 
+    def _block_rows(self) -> int:
+        return block_rows(int(self.n_hidden))
+
     def _chunk_rows(self) -> int:
-        rows = max(256, (1 << 22) // max(int(self.n_hidden), 1))
-        return rows - rows % ROW_QUANTUM
+        """Rows scaled and moved to the device at once: whole blocks, about 2^22 features."""
+        block = self._block_rows()
+        return max(1, (1 << 22) // (max(int(self.n_hidden), 1) * block)) * block
 
     def _to_tensor(self, X, device) -> torch.Tensor:
         X = apply_input_scaling(X, self.input_mean_, self.input_scale_)
@@ -306,25 +293,28 @@ class TorchEstimatorBase(BaseEstimator):
         """Features of the raw inputs ``X`` in chunks; returns ``(Z, solver summary or None)``.
 
         Every chunk is scaled, converted and moved to ``device`` on its own
-        (no scaled copy of all of ``X``), and padded to a multiple of
-        :data:`ROW_QUANTUM` rows, so a sample's features do not depend on the
-        other rows of its batch.
+        (no scaled copy of all of ``X``), and goes through the network in
+        blocks of exactly :func:`~sk_deq.nn.block_rows` rows (see
+        :mod:`sk_deq.nn.blocks`), so a sample's features do not depend on
+        the other rows of its batch.
         """
         feats = self.module_.features
         feats.eval()
-        chunk = self._chunk_rows()
+        chunk, block = self._chunk_rows(), self._block_rows()
         n = X.shape[0]
-        n_chunks = max(1, math.ceil(n / chunk))
         diagnostics: list = []
+
+        def network(xb, rows):
+            return self._feature_chunk(feats, xb, diagnostics, rows)
+
         # filled in place (concatenating chunks would hold the features twice), checked chunk by chunk
         Z = torch.empty(n, int(self.n_hidden), dtype=self._torch_dtype, device=device)
         finite = True
+        n_chunks = max(1, math.ceil(n / chunk))
         with ProgressBar(n_chunks, desc, enabled=bool(self.verbose) and n_chunks > 1) as bar:
             for i in range(0, n, chunk):
-                xb, rows = _pad_rows(self._to_tensor(X[i : i + chunk], device))
-                part = self._feature_chunk(feats, xb, diagnostics, rows)[:rows]
+                part = map_row_blocks(network, self._to_tensor(X[i : i + chunk], device), block, Z[i : i + chunk])
                 finite = finite and bool(torch.isfinite(part).all())
-                Z[i : i + rows] = part
                 bar.update()
         summary = self._check_diagnostics(diagnostics, where)
         if not finite:
@@ -683,10 +673,11 @@ class TorchEstimatorBase(BaseEstimator):
         self._sync_runtime_settings()
         self.module_.eval()
         Z, _ = self._compute_features(X, dev, "predict")
-        with torch.no_grad():  # the readout is float64 (see _Model); padded like the features
-            Zp, rows = _pad_rows(Z.to(torch.float64))
-            logits = self.module_.readout(Zp)[:rows]
-        out = logits.detach().to("cpu").numpy()
+        readout = self.module_.readout
+        logits = torch.empty(Z.shape[0], readout.out_features, dtype=torch.float64, device=dev)
+        with torch.no_grad():  # the readout is float64 (see _Model); in the features' blocks
+            map_row_blocks(lambda zb, rows: readout(zb.to(torch.float64)), Z, self._block_rows(), logits)
+        out = logits.to("cpu").numpy()
         if not np.all(np.isfinite(out)):
             raise ValueError(f"{type(self).__name__} produced non-finite outputs; check the inputs' scale.")
         return out

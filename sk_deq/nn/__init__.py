@@ -4,6 +4,7 @@ Nothing here derives a formula: centring constants and matched activations
 come from :mod:`sk_deq.theory` and :mod:`sk_deq.matching`.
 """
 
+from .blocks import block_rows, map_row_blocks
 from .deq import DEQDivergenceError, DEQLayer
 from .explicit import ExplicitNet
 from .readout import LinearReadout, ReadoutObjective, fit_readout, ridge_readout
@@ -11,6 +12,8 @@ from .solvers import SOLVERS, SolverInfo, anderson, fixed_point_iteration, get_s
 from .training import LOSSES, OPTIMIZERS, ProgressBar, TrainResult, predict_logits, train
 
 __all__ = [
+    "block_rows",
+    "map_row_blocks",
     "DEQLayer",
     "DEQDivergenceError",
     "ExplicitNet",

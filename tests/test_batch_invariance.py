@@ -1,0 +1,127 @@
+"""A sample's outputs do not depend on its batch: bitwise, by construction (see ``sk_deq.nn.blocks``).
+
+Every product on the predict path is called with one fixed number of rows,
+so no BLAS kernel choice can differ between batches; the elementwise
+activations compute an element the same way wherever it lies in a tensor.
+The tests sweep batch sizes 1 to 300, row orders, widths 32 and 1024,
+float32 and float64, and 1 and 2 threads, and would catch a regression on any
+machine (on MKL with AVX-512, 16- and 128-row products of the same rows
+differ by about 1e-6 in float32).
+"""
+
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from sklearn.datasets import load_digits
+from sklearn.exceptions import ConvergenceWarning
+
+from sk_deq import DEQClassifier, DEQRegressor, ExplicitClassifier, MatchedExplicitClassifier
+from sk_deq.activations import ACTIVATION_NAMES, get_activation
+from sk_deq.nn import block_rows, map_row_blocks
+
+#: Batch sizes of the sweep: around the block sizes (16, 64, 1024) and up to the whole pool.
+SIZES = (1, 3, 16, 17, 63, 64, 65, 128, 299, 300)
+#: Rows predicted one at a time (the others go through in every larger batch size).
+SINGLE_ROWS = 24
+
+
+@pytest.fixture(scope="module")
+def digits():
+    X, y = load_digits(return_X_y=True)
+    return X[:300], y[:300], X[300:600]
+
+
+def _models(width, dtype):
+    common = dict(n_hidden=width, dtype=dtype, random_state=0)
+    return {
+        "deq": DEQClassifier("relu", 0.2, **common),
+        "deq_tanh_anderson": DEQRegressor("tanh", 0.5, solver="anderson", **common),
+        "matched": MatchedExplicitClassifier("tanh", 0.3, **common),
+        "explicit": ExplicitClassifier(("gelu", "silu"), **common),
+    }
+
+
+@pytest.fixture(scope="module", params=[(32, "float32"), (32, "float64"), (1024, "float32"), (1024, "float64")], ids=str)
+def fitted(request, digits):
+    width, dtype = request.param
+    X, y, _ = digits
+    out = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        for name, model in _models(width, dtype).items():
+            out[name] = model.fit(X, y.astype(float) if name.startswith("deq_tanh") else y)
+    return out
+
+
+def _outputs(model, X):
+    return model.predict(X) if hasattr(model, "target_scale_") else model.decision_function(X)
+
+
+@pytest.mark.heavy
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("name", ["deq", "deq_tanh_anderson", "matched", "explicit"])
+def test_outputs_do_not_depend_on_batch_size_or_row_order(fitted, digits, name, threads):
+    model, pool = fitted[name], digits[2]
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        full = _outputs(model, pool)
+        rng = np.random.default_rng(threads)
+        for size in SIZES:
+            order = rng.permutation(len(pool))[: SINGLE_ROWS if size == 1 else None]
+            parts = [_outputs(model, pool[order[i : i + size]]) for i in range(0, len(order), size)]
+            np.testing.assert_array_equal(np.concatenate(parts), full[order], err_msg=f"batches of {size} rows")
+    finally:
+        torch.set_num_threads(before)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("name", ACTIVATION_NAMES)
+def test_activation_does_not_depend_on_an_elements_position(name, threads, dtype):
+    """torch's own sigmoid, silu, softplus, elu and float32 gelu fail this (a scalar loop finishes each thread's
+    range); the package's forms of every named activation pass."""
+    act = get_activation(name)
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        for width in (7, 100, 1024, 4097):
+            x = 3 * torch.randn(64, width, generator=torch.Generator().manual_seed(width), dtype=dtype)
+            whole = act.torch(x)
+            rows = torch.cat([act.torch(x[i : i + 1]) for i in range(len(x))])
+            perm = torch.randperm(len(x), generator=torch.Generator().manual_seed(1))
+            np.testing.assert_array_equal(rows.numpy(), whole.numpy(), err_msg=f"width {width}")
+            np.testing.assert_array_equal(act.torch(x[perm]).numpy(), whole[perm].numpy(), err_msg=f"width {width}")
+            np.testing.assert_array_equal(act._torch_inplace(x.clone()).numpy(), whole.numpy())
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_block_rows_depends_on_the_width_only():
+    assert [block_rows(m) for m in (1, 32, 64, 1000, 1024, 2048, 4096, 10**6)] == [1024, 1024, 1024, 64, 64, 32, 16, 16]
+
+
+def test_map_row_blocks_calls_with_one_shape_and_pads_with_the_last_row():
+    seen = []
+
+    def fn(xb, rows):
+        seen.append((tuple(xb.shape), rows, xb[rows:].eq(xb[rows - 1]).all().item()))
+        return xb * 2
+
+    x = torch.arange(10.0).reshape(10, 1)
+    out = map_row_blocks(fn, x, 4, torch.empty(10, 1))
+    assert torch.equal(out, 2 * x)
+    assert seen == [((4, 1), 4, True), ((4, 1), 4, True), ((4, 1), 2, True)]
+
+
+def test_predict_one_row_equals_the_batch_on_the_reproducer():
+    """The issue's reproducer: 100 digits one at a time against one batch (1.2e-6 apart before the blocks)."""
+    X, y = load_digits(return_X_y=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        c = DEQClassifier(n_hidden=32, random_state=0).fit(X[:1000], y[:1000])
+    full = c.decision_function(X[1000:1100])
+    one = np.vstack([c.decision_function(X[i : i + 1]) for i in range(1000, 1100)])
+    np.testing.assert_array_equal(one, full)
