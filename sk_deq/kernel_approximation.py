@@ -112,18 +112,19 @@ class ImplicitCKNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
         ``joblib.parallel_config(backend='dask')``.  ``None`` means 1 (with
         multithreaded BLAS) unless in a ``joblib.parallel_config`` context;
         ``-1`` uses all processors.
-    device : str or torch.device, default=None
+    device : None, str or torch.device, default=None
         Where the blocks of the exact kernel are solved: None for the numpy
-        engine; ``'cpu'``, ``'cuda'``, ``'cuda:N'`` or a :class:`torch.device`
-        for torch in float64 on that device (see :ref:`kernels-gpu`).  The
-        per-sample preparation, the landmark factorisation and the product
-        with ``normalization_`` stay in numpy; the features are float64 numpy
-        arrays either way.  With a device ``n_jobs`` is ignored: the row
-        blocks are transformed one after another on it.  An unknown
-        device, or a CUDA device this machine lacks, is a ``ValueError`` at
-        fit; a transformer fitted on a GPU and loaded on a machine without
-        one transforms on the CPU with a warning (set ``device='cpu'`` or
-        None to silence it).
+        engine on the CPU; ``'auto'`` for CUDA when available, else the
+        numpy engine; ``'cpu'``, ``'cuda'``, ``'cuda:N'`` or a
+        :class:`torch.device` for torch in float64 on that device (see
+        :ref:`kernels-gpu`).  The per-sample preparation, the landmark
+        factorisation and the product with ``normalization_`` stay in numpy;
+        the features are float64 numpy arrays either way.  With a device
+        ``n_jobs`` is ignored: the row blocks are transformed one after
+        another on it.  The rule of every ``device`` of sk_deq
+        (:func:`sk_deq.resolve_device`): anything else, or a GPU this
+        machine lacks, is a ``ValueError`` at ``fit`` and equally at
+        ``transform``, also after ``set_params`` or unpickling.
     tol : float, default=1e-12
         Tolerance of every kernel entry's fixed point.
     random_state : int, RandomState instance or None, default=None
@@ -394,8 +395,8 @@ class ImplicitCKNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
         out = np.empty((n, self.n_components_))
         b = self._block()
         rows = [slice(i, min(i + b, n)) for i in range(0, n, b)]
-        # the device of now (it may have been changed since fit, or be missing here)
-        engine = self._engine.with_device(self.device, strict=False)
+        # the device of now (set_params may have changed it since fit): resolved as at fit
+        engine = self._engine.with_device(self.device)
         workers = 1 if engine.device is not None else effective_n_jobs(self.n_jobs)
         if workers == 1 or len(rows) == 1:
             for sl in rows:
