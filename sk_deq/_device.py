@@ -6,7 +6,7 @@ other five estimators), the kernel transformers
 (:class:`~sk_deq.ImplicitCKTransformer`, :class:`~sk_deq.ImplicitCKNystroem`),
 the Gaussian-process kernel :class:`~sk_deq.ImplicitCKKernel`, the kernel
 engine :class:`~sk_deq.kernels.ImplicitKernelEngine` and the kernel
-functions (:func:`~sk_deq.kernels.implicit_kernel`) all accept the same
+function :func:`~sk_deq.kernels.implicit_kernel` all accept the same
 values, with the same meaning, in ``fit`` as in ``predict``/``transform``,
 and after unpickling:
 

@@ -26,7 +26,7 @@ from sk_deq import (
     resolve_device,
 )
 from sk_deq._param_validation import DEVICE_CONSTRAINTS
-from sk_deq.kernels import ImplicitKernelEngine
+from sk_deq.kernels import ImplicitKernelEngine, implicit_kernel
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 
@@ -161,6 +161,8 @@ def test_refused_values_are_refused_alike_by_every_object(value, message, data):
         ImplicitCKKernel(device=value)(X)
     with pytest.raises(ValueError, match=message):
         ImplicitKernelEngine("relu", 0.2, 1.0, device=value)
+    with pytest.raises(ValueError, match=message):
+        implicit_kernel(X, device=value)
 
 
 MISSING = [(0, "cuda", "CUDA is not available"), (1, "cuda:1", r"has 1 CUDA device\(s\)")]
@@ -180,6 +182,8 @@ def test_a_missing_gpu_is_refused_alike_by_every_object(count, value, message, d
             _transformer(cls, device=value).fit(X)
     with pytest.raises(ValueError, match=message):
         ImplicitCKKernel(device=value)(X)
+    with pytest.raises(ValueError, match=message):
+        implicit_kernel(X, device=value)
 
 
 @pytest.mark.parametrize("cls", NETWORKS)
@@ -209,10 +213,14 @@ def test_kernels_accept_auto(cls, data, monkeypatch):
     assert ref._engine.with_device("auto").device == torch.device("cuda")
 
 
-def test_gp_kernel_accepts_auto(data, monkeypatch):
+def test_kernel_functions_accept_every_value(data, monkeypatch):
     X, _ = data
     _cuda(monkeypatch, 0)
     np.testing.assert_array_equal(ImplicitCKKernel(device="auto")(X), ImplicitCKKernel()(X))
+    K = implicit_kernel(X, activation="tanh")
+    np.testing.assert_array_equal(implicit_kernel(X, activation="tanh", device="auto"), K)
+    for device in ("cpu", torch.device("cpu")):  # torch on the CPU
+        np.testing.assert_allclose(implicit_kernel(X, activation="tanh", device=device), K, rtol=0, atol=1e-12)
 
 
 # -- fit, predict and unpickling follow the same rule ---------------------------------------------------------

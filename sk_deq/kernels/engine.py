@@ -321,6 +321,7 @@ def implicit_kernel(
     block_size: int | None = None,
     n_jobs: int | None = None,
     tol: float = 1e-12,
+    device=None,
 ) -> np.ndarray:
     """Exact infinite-width Implicit-CK, feature kernel or Implicit-NTK of a DEQ.
 
@@ -363,8 +364,13 @@ def implicit_kernel(
     n_jobs : int, optional
         Blocks computed in parallel through joblib (threads by default; the
         active joblib backend, e.g. ``dask``, when one is configured).
+        Ignored with a torch ``device``.
     tol : float, default=1e-12
         Tolerance of each entry's fixed point.
+    device : None, str or torch.device, optional
+        Where the blocks are solved, as :class:`ImplicitKernelEngine`'s
+        ``device`` (:func:`sk_deq.resolve_device`): None (the default) for
+        the numpy engine, ``'auto'``, ``'cpu'``, ``'cuda'`` or ``'cuda:N'``.
 
     Returns
     -------
@@ -375,6 +381,8 @@ def implicit_kernel(
     ------
     MemoryError
         If the kernel matrix does not fit in the available memory.
+    ValueError
+        For a ``device`` :func:`sk_deq.resolve_device` refuses.
 
     Examples
     --------
@@ -387,7 +395,7 @@ def implicit_kernel(
     """
     X = check_samples(X)
     t0 = data_tau0(X) if tau0 is None else check_tau0(tau0)
-    eng = ImplicitKernelEngine(activation, sigma_a2, t0, kernel=kernel, sigma_b2=sigma_b2, tol=tol)
+    eng = ImplicitKernelEngine(activation, sigma_a2, t0, kernel=kernel, sigma_b2=sigma_b2, tol=tol, device=device)
     SX = eng.prepare(X)
     if Y is None:
         return eng.kernel(SX, block_size=block_size, n_jobs=n_jobs)
