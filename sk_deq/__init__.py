@@ -6,6 +6,7 @@ needs only numpy and scipy; the estimators import torch when first used.
 
 from importlib import import_module
 
+from ._device import resolve_device
 from .activations import Activation, get_activation
 from .datasets import make_gaussian_mixture
 from .matching import MatchingError, match_explicit
@@ -43,6 +44,7 @@ __all__ = [
     "deq_ck_coefficients",
     "deq_ntk_coefficients",
     "explicit_coefficients",
+    "resolve_device",
     "__version__",
 ]
 

@@ -3,8 +3,9 @@
 :class:`SortedStrOptions` lists its options in sorted order in error messages
 (scikit-learn's :class:`StrOptions` prints them in set order, which changes
 from run to run).  :class:`ActivationName` accepts the activation names
-:func:`sk_deq.get_activation` resolves, in any case, aliases included.  :class:`TorchDevice` accepts a :class:`torch.device`
-without importing torch.  :data:`KERNEL_TRANSFORMER_CONSTRAINTS` are the
+:func:`sk_deq.get_activation` resolves, in any case, aliases included.  :class:`DeviceValue` (the whole of
+:data:`DEVICE_CONSTRAINTS`) accepts the types every ``device`` parameter takes, without importing torch (the
+value is checked by :func:`sk_deq.resolve_device`).  :data:`KERNEL_TRANSFORMER_CONSTRAINTS` are the
 constraints the two kernel transformers share.
 """
 
@@ -14,10 +15,11 @@ from numbers import Integral, Real
 
 from sklearn.utils._param_validation import Interval, Options, StrOptions
 
+from ._device import DEVICE_VALUES
 from ._inputs import INPUT_SCALING, KERNELS
 from .activations import ACTIVATION_NAMES, Activation
 
-__all__ = ["KERNEL_TRANSFORMER_CONSTRAINTS", "ActivationName", "SortedStrOptions", "TorchDevice"]
+__all__ = ["DEVICE_CONSTRAINTS", "KERNEL_TRANSFORMER_CONSTRAINTS", "ActivationName", "DeviceValue", "SortedStrOptions"]
 
 
 class SortedStrOptions(StrOptions):
@@ -37,22 +39,29 @@ class ActivationName(SortedStrOptions):
         return isinstance(val, str) and val.lower() in self.options
 
 
-class TorchDevice(Options):
-    """A :class:`torch.device`, recognised without importing torch.
+class DeviceValue(Options):
+    """A ``device`` parameter's type: None, a str or a :class:`torch.device` (recognised without importing torch).
 
-    Which devices exist is checked when the estimator is fitted (a
-    ``ValueError`` naming the parameter), where torch is imported.
+    Its message lists the values :func:`sk_deq.resolve_device` accepts; that
+    function checks the value at ``fit``, ``predict`` and ``transform`` (a
+    ``ValueError`` naming the parameter and the reason).
     """
 
     def __init__(self):
         super().__init__(object, set())
 
     def is_satisfied_by(self, val):
+        if val is None or isinstance(val, str):
+            return True
         return type(val).__name__ == "device" and type(val).__module__ == "torch"
 
     def __str__(self):
-        return "an instance of 'torch.device'"
+        return DEVICE_VALUES
 
+
+#: The types of every ``device`` parameter, networks and kernels alike; the
+#: values are checked by :func:`sk_deq.resolve_device`.
+DEVICE_CONSTRAINTS = [DeviceValue()]
 
 #: Parameter constraints shared by the transformers of the implicit kernels
 #: (:class:`~sk_deq.ImplicitCKTransformer` and :class:`~sk_deq.ImplicitCKNystroem`).
@@ -64,7 +73,7 @@ KERNEL_TRANSFORMER_CONSTRAINTS = {
     "input_scaling": [SortedStrOptions(set(INPUT_SCALING))],
     "block_size": [Interval(Integral, 1, None, closed="left"), None],
     "n_jobs": [Integral, None],
-    "device": [str, TorchDevice(), None],
+    "device": DEVICE_CONSTRAINTS,
     "tol": [Interval(Real, 0, None, closed="neither")],
     "random_state": ["random_state"],
 }

@@ -36,64 +36,21 @@ from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets, unique_labels
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
+from ._device import resolve_device
 from ._inputs import INPUT_SCALING, apply_input_scaling, fit_input_scaling
-from ._param_validation import SortedStrOptions
+from ._param_validation import DEVICE_CONSTRAINTS, SortedStrOptions
 from ._stream import Stream, numpy_to_tensors, partial_fit_available, picklable
 from .kernels.memory import _available_memory_bytes
 from .nn.blocks import block_rows, map_row_blocks
 from .nn.readout import LinearReadout, ReadoutObjective, ridge_readout
 from .nn.training import ProgressBar, TrainResult, _make_optimizer, _normalised_weights, train
 
-__all__ = ["TorchClassifierBase", "TorchEstimatorBase", "TorchRegressorBase", "resolve_device"]
+__all__ = ["TorchClassifierBase", "TorchEstimatorBase", "TorchRegressorBase"]
 
 _DTYPES = {"float32": torch.float32, "float64": torch.float64}
 _TRAINABLE = ("readout", "hidden", "all")
 #: How the readout is fitted: cross-entropy by an optimizer, or least squares in closed form.
 READOUTS = ("logistic", "ridge")
-
-
-def resolve_device(device, *, strict: bool = True) -> torch.device:
-    """Turn the ``device`` parameter into a :class:`torch.device`.
-
-    ``'auto'`` picks CUDA when it is available and the CPU otherwise.  A CUDA
-    device on a machine without CUDA is an error when ``strict`` (at fit) and
-    falls back to the CPU with a warning otherwise (a model fitted on a GPU
-    and loaded on a CPU-only machine).
-
-    Parameters
-    ----------
-    device : str or torch.device
-        ``'auto'``, ``'cpu'``, ``'cuda'``, ``'cuda:N'`` or a device.
-    strict : bool, default=True
-        Whether an unavailable CUDA device is an error (else: the CPU, with a
-        ``UserWarning``).
-
-    Returns
-    -------
-    torch.device
-        The device to compute on.
-
-    Raises
-    ------
-    ValueError
-        For a malformed device, or an unavailable CUDA device when ``strict``.
-    """
-    if isinstance(device, str) and device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        dev = torch.device(device)
-    except (RuntimeError, TypeError) as exc:
-        raise ValueError(f"device must be 'auto', 'cpu', 'cuda', 'cuda:N' or a torch.device, got {device!r}.") from exc
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        if strict:
-            raise ValueError(f"device={device!r} was requested but CUDA is not available; use device='auto' or 'cpu'.")
-        warnings.warn(
-            f"device={device!r} is not available on this machine; computing on the CPU instead.",
-            UserWarning,
-            stacklevel=3,
-        )
-        return torch.device("cpu")
-    return dev
 
 
 class _Model(torch.nn.Module):
@@ -184,7 +141,7 @@ class TorchEstimatorBase(BaseEstimator):
         "improvement_tol": [Interval(Real, 0, None, closed="left")],
         "warm_start": ["boolean"],
         "dtype": [SortedStrOptions(set(_DTYPES))],
-        "device": [str, torch.device],
+        "device": DEVICE_CONSTRAINTS,
         "random_state": ["random_state"],
         "verbose": ["verbose"],
     }
@@ -412,7 +369,7 @@ class TorchEstimatorBase(BaseEstimator):
         self._check_options()
         data, targets, sample_weight = self._validate_training_data(X, y, sample_weight, warm)
         seeds = self._draw_seeds()
-        device = resolve_device(self.device, strict=True)
+        device = self._device()
         self._initialize(data.X, targets, sample_weight, seeds[0], device, warm)
         t_start = time.perf_counter()
         train_set, valid_set = self._split_validation(data, seeds[1])
@@ -607,7 +564,7 @@ class TorchEstimatorBase(BaseEstimator):
         """What ``partial_fit`` does once its public signature is bound (``options``: the task's own)."""
         first = not hasattr(self, "module_")
         data, targets, sample_weight = self._validate_chunk(X, y, sample_weight, first, **options)
-        device = resolve_device(self.device, strict=True)
+        device = self._device()
         if first:
             seeds = self._draw_seeds()
             self._initialize(data.X, targets, sample_weight, seeds[0], device, warm=False)
@@ -659,8 +616,18 @@ class TorchEstimatorBase(BaseEstimator):
             )
 
     # ---------------------------------------------------------------- predict
+    def _device(self) -> torch.device:
+        """The torch device ``device`` names now (:func:`sk_deq.resolve_device`; None: the CPU).
+
+        ``fit``, ``partial_fit`` and ``predict`` resolve it alike, at every
+        call: an unsupported or missing device is the same ``ValueError``
+        everywhere, a fitted (or unpickled) model included.
+        """
+        dev = resolve_device(self.device)
+        return torch.device("cpu") if dev is None else dev
+
     def _predict_device(self) -> torch.device:
-        dev = resolve_device(self.device, strict=False)
+        dev = self._device()
         self.module_.to(dev)
         return dev
 

@@ -121,8 +121,13 @@ _CLASSIFIER_TRAINING_DOC = """    readout : {'logistic', 'ridge'}, default='logi
         (On GPUs, whose libraries may pick kernels by shape, float32 outputs
         can differ between batch sizes in the last bits; float64 keeps them
         within about 1e-13.)
-    device : str or torch.device, default='auto'
-        ``'auto'`` uses CUDA when available, else the CPU.
+    device : None, str or torch.device, default='auto'
+        ``'auto'`` uses CUDA when available, else the CPU; ``None`` and
+        ``'cpu'`` the CPU; ``'cuda'`` or ``'cuda:N'`` that GPU.  The same
+        values as every ``device`` of sk_deq (:func:`sk_deq.resolve_device`):
+        anything else (``'mps'``: no float64), or a GPU this machine lacks,
+        is a ``ValueError`` at ``fit`` and equally at ``predict``, also after
+        ``set_params`` or unpickling (see :ref:`devices`).
     random_state : int, RandomState instance or None, default=None
         Seeds the weights, the validation split and the minibatch order.
     verbose : int, default=0
@@ -191,8 +196,13 @@ _REGRESSOR_TRAINING_DOC = """    optimizer : {'auto', 'lbfgs', 'adam', 'sgd'}, d
         (On GPUs, whose libraries may pick kernels by shape, float32 outputs
         can differ between batch sizes in the last bits; float64 keeps them
         within about 1e-13.)
-    device : str or torch.device, default='auto'
-        ``'auto'`` uses CUDA when available, else the CPU.
+    device : None, str or torch.device, default='auto'
+        ``'auto'`` uses CUDA when available, else the CPU; ``None`` and
+        ``'cpu'`` the CPU; ``'cuda'`` or ``'cuda:N'`` that GPU.  The same
+        values as every ``device`` of sk_deq (:func:`sk_deq.resolve_device`):
+        anything else (``'mps'``: no float64), or a GPU this machine lacks,
+        is a ``ValueError`` at ``fit`` and equally at ``predict``, also after
+        ``set_params`` or unpickling (see :ref:`devices`).
     random_state : int, RandomState instance or None, default=None
         Seeds the weights, the validation split and the minibatch order.
     verbose : int, default=0
@@ -238,7 +248,7 @@ def _history_attrs(task: str) -> str:
         Seconds spent in the last fit (or ``partial_fit`` call) after
         validation.
     device_ : str
-        Device of the last fit.
+        Device of the last fit (``predict`` runs where ``device`` says now).
 """
 
 

@@ -16,6 +16,7 @@ Only numpy, scipy and scikit-learn are needed; torch only with a ``device``
 
 from __future__ import annotations
 
+import warnings
 from numbers import Integral
 from typing import ClassVar
 
@@ -67,8 +68,10 @@ class ImplicitCKNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
     kernel : {'ck', 'feature', 'ntk'}, default='ck'
         Which kernel is approximated (see :class:`~sk_deq.ImplicitCKTransformer`).
     n_components : int, default=100
-        Number of landmarks, i.e. of output features.  At most the number of
-        training samples.
+        Number of landmarks, i.e. of output features.  More than the number
+        of training samples is capped to it with a warning, as in
+        scikit-learn's ``Nystroem`` (the landmarks are training samples; the
+        features are then those of the full kernel).
     landmarks : {'kmeans++', 'rpcholesky', 'uniform'}, default='kmeans++'
         How the landmarks are drawn from the training samples:
 
@@ -109,18 +112,19 @@ class ImplicitCKNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
         ``joblib.parallel_config(backend='dask')``.  ``None`` means 1 (with
         multithreaded BLAS) unless in a ``joblib.parallel_config`` context;
         ``-1`` uses all processors.
-    device : str or torch.device, default=None
+    device : None, str or torch.device, default=None
         Where the blocks of the exact kernel are solved: None for the numpy
-        engine; ``'cpu'``, ``'cuda'``, ``'cuda:N'`` or a :class:`torch.device`
-        for torch in float64 on that device (see :ref:`kernels-gpu`).  The
-        per-sample preparation, the landmark factorisation and the product
-        with ``normalization_`` stay in numpy; the features are float64 numpy
-        arrays either way.  With a device ``n_jobs`` is ignored: the row
-        blocks are transformed one after another on it.  An unknown
-        device, or a CUDA device this machine lacks, is a ``ValueError`` at
-        fit; a transformer fitted on a GPU and loaded on a machine without
-        one transforms on the CPU with a warning (set ``device='cpu'`` or
-        None to silence it).
+        engine on the CPU; ``'auto'`` for CUDA when available, else the
+        numpy engine; ``'cpu'``, ``'cuda'``, ``'cuda:N'`` or a
+        :class:`torch.device` for torch in float64 on that device (see
+        :ref:`kernels-gpu`).  The per-sample preparation, the landmark
+        factorisation and the product with ``normalization_`` stay in numpy;
+        the features are float64 numpy arrays either way.  With a device
+        ``n_jobs`` is ignored: the row blocks are transformed one after
+        another on it.  The rule of every ``device`` of sk_deq
+        (:func:`sk_deq.resolve_device`): anything else, or a GPU this
+        machine lacks, is a ``ValueError`` at ``fit`` and equally at
+        ``transform``, also after ``set_params`` or unpickling.
     tol : float, default=1e-12
         Tolerance of every kernel entry's fixed point.
     random_state : int, RandomState instance or None, default=None
@@ -140,7 +144,8 @@ class ImplicitCKNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
     eigenvalue_floor_ : float
         ``max(tol, n_components * eps)`` times the largest eigenvalue.
     n_components_ : int
-        Number of output features (``n_components``).
+        Number of output features: ``min(n_components, n_samples)`` of the
+        training set.
     input_mean_ : ndarray of shape (n_features,) or None
         Training mean subtracted by ``input_scaling='global'``.
     input_scale_ : float
@@ -247,19 +252,25 @@ class ImplicitCKNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
         ImplicitCKNystroem
             The fitted transformer (``self``).
 
-        Raises
-        ------
-        ValueError
-            If ``n_components`` exceeds the number of training samples.
+        Warns
+        -----
+        UserWarning
+            If ``n_components`` exceeds the number of training samples: it
+            is capped to ``n_samples``.
         """
         min_samples = 2 if self.input_scaling == "global" else 1
         X = validate_data(self, X, dtype=np.float64, ensure_min_samples=min_samples)
         n = X.shape[0]
-        if self.n_components > n:
-            raise ValueError(
-                f"n_components={self.n_components} must be at most the number of training samples, "
-                f"n_samples={n}: the landmarks are training samples. Use fewer components or more data."
+        k = int(self.n_components)
+        if k > n:
+            warnings.warn(
+                f"n_components > n_samples ({k} > {n}). This is not possible: the landmarks are training "
+                "samples. n_components was set to n_samples, which results in inefficient evaluation of the "
+                "full kernel.",
+                UserWarning,
+                stacklevel=2,
             )
+            k = n
         mean, scale, tau0 = fit_input_scaling(X, self.input_scaling)
         self.input_mean_, self.input_scale_, self.tau0_ = mean, scale, tau0
         self._engine = ImplicitKernelEngine(
@@ -274,7 +285,7 @@ class ImplicitCKNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
         self.coefficients_ = self._engine.coefficients
         self.dual_method_ = self._engine.method
         rng = check_random_state(self.random_state)
-        idx, prepared = self._select(X, rng)
+        idx, prepared = self._select(X, k, rng)
         self.component_indices_ = idx
         self.components_ = apply_input_scaling(X[idx], mean, scale)
         self._landmarks = prepared.take(idx) if prepared is not None else self._engine.prepare(self.components_)
@@ -282,9 +293,9 @@ class ImplicitCKNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
         self.n_components_ = len(idx)
         return self
 
-    def _select(self, X, rng):
-        """Sorted indices of the landmarks among the rows of ``X``, and the prepared rows if computed."""
-        n, k = X.shape[0], int(self.n_components)
+    def _select(self, X, k, rng):
+        """Sorted indices of ``k`` landmarks among the rows of ``X``, and the prepared rows if computed."""
+        n = X.shape[0]
         if self.landmarks == "uniform":
             return np.sort(rng.permutation(n)[:k]), None
         if self.landmarks == "kmeans++":
@@ -384,8 +395,8 @@ class ImplicitCKNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
         out = np.empty((n, self.n_components_))
         b = self._block()
         rows = [slice(i, min(i + b, n)) for i in range(0, n, b)]
-        # the device of now (it may have been changed since fit, or be missing here)
-        engine = self._engine.with_device(self.device, strict=False)
+        # the device of now (set_params may have changed it since fit): resolved as at fit
+        engine = self._engine.with_device(self.device)
         workers = 1 if engine.device is not None else effective_n_jobs(self.n_jobs)
         if workers == 1 or len(rows) == 1:
             for sl in rows:

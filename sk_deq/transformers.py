@@ -27,11 +27,11 @@ from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._dask import is_dask_collection, map_row_blocks
+from ._device import resolve_device
 from ._inputs import apply_input_scaling, check_samples, fit_input_scaling, squared_norms
 from ._param_validation import KERNEL_TRANSFORMER_CONSTRAINTS, SortedStrOptions
 from .kernels import (
     ImplicitKernelEngine,
-    check_device,
     MonteCarloDEQSampler,
     auto_block_size,
     check_kernel_fits_in_memory,
@@ -118,18 +118,21 @@ class ImplicitCKTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, B
         workers of a Dask cluster inside ``joblib.parallel_config(backend='dask')``.
         ``None`` means 1 unless in a ``joblib.parallel_config`` context; ``-1``
         uses all processors.  The other methods use multithreaded BLAS.
-    device : str or torch.device, default=None
+    device : None, str or torch.device, default=None
         Where the blocks of the exact kernel are solved (``method='exact'``
-        only): None for the numpy engine; ``'cpu'``, ``'cuda'``,
+        only): None for the numpy engine on the CPU; ``'auto'`` for CUDA
+        when available, else the numpy engine; ``'cpu'``, ``'cuda'``,
         ``'cuda:N'`` or a :class:`torch.device` for torch in float64 on that
         device (see :ref:`kernels-gpu`).  The per-sample preparation stays in
         numpy and the output is a float64 numpy array either way, equal to
         the numpy engine's to about ``1e-12`` of the kernel's scale.  With a
         device ``n_jobs`` is ignored: the blocks are solved one after
-        another on it.  An unknown device, or a CUDA device this machine
-        lacks, is a ``ValueError`` at fit; a transformer fitted on a GPU
-        and loaded on a machine without one transforms on the CPU with a
-        warning (set ``device='cpu'`` or None to silence it).
+        another on it.  The rule of every ``device`` of sk_deq
+        (:func:`sk_deq.resolve_device`): anything else, or a GPU this
+        machine lacks, is a ``ValueError`` at ``fit`` and equally at
+        ``transform``, also after ``set_params`` or unpickling (a
+        transformer fitted with ``device='cuda'`` and loaded without a GPU:
+        ``set_params(device=None)`` or ``'auto'``).
     tol : float, default=1e-12
         Tolerance of every entry's fixed point (``method='exact'``).
     random_state : int, RandomState instance or None, default=None
@@ -232,7 +235,7 @@ class ImplicitCKTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, B
         if square and hasattr(X, "shape") and len(getattr(X, "shape", ())) == 2:
             check_kernel_fits_in_memory(X.shape[0], X.shape[0])  # before any work
         X = validate_data(self, X, dtype=np.float64, ensure_min_samples=min_samples)
-        check_device(self.device)  # an unknown or unavailable device: ValueError before any work
+        resolve_device(self.device)  # an unsupported or missing device: ValueError before any work
         mean, scale, tau0 = fit_input_scaling(X, self.input_scaling)
         Xs = apply_input_scaling(X, mean, scale)
         self.input_mean_, self.input_scale_, self.tau0_ = mean, scale, tau0
@@ -356,8 +359,8 @@ class ImplicitCKTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, B
         n, m = len(Xs), len(self.X_fit_)
         check_kernel_fits_in_memory(n, m)
         if self.method == "exact":
-            # the device of now (it may have been changed since fit, or be missing here)
-            eng = self._engine.with_device(self.device, strict=False)
+            # the device of now (set_params may have changed it since fit): resolved as at fit
+            eng = self._engine.with_device(self.device)
             S = self._fit_samples if square else eng.prepare(Xs)
             return eng.kernel(S, None if square else self._fit_samples, block_size=self.block_size, n_jobs=self.n_jobs)
         if self.method == "linearized":
@@ -426,12 +429,15 @@ class ImplicitCKKernel(Kernel):
         Data scale fixing the centring of the activation.
     n_jobs : int, default=None
         Parallel blocks (see :func:`sk_deq.kernels.implicit_kernel`).
-    device : str or torch.device, default=None
-        Where the kernel blocks are solved: None for the numpy engine;
-        ``'cpu'``, ``'cuda'``, ``'cuda:N'`` or a :class:`torch.device` for
-        torch in float64 on that device (see :ref:`kernels-gpu`; ``n_jobs``
-        is then ignored).  An unknown device, or a CUDA device this machine
-        lacks, is a ``ValueError`` when the kernel is evaluated.
+    device : None, str or torch.device, default=None
+        Where the kernel blocks are solved, as for
+        :class:`ImplicitCKTransformer` (:func:`sk_deq.resolve_device`): None
+        for the numpy engine; ``'auto'`` for CUDA when available, else the
+        numpy engine; ``'cpu'``, ``'cuda'``, ``'cuda:N'`` or a
+        :class:`torch.device` for torch in float64 on that device (see
+        :ref:`kernels-gpu`; ``n_jobs`` is then ignored).  Anything else, or
+        a GPU this machine lacks, is a ``ValueError`` when the kernel is
+        evaluated.
 
     See Also
     --------

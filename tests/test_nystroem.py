@@ -23,11 +23,13 @@ def _rel(A, B):
 
 @parametrize_with_checks(
     [
+        ImplicitCKNystroem(),  # the defaults: n_components=100 above the checks' sample counts (capped)
         ImplicitCKNystroem(n_components=5, random_state=0),
         ImplicitCKNystroem("tanh", kernel="ntk", n_components=4, landmarks="rpcholesky", random_state=0),
         ImplicitCKNystroem(kernel="feature", n_components=3, landmarks="kmeans++", input_scaling="none"),
     ]
 )
+@pytest.mark.filterwarnings("ignore:n_components > n_samples:UserWarning")
 def test_sklearn_compatible(estimator, check):
     check(estimator)
 
@@ -191,11 +193,28 @@ def test_grid_search_over_components_sigma_and_penalty():
 # -- bad input -----------------------------------------------------------------------------
 
 
-def test_too_many_components_is_a_clear_error():
-    with pytest.raises(
-        ValueError, match=r"n_components=50 must be at most the number of training samples, n_samples=30"
-    ):
-        ImplicitCKNystroem(n_components=50).fit(_data(30))
+def test_more_components_than_samples_are_capped_with_a_warning():
+    # as scikit-learn's Nystroem: a warning, and every training sample a landmark (the full kernel)
+    X, Z = _data(30), _data(7, seed=1)
+    with pytest.warns(UserWarning, match=r"n_components > n_samples \(50 > 30\).*set to n_samples"):
+        nys = ImplicitCKNystroem(n_components=50, random_state=0).fit(X)
+    assert nys.n_components_ == 30 and nys.get_params()["n_components"] == 50
+    np.testing.assert_array_equal(nys.component_indices_, np.arange(30))
+    assert nys.transform(Z).shape == (7, 30)
+    assert list(nys.get_feature_names_out()) == [f"implicitcknystroem{i}" for i in range(30)]
+    K, KZ = ImplicitCKTransformer().fit(X).transform(X), ImplicitCKTransformer().fit(X).transform(Z)
+    Phi, PhiZ = nys.transform(X), nys.transform(Z)
+    assert _rel(Phi @ Phi.T, K) < 1e-8 and _rel(PhiZ @ Phi.T, KZ) < 1e-8
+
+
+def test_grid_search_at_the_defaults_on_small_folds():
+    # 60 samples, 3 folds: 40 training rows per fold, below the default n_components=100
+    X, y = make_gaussian_mixture(60, 10, n_classes=2, random_state=0)
+    pipe = Pipeline([("nys", ImplicitCKNystroem(random_state=0)), ("ridge", RidgeClassifier())])
+    with pytest.warns(UserWarning, match="n_components > n_samples"):
+        search = GridSearchCV(pipe, {"ridge__alpha": [1e-2, 1.0]}, cv=3, error_score="raise").fit(X, y)
+    assert np.all(np.isfinite(search.cv_results_["mean_test_score"]))
+    assert search.best_estimator_["nys"].n_components_ == 60
 
 
 @pytest.mark.parametrize("bad", [0, -3, 2.5, "10"])

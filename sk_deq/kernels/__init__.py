@@ -43,7 +43,6 @@ from __future__ import annotations
 from .._inputs import data_tau0
 from .duals import MEHLER_MAX_DEGREE as MEHLER_MAX_DEGREE
 from .engine import ImplicitKernelEngine, implicit_kernel, implicit_kernel_diagonal
-from .engine import check_device as check_device
 from .explicit import explicit_kernel
 from .linearized import linearized_block as linearized_block
 from .linearized import linearized_implicit_kernel, linearized_kernel_coefficients

@@ -19,13 +19,14 @@ import numpy as np
 from joblib import Parallel, delayed, effective_n_jobs
 from threadpoolctl import threadpool_limits
 
+from .._device import resolve_device
 from .._inputs import check_kernel, check_samples, check_tau0, data_tau0
 from ..activations import get_activation
 from ..theory import deq_ck_coefficients
 from .duals import Samples, dual_for
 from .memory import auto_block_size, check_kernel_fits_in_memory
 
-__all__ = ["ImplicitKernelEngine", "check_device", "implicit_kernel", "implicit_kernel_diagonal"]
+__all__ = ["ImplicitKernelEngine", "implicit_kernel", "implicit_kernel_diagonal"]
 
 
 class ImplicitKernelEngine:
@@ -53,12 +54,15 @@ class ImplicitKernelEngine:
         Input weight variance, ``1 - sigma_a2`` by default.
     tol : float, default=1e-12
         Tolerance of every entry's correlation fixed point.
-    device : str or torch.device, optional
-        Where :meth:`kernel` solves the blocks: None (the default) for the
-        numpy engine; ``'cpu'``, ``'cuda'``, ``'cuda:N'`` or a
-        :class:`torch.device` for torch in float64 on that device
-        (:mod:`sk_deq.kernels.torch_engine`; torch is imported only then).
-        :meth:`prepare` stays in numpy either way.
+    device : None, str or torch.device, optional
+        Where :meth:`kernel` solves the blocks (:func:`sk_deq.resolve_device`,
+        the rule of every ``device`` of sk_deq): None (the default) for the
+        numpy engine on the CPU (torch is not imported); ``'auto'`` for the
+        current CUDA device when available, else the numpy engine;
+        ``'cpu'``, ``'cuda'``, ``'cuda:N'`` or a :class:`torch.device` for
+        torch in float64 on that device
+        (:mod:`sk_deq.kernels.torch_engine`).  :meth:`prepare` stays in
+        numpy either way.
 
     Attributes
     ----------
@@ -73,8 +77,8 @@ class ImplicitKernelEngine:
     Raises
     ------
     ValueError
-        For a ``device`` that is not a CPU or CUDA device, or a CUDA device
-        this machine does not have.
+        For a ``device`` :func:`sk_deq.resolve_device` refuses: not a CPU or
+        CUDA device, or a CUDA device this machine does not have.
 
     Examples
     --------
@@ -102,10 +106,10 @@ class ImplicitKernelEngine:
         self.kernel_name = kernel
         self.tol = float(tol)
         self.dual = dual_for(self.activation, co.sigma_a2, co.sigma_b2, co.moments.mean, self.tol)
-        self.device = check_device(device)
+        self.device = resolve_device(device)
         self._solver = None
 
-    def with_device(self, device, *, strict=True) -> ImplicitKernelEngine:
+    def with_device(self, device) -> ImplicitKernelEngine:
         """The same engine computing its blocks on ``device`` (None: the numpy engine).
 
         Returns ``self`` when the device is the same, else a shallow copy:
@@ -113,18 +117,20 @@ class ImplicitKernelEngine:
 
         Parameters
         ----------
-        device : str, torch.device or None
+        device : None, str or torch.device
             As the constructor's ``device``.
-        strict : bool, default=True
-            Whether a CUDA device this machine lacks is an error; otherwise
-            the CPU is used, with a ``UserWarning``.
 
         Returns
         -------
         ImplicitKernelEngine
             An engine on ``device``.
+
+        Raises
+        ------
+        ValueError
+            For a ``device`` :func:`sk_deq.resolve_device` refuses.
         """
-        dev = check_device(device, strict=strict)
+        dev = resolve_device(device)
         if dev == self.device:
             return self
         other = copy.copy(self)
@@ -298,37 +304,6 @@ def _mirror_upper(out, tile):
             out[j : j + tile, i : i + tile] = out[i : i + tile, j : j + tile].T
 
 
-def check_device(device, *, strict=True):
-    """The :class:`torch.device` named by an engine's ``device`` parameter, None for None.
-
-    Torch is imported only for a device other than None.
-
-    Parameters
-    ----------
-    device : str, torch.device or None
-        ``'cpu'``, ``'cuda'``, ``'cuda:N'``, a CPU or CUDA
-        :class:`torch.device`, or None (the numpy engine).
-    strict : bool, default=True
-        Whether a CUDA device this machine lacks is an error; otherwise the
-        CPU is used, with a ``UserWarning``.
-
-    Returns
-    -------
-    torch.device or None
-        The device.
-
-    Raises
-    ------
-    ValueError
-        For any other value, or an unavailable CUDA device when ``strict``.
-    """
-    if device is None:
-        return None
-    from .torch_engine import resolve_kernel_device
-
-    return resolve_kernel_device(device, strict=strict)
-
-
 def _block_task(dual, kernel, bi, bj, R, C):
     with np.errstate(all="ignore"):
         return bi, bj, dual.block(R, C, kernel)
@@ -346,6 +321,7 @@ def implicit_kernel(
     block_size: int | None = None,
     n_jobs: int | None = None,
     tol: float = 1e-12,
+    device=None,
 ) -> np.ndarray:
     """Exact infinite-width Implicit-CK, feature kernel or Implicit-NTK of a DEQ.
 
@@ -388,8 +364,13 @@ def implicit_kernel(
     n_jobs : int, optional
         Blocks computed in parallel through joblib (threads by default; the
         active joblib backend, e.g. ``dask``, when one is configured).
+        Ignored with a torch ``device``.
     tol : float, default=1e-12
         Tolerance of each entry's fixed point.
+    device : None, str or torch.device, optional
+        Where the blocks are solved, as :class:`ImplicitKernelEngine`'s
+        ``device`` (:func:`sk_deq.resolve_device`): None (the default) for
+        the numpy engine, ``'auto'``, ``'cpu'``, ``'cuda'`` or ``'cuda:N'``.
 
     Returns
     -------
@@ -400,6 +381,8 @@ def implicit_kernel(
     ------
     MemoryError
         If the kernel matrix does not fit in the available memory.
+    ValueError
+        For a ``device`` :func:`sk_deq.resolve_device` refuses.
 
     Examples
     --------
@@ -412,7 +395,7 @@ def implicit_kernel(
     """
     X = check_samples(X)
     t0 = data_tau0(X) if tau0 is None else check_tau0(tau0)
-    eng = ImplicitKernelEngine(activation, sigma_a2, t0, kernel=kernel, sigma_b2=sigma_b2, tol=tol)
+    eng = ImplicitKernelEngine(activation, sigma_a2, t0, kernel=kernel, sigma_b2=sigma_b2, tol=tol, device=device)
     SX = eng.prepare(X)
     if Y is None:
         return eng.kernel(SX, block_size=block_size, n_jobs=n_jobs)

@@ -29,7 +29,6 @@ when a device is asked for.
 from __future__ import annotations
 
 import math
-import warnings
 
 import numpy as np
 import torch
@@ -37,68 +36,13 @@ import torch
 from .duals import MEHLER_MAX_DEGREE, Samples, _MehlerDual, _ReluDual
 from .numerics import polar_expectation, safeguarded_newton
 
-__all__ = ["TorchKernelSolver", "resolve_kernel_device"]
+__all__ = ["TorchKernelSolver"]
 
 _DTYPE = torch.float64
 _MARGIN = 0.05  # correlation margin of the degree choice (as the numpy engine)
 _PRE_TOL = 1e-8  # truncation tolerance of the low-degree pre-solve
 _SPLITS = (0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 _HERMITE_FIELDS = ("H", "tail", "dtail", "d2")
-
-
-def resolve_kernel_device(device, *, strict: bool = True, name: str = "device") -> torch.device:
-    """The :class:`torch.device` a ``device`` parameter names.
-
-    Parameters
-    ----------
-    device : str or torch.device
-        ``'cpu'``, ``'cuda'``, ``'cuda:N'`` or a CPU or CUDA
-        :class:`torch.device`.
-    strict : bool, default=True
-        Whether an unavailable CUDA device is an error; otherwise the CPU is
-        used, with a ``UserWarning`` (a transformer fitted on a GPU and
-        loaded on a machine without one).
-    name : str, default='device'
-        The parameter named in error messages.
-
-    Returns
-    -------
-    torch.device
-        The device the kernel blocks are computed on.
-
-    Raises
-    ------
-    ValueError
-        For anything else, or an unavailable CUDA device when ``strict``.
-    """
-    what = f"{name} must be None, 'cpu', 'cuda', 'cuda:N' or a torch.device"
-    if not isinstance(device, str | torch.device):
-        raise ValueError(f"{what}, got {device!r}.")
-    try:
-        dev = torch.device(device)
-    except (RuntimeError, TypeError, ValueError) as exc:
-        raise ValueError(f"{what}, got {device!r}.") from exc
-    if dev.type not in ("cpu", "cuda"):
-        raise ValueError(f"{what} (float64 kernels run on CPUs and CUDA GPUs), got {device!r}.")
-    if dev.type == "cuda":
-        problem = None
-        if not torch.cuda.is_available():
-            problem = "CUDA is not available on this machine"
-        elif dev.index is not None and dev.index >= torch.cuda.device_count():
-            problem = f"this machine has {torch.cuda.device_count()} CUDA device(s)"
-        if problem is not None:
-            if strict:
-                raise ValueError(
-                    f"{name}={device!r} was requested but {problem}; use {name}='cpu' (torch on the CPU) "
-                    f"or {name}=None (the numpy engine)."
-                )
-            warnings.warn(
-                f"{name}={device!r} is not available ({problem}); computing the kernel on the CPU instead.",
-                UserWarning,
-                stacklevel=3,
-            )
-            return torch.device("cpu")
-    return dev
 
 
 # ---------------------------------------------------------------------------

@@ -1,0 +1,303 @@
+"""One ``device`` rule for every estimator, transformer and kernel (:func:`sk_deq.resolve_device`).
+
+The CUDA branches are exercised without a GPU by patching ``torch.cuda.is_available``
+and ``torch.cuda.device_count``: every refusal happens in the resolver, before torch
+touches a device.
+"""
+
+import pickle
+
+import numpy as np
+import pytest
+import torch
+from sklearn.utils._param_validation import InvalidParameterError
+
+import sk_deq
+from sk_deq import (
+    DEQClassifier,
+    DEQRegressor,
+    ExplicitClassifier,
+    ExplicitRegressor,
+    ImplicitCKKernel,
+    ImplicitCKNystroem,
+    ImplicitCKTransformer,
+    MatchedExplicitClassifier,
+    MatchedExplicitRegressor,
+    resolve_device,
+)
+from sk_deq._param_validation import DEVICE_CONSTRAINTS
+from sk_deq.kernels import ImplicitKernelEngine, implicit_kernel
+
+pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+
+NETWORKS = (
+    DEQClassifier,
+    DEQRegressor,
+    ExplicitClassifier,
+    ExplicitRegressor,
+    MatchedExplicitClassifier,
+    MatchedExplicitRegressor,
+)
+TRANSFORMERS = (ImplicitCKTransformer, ImplicitCKNystroem)
+
+#: Refused values and the reason the message gives.
+REFUSED = [
+    ("mps", r"device='mps' is not supported: MPS devices have no float64"),
+    (torch.device("mps"), r"is not supported: MPS devices have no float64"),
+    ("meta", r"device='meta' is not supported: a meta device holds no data"),
+    ("xpu", r"device='xpu' is not supported: sk_deq computes on CPUs and CUDA GPUs only, not on xpu devices"),
+    ("gpu", r"device='gpu' names no device: device must be None, 'auto', 'cpu', 'cuda', 'cuda:N'"),
+    ("cuda:-1", r"device='cuda:-1' names no device"),
+    ("", r"device='' names no device"),
+]
+
+
+def _cuda(monkeypatch, count):
+    """Pretend this machine has ``count`` CUDA devices (0: no CUDA)."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: count > 0)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: count)
+
+
+def _network(cls, **kw):
+    return cls(n_hidden=16, max_epochs=5, random_state=0, **kw)
+
+
+def _transformer(cls, **kw):
+    return cls(n_components=5, random_state=0, **kw) if cls is ImplicitCKNystroem else cls(**kw)
+
+
+@pytest.fixture(scope="module")
+def data():
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((40, 4))
+    return X, (X[:, 0] > 0).astype(int)
+
+
+def _y(cls, y):
+    return y.astype(float) if "Regressor" in cls.__name__ else y
+
+
+def _classes(cls):
+    return {"classes": [0, 1]} if cls.__name__.endswith("Classifier") else {}
+
+
+# -- the resolver -------------------------------------------------------------------
+
+
+def test_accepted_values_with_two_gpus(monkeypatch):
+    _cuda(monkeypatch, 2)
+    assert resolve_device(None) is None
+    assert resolve_device("auto") == torch.device("cuda")
+    assert resolve_device("cpu") == resolve_device(torch.device("cpu", 1)) == torch.device("cpu")
+    assert resolve_device("cuda") == torch.device("cuda")
+    assert resolve_device("cuda:1") == resolve_device(torch.device("cuda", 1)) == torch.device("cuda", 1)
+
+
+def test_accepted_values_without_cuda(monkeypatch):
+    _cuda(monkeypatch, 0)
+    assert resolve_device(None) is None and resolve_device("auto") is None  # the CPU
+    assert resolve_device("cpu") == torch.device("cpu")
+    for value in ("cuda", "cuda:0", torch.device("cuda")):
+        with pytest.raises(ValueError, match=r"was requested but CUDA is not available on this machine; use "):
+            resolve_device(value)
+
+
+def test_cuda_index_is_checked(monkeypatch):
+    _cuda(monkeypatch, 2)
+    for value in ("cuda:2", torch.device("cuda", 7)):
+        with pytest.raises(ValueError, match=r"this machine has 2 CUDA device\(s\), 'cuda:0' to 'cuda:1'"):
+            resolve_device(value)
+
+
+@pytest.mark.parametrize(("value", "message"), REFUSED)
+def test_refused_values_name_the_reason(value, message):
+    with pytest.raises(ValueError, match=message):
+        resolve_device(value)
+
+
+@pytest.mark.parametrize("value", [0, 1.5, ["cpu"], b"cpu"])
+def test_other_types_are_refused(value):
+    with pytest.raises(ValueError, match=r"device must be None, 'auto', 'cpu', 'cuda', 'cuda:N' or a CPU or CUDA"):
+        resolve_device(value)
+    with pytest.raises(ValueError, match=r"^backend must be None"):
+        resolve_device(value, name="backend")
+
+
+def test_resolving_none_does_not_import_torch():
+    import subprocess
+    import sys
+
+    code = "import sys; from sk_deq import resolve_device; resolve_device(None); assert 'torch' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# -- one rule everywhere --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("cls", [*NETWORKS, *TRANSFORMERS])
+def test_every_estimator_shares_the_device_constraints(cls):
+    assert cls._parameter_constraints["device"] is DEVICE_CONSTRAINTS
+
+
+@pytest.mark.parametrize("cls", [*NETWORKS, *TRANSFORMERS])
+def test_a_value_of_another_type_is_refused_by_parameter_validation(cls, data):
+    X, y = data
+    est = _network(cls, device=0) if cls in NETWORKS else _transformer(cls, device=0)
+    expected = r"The 'device' parameter of \w+ must be None, 'auto', 'cpu', 'cuda', 'cuda:N' or a CPU or CUDA torch"
+    with pytest.raises(InvalidParameterError, match=expected + r"\.device\. Got 0 instead"):
+        est.fit(X, _y(cls, y))
+
+
+@pytest.mark.parametrize(("value", "message"), REFUSED[:5])
+def test_refused_values_are_refused_alike_by_every_object(value, message, data):
+    X, y = data
+    for cls in NETWORKS:
+        with pytest.raises(ValueError, match=message):
+            _network(cls, device=value).fit(X, _y(cls, y))
+    for cls in TRANSFORMERS:
+        with pytest.raises(ValueError, match=message):
+            _transformer(cls, device=value).fit(X)
+    with pytest.raises(ValueError, match=message):
+        ImplicitCKKernel(device=value)(X)
+    with pytest.raises(ValueError, match=message):
+        ImplicitKernelEngine("relu", 0.2, 1.0, device=value)
+    with pytest.raises(ValueError, match=message):
+        implicit_kernel(X, device=value)
+
+
+MISSING = [(0, "cuda", "CUDA is not available"), (1, "cuda:1", r"has 1 CUDA device\(s\)")]
+
+
+@pytest.mark.parametrize(("count", "value", "message"), MISSING)
+def test_a_missing_gpu_is_refused_alike_by_every_object(count, value, message, data, monkeypatch):
+    _cuda(monkeypatch, count)
+    X, y = data
+    for cls in NETWORKS:
+        with pytest.raises(ValueError, match=message):
+            _network(cls, device=value).fit(X, _y(cls, y))
+        with pytest.raises(ValueError, match=message):
+            _network(cls, device=value).partial_fit(X, _y(cls, y), **_classes(cls))
+    for cls in TRANSFORMERS:
+        with pytest.raises(ValueError, match=message):
+            _transformer(cls, device=value).fit(X)
+    with pytest.raises(ValueError, match=message):
+        ImplicitCKKernel(device=value)(X)
+    with pytest.raises(ValueError, match=message):
+        implicit_kernel(X, device=value)
+
+
+@pytest.mark.parametrize("cls", NETWORKS)
+def test_networks_accept_none_as_the_cpu(cls, data, monkeypatch):
+    X, y = data
+    y = _y(cls, y)
+    ref = _network(cls, device="cpu").fit(X, y)
+    est = _network(cls, device=None).fit(X, y)
+    assert est.device_ == "cpu"
+    np.testing.assert_array_equal(est.predict(X), ref.predict(X))
+    _cuda(monkeypatch, 0)
+    auto = _network(cls, device="auto").fit(X, y)
+    assert auto.device_ == "cpu"
+    np.testing.assert_array_equal(auto.predict(X), ref.predict(X))
+
+
+@pytest.mark.parametrize("cls", TRANSFORMERS)
+def test_kernels_accept_auto(cls, data, monkeypatch):
+    X, _ = data
+    ref = _transformer(cls).fit(X)
+    _cuda(monkeypatch, 0)
+    tr = _transformer(cls, device="auto").fit(X)
+    assert tr._engine.device is None  # without CUDA: the numpy engine, as device=None
+    np.testing.assert_array_equal(tr.transform(X), ref.transform(X))
+    _cuda(monkeypatch, 1)
+    assert ImplicitKernelEngine("relu", 0.2, 1.0, device="auto").device == torch.device("cuda")
+    assert ref._engine.with_device("auto").device == torch.device("cuda")
+
+
+def test_kernel_functions_accept_every_value(data, monkeypatch):
+    X, _ = data
+    _cuda(monkeypatch, 0)
+    np.testing.assert_array_equal(ImplicitCKKernel(device="auto")(X), ImplicitCKKernel()(X))
+    K = implicit_kernel(X, activation="tanh")
+    np.testing.assert_array_equal(implicit_kernel(X, activation="tanh", device="auto"), K)
+    for device in ("cpu", torch.device("cpu")):  # torch on the CPU
+        np.testing.assert_allclose(implicit_kernel(X, activation="tanh", device=device), K, rtol=0, atol=1e-12)
+
+
+# -- fit, predict and unpickling follow the same rule ---------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def fitted(data):
+    X, y = data
+    nets = {cls: _network(cls).fit(X, _y(cls, y)) for cls in NETWORKS}
+    return nets, {cls: _transformer(cls).fit(X) for cls in TRANSFORMERS}
+
+
+def _set(est, device):
+    """A copy of the fitted ``est`` with ``device`` (as ``set_params`` or a pickle from another machine)."""
+    other = pickle.loads(pickle.dumps(est))
+    return other.set_params(device=device)
+
+
+REFUSED_AT_PREDICT = [("mps", "no float64"), ("gpu", "no device"), (0, "device must be"), ("cuda", "not available")]
+
+
+@pytest.mark.parametrize(("value", "message"), REFUSED_AT_PREDICT)
+def test_predict_refuses_what_fit_refuses(value, message, fitted, data, monkeypatch):
+    _cuda(monkeypatch, 0)
+    X, _ = data
+    nets, transformers = fitted
+    for est in nets.values():
+        other = _set(est, value)
+        for method in ("predict", "features"):
+            with pytest.raises(ValueError, match=message):
+                getattr(other, method)(X)
+    for est in transformers.values():
+        with pytest.raises(ValueError, match=message):
+            _set(est, value).transform(X)
+
+
+def test_predict_checks_the_cuda_index_as_fit_does(fitted, data, monkeypatch):
+    _cuda(monkeypatch, 1)
+    X, _ = data
+    nets, transformers = fitted
+    calls = [(est, "predict") for est in nets.values()] + [(est, "transform") for est in transformers.values()]
+    for est, call in calls:
+        with pytest.raises(ValueError, match=r"device='cuda:1' was requested but this machine has 1 CUDA device"):
+            getattr(_set(est, "cuda:1"), call)(X)
+
+
+def test_a_model_fitted_on_a_gpu_loads_on_a_cpu_only_machine(fitted, data, monkeypatch):
+    # A pickle holds no torch storage (the networks) or a device name (the kernels), so it loads
+    # anywhere; device='cuda' then raises at predict as at fit, and set_params moves it to the CPU.
+    X, _ = data
+    nets, transformers = fitted
+    cuda_pickles = {}
+    for est in [*nets.values(), *transformers.values()]:
+        gpu = pickle.loads(pickle.dumps(est)).set_params(device="cuda")
+        if hasattr(gpu, "_engine"):
+            gpu._engine.device = torch.device("cuda")  # what a fit on a GPU leaves
+        cuda_pickles[est] = pickle.dumps(gpu)
+    _cuda(monkeypatch, 0)
+    for est, blob in cuda_pickles.items():
+        loaded = pickle.loads(blob)
+        call = "transform" if hasattr(loaded, "transform") else "predict"
+        with pytest.raises(ValueError, match=r"device='cuda' was requested but CUDA is not available.*'auto'"):
+            getattr(loaded, call)(X)
+        for device in ("auto", "cpu", None):
+            got = getattr(loaded.set_params(device=device), call)(X)
+            np.testing.assert_allclose(got, getattr(est, call)(X), rtol=1e-10, atol=1e-12)
+
+
+def test_a_model_fitted_with_auto_on_a_gpu_predicts_on_the_cpu(fitted, data, monkeypatch):
+    X, _ = data
+    est = fitted[0][DEQClassifier]
+    blob = pickle.dumps(_set(est, "auto"))
+    _cuda(monkeypatch, 0)
+    loaded = pickle.loads(blob)
+    np.testing.assert_array_equal(loaded.decision_function(X), est.decision_function(X))
+    assert next(loaded.module_.parameters()).device.type == "cpu"
+
+
+def test_resolve_device_is_public():
+    assert "resolve_device" in sk_deq.__all__ and sk_deq.resolve_device is resolve_device
