@@ -213,15 +213,22 @@ def safeguarded_newton(
 ):
     """Root in [-1, 1] of increasing functions, entrywise.
 
-    ``fun(rho) -> (g, dg, *extra)``.  Newton steps that leave the current
-    bracket are replaced by bisection.  With ``full=True`` also returns the
-    last evaluation ``(g, dg, *extra)`` and the last step, so callers can
-    correct values computed at the previous iterate to first order instead
-    of evaluating again.
+    ``fun(rho) -> (g, dg, *extra)``.  A Newton step is taken where it stays
+    in the current bracket and is at most half the step before last;
+    otherwise a bisection step (so the steps at least halve every other
+    iteration and the iteration cannot cycle).  It stops once every step is
+    at most ``tol`` (floored at a few ulps of 1: ``rho`` lies in [-1, 1]).
+    With ``full=True`` also returns the last evaluation ``(g, dg, *extra)``
+    and the last step, so callers can correct values computed at the
+    previous iterate to first order instead of evaluating again.  The error
+    on failure blames ``sigma_a2`` only where the measured slope ``dg`` is
+    not positive (the recursion does not contract there).
     """
     rho = np.clip(rho, -1.0, 1.0)
     lo = np.full_like(rho, -1.0)
     hi = np.full_like(rho, 1.0)
+    prev, prev2 = np.full_like(rho, np.inf), np.full_like(rho, np.inf)
+    stop = max(tol, _RHO_RESOLUTION)
     delta = np.inf
     for _ in range(max_iter):
         ev = fun(rho)
@@ -229,22 +236,41 @@ def safeguarded_newton(
         neg = g < 0
         np.copyto(lo, rho, where=neg)
         np.copyto(hi, rho, where=~neg)
-        new = g / dg
-        np.subtract(rho, new, out=new)
-        ok = (new >= lo) & (new <= hi)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            new = rho - g / dg
+        ok = (new >= lo) & (new <= hi) & (np.abs(new - rho) <= 0.5 * prev2)
         if not ok.all():
             new = np.where(ok, new, 0.5 * (lo + hi))
         step = new - rho
         delta = float(np.max(np.abs(step))) if new.size else 0.0
+        prev2, prev = prev, np.abs(step)
         rho = new
-        if delta <= tol:
+        if delta <= stop:
             return (rho, ev, step) if full else rho
     if strict:
-        raise ValueError(
-            f"The {what} fixed point did not converge (last correlation step {delta:.2e}); the DEQ "
-            "kernel recursion may not be contracting at this sigma_a2."
-        )
+        raise ValueError(_correlation_failure(what, delta, rho, ev[1]))
     return (rho, ev, step) if full else rho
+
+
+#: Absolute resolution of a correlation in [-1, 1]: a few ulps of 1.
+_RHO_RESOLUTION = 4.0 * np.finfo(float).eps
+
+
+def _correlation_failure(what: str, delta: float, rho, dg) -> str:
+    """Message of a correlation solve that ran out of steps: ``sigma_a2`` is named only if a slope is not positive."""
+    dg = np.asarray(dg, dtype=float)
+    if dg.size and not np.all(dg > 0):
+        k = int(np.argmin(dg))
+        return (
+            f"The {what} fixed point did not converge: the DEQ kernel recursion is not contracting at this "
+            f"sigma_a2 (its slope in the correlation is {float(dg.flat[k]):.3g} <= 0 at rho = "
+            f"{float(np.asarray(rho).flat[k]):.6g}). Try a smaller sigma_a2."
+        )
+    return (
+        f"The {what} fixed point was not solved to the tolerance (last correlation step {delta:.2e}) although "
+        "the recursion is contracting there (every slope is positive): a failure of the numerical solver, "
+        "not of sigma_a2."
+    )
 
 
 def newton(fun, rho: np.ndarray, *, tol: float, max_iter: int = 30, strict: bool = True, full: bool = False):
@@ -260,7 +286,7 @@ def newton(fun, rho: np.ndarray, *, tol: float, max_iter: int = 30, strict: bool
     """
     start = np.clip(rho, -1.0, 1.0)
     rho = start
-    stop = max(tol, 0.1 * math.sqrt(tol))
+    stop = max(tol, 0.1 * math.sqrt(tol), _RHO_RESOLUTION)
     for _ in range(max_iter):
         ev = fun(rho)
         new = ev[0] / ev[1]
@@ -322,8 +348,8 @@ def diagonal_newton(evaluate, sa: float, sb: float, n_sq: np.ndarray, a0: np.nda
     ``g < 0`` is a lower bound and every one with ``g >= 0`` an upper bound.
     A Newton step is taken when it stays in the bracket and is at most half
     the step before last (or is already within rounding reach); otherwise a
-    bisection step, or a plain fixed-point step while no upper bound is
-    known.  An entry stops at a relative step ``<= 1e-15``, or once its step
+    bisection step, or a plain fixed-point step while the bracket is not
+    bounded away from 0 and infinity.  An entry stops at a relative step ``<= 1e-15``, or once its step
     is below ``1e-12`` relative and no longer shrinks (rounding: a 2-cycle
     between neighbouring floats stops here), or once its bracket is a few
     ulps wide.
@@ -378,7 +404,9 @@ def diagonal_newton(evaluate, sa: float, sb: float, n_sq: np.ndarray, a0: np.nda
         reach = step <= _ROUNDING_REACH * newton_
         ok = np.isfinite(newton_) & (newton_ > 0) & (sa * dV < 1)
         ok &= reach | ((newton_ >= lo[idx]) & (newton_ <= hi[idx]) & (step <= 0.5 * prev2[idx]))
-        fallback = np.where(np.isfinite(hi[idx]), 0.5 * (lo[idx] + hi[idx]), fp)
+        # bisection once bracketed away from 0; a fixed-point step while not (a root at a = 0, e.g. an
+        # odd activation at x = 0, is then reached as before: geometrically, down to exactly 0)
+        fallback = np.where(np.isfinite(hi[idx]) & (lo[idx] > 0), 0.5 * (lo[idx] + hi[idx]), fp)
         new = np.where(ok, newton_, fallback)
         if not np.all(np.isfinite(new)) or np.any(new > limit[idx]):
             raise ValueError(_diagonal_divergence(x, fp, sa, dV, n_sq[idx], new, limit[idx]))
