@@ -23,6 +23,7 @@ from .memory import CHUNK_ENTRIES
 from .numerics import (
     chebyshev_interpolation_matrix,
     chebyshev_points,
+    diagonal_newton,
     hermite_table,
     newton,
     polar_expectation,
@@ -470,6 +471,7 @@ class _MehlerDual(_Dual):
         return self.act(x) - self.c
 
     def diagonal(self, n_sq):
+        """Diagonal fixed points ``a = sa E[(phi0(sqrt(a) xi) - c)^2] + sb ||x||^2`` (:func:`diagonal_newton`)."""
         sa, sb = self.sa, self.sb
         f = self._f
 
@@ -483,24 +485,7 @@ class _MehlerDual(_Dual):
             return V, dV
 
         a = sb * n_sq + sa * (self.act.variance(1.0) if n_sq.size else 0.0)
-        a = np.maximum(a, np.finfo(float).tiny)
-        for _ in range(200):
-            V, dV = V_and_dV(a)
-            g = a - sa * V - sb * n_sq
-            fp = sa * V + sb * n_sq
-            with np.errstate(divide="ignore", invalid="ignore"):
-                new = a - g / (1.0 - sa * dV)
-            bad = ~np.isfinite(new) | (new <= 0) | ~(np.abs(sa * dV) < 1)
-            new = np.where(bad, fp, new)
-            with np.errstate(over="ignore"):  # a bound beyond the float range is no bound
-                limit = 1e12 * np.maximum(1.0, n_sq)
-            if not np.all(np.isfinite(new)) or np.any(new > limit):
-                raise ValueError("The diagonal kernel fixed point diverges; try a smaller sigma_a2.")
-            done = np.all(np.abs(new - a) <= 1e-15 * new)  # relative: the same precision at every scale
-            a = new
-            if done:
-                return a
-        raise ValueError("The diagonal kernel fixed point did not converge; try a smaller sigma_a2.")
+        return diagonal_newton(V_and_dV, sa, sb, n_sq, a)
 
     # -- per-sample quantities: all functions of the squared norm alone
     #

@@ -180,9 +180,31 @@ class ImplicitKernelEngine:
             those by their Hermite expansion.
         """
         S = self.dual.prepare(np.asarray(X, dtype=np.float64))
+        if self.kernel_name == "ntk":
+            self._check_ntk_contraction(S)
         if self.device is not None:
             S = self._torch_solver().with_hermite(S)
         return S
+
+    def _check_ntk_contraction(self, S: Samples) -> None:
+        """The Implicit-NTK's ``(1 - sigma_a2 E[phi'(u) phi'(v)])^{-1}`` needs the DEQ to contract at every sample.
+
+        By Cauchy-Schwarz the off-diagonal factors are positive once the
+        diagonal ones ``1 - sigma_a2 E[phi'(u)^2]`` are; where one is not, the
+        DEQ's Jacobian is not contracting at that input and the NTK (negative
+        or infinite) does not exist.
+        """
+        if not len(S):
+            return
+        q = self.dual.sa * self.dual.dot_at_diagonal(S)
+        k = int(np.argmax(q))
+        if not q[k] < 1.0:
+            raise ValueError(
+                f"The Implicit-NTK does not exist at sigma_a2={self.dual.sa:g} for activation "
+                f"{self.activation.name!r}: the DEQ is not contracting at a sample with ||x||^2 = {S.n_sq[k]:.4g} "
+                f"(sigma_a2 * E[phi'(u)^2] = {q[k]:.4g} >= 1 at its pre-activation variance {S.a[k]:.4g}). "
+                "Use a smaller sigma_a2, or rescale the inputs."
+            )
 
     def diagonal(self, S: Samples) -> np.ndarray:
         """The diagonal ``K(x_i, x_i)`` in O(n) time.

@@ -9,7 +9,16 @@
   (:func:`chebyshev_points`, :func:`chebyshev_interpolation_matrix`);
 * vectorised root finding on correlations in ``[-1, 1]``
   (:func:`newton`, :func:`safeguarded_newton`) and the entrywise
-  fixed point of the diagonal (:func:`vector_fixed_point`).
+  fixed point of the diagonal (:func:`vector_fixed_point`, and
+  :func:`diagonal_newton` where the variance's derivative is known).
+
+Every stopping rule here is reachable in floating point: besides its
+tolerance, each stops where rounding keeps the steps from shrinking (a
+step that no longer decreases once it is within rounding reach of the
+solution), so no iteration can circle between neighbouring floats until
+its budget runs out.  An error blames ``sigma_a2`` only where the
+contraction measured at the last iterate says the recursion is not
+contracting; otherwise it reports a numerical failure with its numbers.
 """
 
 from __future__ import annotations
@@ -21,6 +30,7 @@ import numpy as np
 __all__ = [
     "chebyshev_interpolation_matrix",
     "chebyshev_points",
+    "diagonal_newton",
     "hermite_table",
     "newton",
     "polar_expectation",
@@ -203,15 +213,22 @@ def safeguarded_newton(
 ):
     """Root in [-1, 1] of increasing functions, entrywise.
 
-    ``fun(rho) -> (g, dg, *extra)``.  Newton steps that leave the current
-    bracket are replaced by bisection.  With ``full=True`` also returns the
-    last evaluation ``(g, dg, *extra)`` and the last step, so callers can
-    correct values computed at the previous iterate to first order instead
-    of evaluating again.
+    ``fun(rho) -> (g, dg, *extra)``.  A Newton step is taken where it stays
+    in the current bracket and is at most half the step before last;
+    otherwise a bisection step (so the steps at least halve every other
+    iteration and the iteration cannot cycle).  It stops once every step is
+    at most ``tol`` (floored at a few ulps of 1: ``rho`` lies in [-1, 1]).
+    With ``full=True`` also returns the last evaluation ``(g, dg, *extra)``
+    and the last step, so callers can correct values computed at the
+    previous iterate to first order instead of evaluating again.  The error
+    on failure blames ``sigma_a2`` only where the measured slope ``dg`` is
+    not positive (the recursion does not contract there).
     """
     rho = np.clip(rho, -1.0, 1.0)
     lo = np.full_like(rho, -1.0)
     hi = np.full_like(rho, 1.0)
+    prev, prev2 = np.full_like(rho, np.inf), np.full_like(rho, np.inf)
+    stop = max(tol, _RHO_RESOLUTION)
     delta = np.inf
     for _ in range(max_iter):
         ev = fun(rho)
@@ -219,22 +236,41 @@ def safeguarded_newton(
         neg = g < 0
         np.copyto(lo, rho, where=neg)
         np.copyto(hi, rho, where=~neg)
-        new = g / dg
-        np.subtract(rho, new, out=new)
-        ok = (new >= lo) & (new <= hi)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            new = rho - g / dg
+        ok = (new >= lo) & (new <= hi) & (np.abs(new - rho) <= 0.5 * prev2)
         if not ok.all():
             new = np.where(ok, new, 0.5 * (lo + hi))
         step = new - rho
         delta = float(np.max(np.abs(step))) if new.size else 0.0
+        prev2, prev = prev, np.abs(step)
         rho = new
-        if delta <= tol:
+        if delta <= stop:
             return (rho, ev, step) if full else rho
     if strict:
-        raise ValueError(
-            f"The {what} fixed point did not converge (last correlation step {delta:.2e}); the DEQ "
-            "kernel recursion may not be contracting at this sigma_a2."
-        )
+        raise ValueError(_correlation_failure(what, delta, rho, ev[1]))
     return (rho, ev, step) if full else rho
+
+
+#: Absolute resolution of a correlation in [-1, 1]: a few ulps of 1.
+_RHO_RESOLUTION = 4.0 * np.finfo(float).eps
+
+
+def _correlation_failure(what: str, delta: float, rho, dg) -> str:
+    """Message of a correlation solve that ran out of steps: ``sigma_a2`` is named only if a slope is not positive."""
+    dg = np.asarray(dg, dtype=float)
+    if dg.size and not np.all(dg > 0):
+        k = int(np.argmin(dg))
+        return (
+            f"The {what} fixed point did not converge: the DEQ kernel recursion is not contracting at this "
+            f"sigma_a2 (its slope in the correlation is {float(dg.flat[k]):.3g} <= 0 at rho = "
+            f"{float(np.asarray(rho).flat[k]):.6g}). Try a smaller sigma_a2."
+        )
+    return (
+        f"The {what} fixed point was not solved to the tolerance (last correlation step {delta:.2e}) although "
+        "the recursion is contracting there (every slope is positive): a failure of the numerical solver, "
+        "not of sigma_a2."
+    )
 
 
 def newton(fun, rho: np.ndarray, *, tol: float, max_iter: int = 30, strict: bool = True, full: bool = False):
@@ -250,7 +286,7 @@ def newton(fun, rho: np.ndarray, *, tol: float, max_iter: int = 30, strict: bool
     """
     start = np.clip(rho, -1.0, 1.0)
     rho = start
-    stop = max(tol, 0.1 * math.sqrt(tol))
+    stop = max(tol, 0.1 * math.sqrt(tol), _RHO_RESOLUTION)
     for _ in range(max_iter):
         ev = fun(rho)
         new = ev[0] / ev[1]
@@ -295,4 +331,122 @@ def vector_fixed_point(update, x0: np.ndarray, *, tol: float = 1e-15, max_iter: 
     raise ValueError(
         f"The diagonal kernel fixed point did not converge in {max_iter} steps (last relative step "
         f"{last:.2e}); try a smaller sigma_a2."
+    )
+
+
+#: Relative step below which a Newton iterate is within rounding reach of the
+#: root: a step this small that does not shrink is rounding, not progress.
+_ROUNDING_REACH = 1e-12
+
+
+def diagonal_newton(evaluate, sa: float, sb: float, n_sq: np.ndarray, a0: np.ndarray, *, max_iter: int = 200):
+    """Solve ``a = sa V(a) + sb n_sq`` for ``a > 0``, entrywise (the diagonal fixed point).
+
+    ``evaluate(a) -> (V, dV)`` gives the variance ``V(a)`` and ``dV/da`` at
+    the variances ``a`` (any subset of the entries).  Bracketed Newton on
+    ``g(a) = a - sa V(a) - sb n_sq``: ``g(0+) <= 0``, so every iterate with
+    ``g < 0`` is a lower bound and every one with ``g >= 0`` an upper bound.
+    A Newton step is taken when it stays in the bracket and is at most half
+    the step before last (or is already within rounding reach); otherwise a
+    bisection step, or a plain fixed-point step while the bracket is not
+    bounded away from 0 and infinity.  An entry stops at a relative step ``<= 1e-15``, or once its step
+    is below ``1e-12`` relative and no longer shrinks (rounding: a 2-cycle
+    between neighbouring floats stops here), or once its bracket is a few
+    ulps wide.
+
+    Parameters
+    ----------
+    evaluate : callable
+        ``evaluate(a) -> (V, dV)``, elementwise in ``a``.
+    sa, sb : float
+        Recurrent and input weight variances.
+    n_sq : ndarray of shape (n,)
+        Squared norms of the samples.
+    a0 : ndarray of shape (n,)
+        Positive starting variances.
+    max_iter : int, default=200
+        Iteration budget per entry.
+
+    Returns
+    -------
+    ndarray of shape (n,)
+        The fixed points ``a``.
+
+    Raises
+    ------
+    ValueError
+        If an entry diverges (``sa V(a) + sb n_sq > a`` at every scale tried:
+        the recursion expands, so ``sigma_a2`` is too large), or does not
+        converge; the message names ``sigma_a2`` only where the measured
+        contraction ``sa dV/da`` at the last iterate is at least 1.
+    """
+    n_sq = np.asarray(n_sq, dtype=float)
+    a = np.maximum(np.array(a0, dtype=float), np.finfo(float).tiny)
+    out = np.empty_like(a)
+    lo, hi = np.zeros_like(a), np.full_like(a, np.inf)
+    prev, prev2 = np.full_like(a, np.inf), np.full_like(a, np.inf)
+    with np.errstate(over="ignore"):  # a bound beyond the float range is no bound
+        limit = 1e12 * np.maximum(1.0, n_sq)
+    idx = np.arange(a.size)
+    for _ in range(max_iter):
+        if idx.size == 0:
+            return out
+        x = a[idx]
+        V, dV = evaluate(x)
+        fp = sa * V + sb * n_sq[idx]
+        g = x - fp
+        up = g < 0
+        lo[idx] = np.where(up, x, lo[idx])
+        hi[idx] = np.where(up, hi[idx], x)
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            newton_ = x - g / (1.0 - sa * dV)
+            step = np.abs(newton_ - x)
+        reach = step <= _ROUNDING_REACH * newton_
+        ok = np.isfinite(newton_) & (newton_ > 0) & (sa * dV < 1)
+        ok &= reach | ((newton_ >= lo[idx]) & (newton_ <= hi[idx]) & (step <= 0.5 * prev2[idx]))
+        # bisection once bracketed away from 0; a fixed-point step while not (a root at a = 0, e.g. an
+        # odd activation at x = 0, is then reached as before: geometrically, down to exactly 0)
+        fallback = np.where(np.isfinite(hi[idx]) & (lo[idx] > 0), 0.5 * (lo[idx] + hi[idx]), fp)
+        new = np.where(ok, newton_, fallback)
+        if not np.all(np.isfinite(new)) or np.any(new > limit[idx]):
+            raise ValueError(_diagonal_divergence(x, fp, sa, dV, n_sq[idx], new, limit[idx]))
+        step = np.abs(new - x)
+        done = (step <= 1e-15 * new) | (ok & reach & (step >= prev[idx]))
+        h = hi[idx]
+        done |= np.isfinite(h) & (h - lo[idx] <= 8.0 * np.finfo(float).eps * h)
+        out[idx[done]] = new[done]
+        prev2[idx], prev[idx] = prev[idx], step
+        a[idx] = new
+        idx = idx[~done]
+    x = a[idx]
+    _, dV = evaluate(x)
+    k = int(np.argmax(sa * dV)) if idx.size else 0
+    q, at, n = float(sa * dV[k]), float(x[k]), float(n_sq[idx[k]])
+    if not q < 1.0:
+        raise ValueError(
+            f"The diagonal kernel fixed point did not converge: the recursion is not contracting at "
+            f"||x||^2 = {n:.6g} (sigma_a2 * dV/da = {q:.4g} >= 1 at a = {at:.6g}). Try a smaller sigma_a2."
+        )
+    raise ValueError(
+        f"The diagonal kernel fixed point was not solved to floating-point precision in {max_iter} steps at "
+        f"||x||^2 = {n:.6g}, sigma_a2 = {sa:.17g} (last iterate a = {at:.17g}, last relative step "
+        f"{float(prev[idx[k]]) / at:.3g}); the recursion is contracting there (sigma_a2 * dV/da = {q:.4g} < 1), "
+        "so this is a failure of the numerical solver, not of sigma_a2."
+    )
+
+
+def _diagonal_divergence(x, fp, sa, dV, n_sq, new, limit) -> str:
+    """Message for a diagonal iteration that left the finite range, with the measured gain."""
+    bad = ~np.isfinite(new) | (new > limit)
+    k = int(np.flatnonzero(bad)[0])
+    gain = float(fp[k] / x[k]) if x[k] > 0 else np.inf
+    if not np.isfinite(fp[k]):
+        return (
+            f"The diagonal kernel fixed point cannot be computed at ||x||^2 = {n_sq[k]:.6g}: the activation's "
+            f"variance is not finite at a = {x[k]:.6g}."
+        )
+    return (
+        f"The diagonal kernel fixed point diverges at ||x||^2 = {n_sq[k]:.6g}: at a = {x[k]:.6g} the recursion "
+        f"still expands (sigma_a2 V(a) + sigma_b2 ||x||^2 = {gain:.4g} a, sigma_a2 * dV/da = {sa * dV[k]:.4g}), so "
+        "the DEQ has no finite pre-activation scale for this input. Try a smaller sigma_a2 or smaller inputs."
     )

@@ -34,7 +34,7 @@ import numpy as np
 import torch
 
 from .duals import MEHLER_MAX_DEGREE, Samples, _MehlerDual, _ReluDual
-from .numerics import polar_expectation, safeguarded_newton
+from .numerics import _RHO_RESOLUTION, _correlation_failure, polar_expectation, safeguarded_newton
 
 __all__ = ["TorchKernelSolver"]
 
@@ -50,10 +50,15 @@ _HERMITE_FIELDS = ("H", "tail", "dtail", "d2")
 
 
 def _safeguarded_newton(fun, rho, *, tol, max_iter=100):
-    """Bracketed Newton in [-1, 1] for increasing functions; bisection where a step leaves the bracket."""
+    """Bracketed Newton in [-1, 1] for increasing functions (the rule of :func:`numerics.safeguarded_newton`).
+
+    Bisection where a Newton step leaves the bracket or is more than half the step before last.
+    """
     rho = rho.clamp(-1.0, 1.0)
     lo = torch.full_like(rho, -1.0)
     hi = torch.full_like(rho, 1.0)
+    prev = prev2 = torch.full_like(rho, math.inf)
+    stop = max(tol, _RHO_RESOLUTION)
     delta = math.inf
     for _ in range(max_iter):
         ev = fun(rho)
@@ -62,17 +67,15 @@ def _safeguarded_newton(fun, rho, *, tol, max_iter=100):
         lo = torch.where(neg, rho, lo)
         hi = torch.where(neg, hi, rho)
         new = rho - g / dg
-        ok = (new >= lo) & (new <= hi)
+        ok = (new >= lo) & (new <= hi) & ((new - rho).abs() <= 0.5 * prev2)
         new = torch.where(ok, new, 0.5 * (lo + hi))
         step = new - rho
         delta = float(step.abs().max()) if step.numel() else 0.0
+        prev2, prev = prev, step.abs()
         rho = new
-        if delta <= tol:
+        if delta <= stop:
             return rho, ev, step
-    raise ValueError(
-        f"The kernel fixed point did not converge (last correlation step {delta:.2e}); the DEQ "
-        "kernel recursion may not be contracting at this sigma_a2."
-    )
+    raise ValueError(_correlation_failure("kernel", delta, rho.cpu().numpy(), ev[1].cpu().numpy()))
 
 
 def _newton(fun, rho, *, tol, max_iter=30, strict=True):
@@ -84,7 +87,7 @@ def _newton(fun, rho, *, tol, max_iter=30, strict=True):
     """
     start = rho.clamp(-1.0, 1.0)
     rho = start
-    stop = max(tol, 0.1 * math.sqrt(tol))
+    stop = max(tol, 0.1 * math.sqrt(tol), _RHO_RESOLUTION)
     ev, step, delta = None, None, math.inf
     for _ in range(max_iter):
         ev = fun(rho)
