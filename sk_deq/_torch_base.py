@@ -75,7 +75,8 @@ def resolve_device(device, *, strict: bool = True) -> torch.device:
     Raises
     ------
     ValueError
-        For a malformed device, or an unavailable CUDA device when ``strict``.
+        For a malformed device, a device other than the CPU or CUDA (such
+        as ``'mps'``), or an unavailable CUDA device when ``strict``.
     """
     if isinstance(device, str) and device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -83,6 +84,11 @@ def resolve_device(device, *, strict: bool = True) -> torch.device:
         dev = torch.device(device)
     except (RuntimeError, TypeError) as exc:
         raise ValueError(f"device must be 'auto', 'cpu', 'cuda', 'cuda:N' or a torch.device, got {device!r}.") from exc
+    if dev.type not in ("cpu", "cuda"):
+        raise ValueError(
+            f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N' (the readout needs float64, which {dev.type} "
+            f"devices may lack), got {device!r}."
+        )
     if dev.type == "cuda" and not torch.cuda.is_available():
         if strict:
             raise ValueError(f"device={device!r} was requested but CUDA is not available; use device='auto' or 'cpu'.")
