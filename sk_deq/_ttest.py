@@ -218,8 +218,11 @@ def corrected_resampled_ttest(
 
     if alternative not in _ALTERNATIVES:
         raise ValueError(f"alternative must be one of {', '.join(map(repr, _ALTERNATIVES))}, got {alternative!r}.")
-    a = np.asarray(scores_a, dtype=float)
-    b = np.asarray(scores_b, dtype=float)
+    try:
+        a = np.asarray(scores_a, dtype=float)
+        b = np.asarray(scores_b, dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError(f"scores_a and scores_b must be numbers, got {scores_a!r} and {scores_b!r}.") from None
     if a.ndim != 1 or b.ndim != 1:
         raise ValueError(f"scores_a and scores_b must be 1-D (one score per fold), got shapes {a.shape} and {b.shape}.")
     if a.shape != b.shape:

@@ -487,6 +487,27 @@ def _check_fold_seed(fold_seed, n_folds=None) -> None:
         )
 
 
+def _checked_splits(splitter, X, y, groups, cv) -> list:
+    """The ``(train, test)`` index arrays of ``splitter``, each checked to be non-empty and within the samples."""
+    from sklearn.utils.validation import _num_samples
+
+    n = _num_samples(X)
+    splits = []
+    for j, (train, test) in enumerate(splitter.split(X, y, groups)):
+        train, test = np.asarray(train), np.asarray(test)
+        for what, idx in (("training", train), ("test", test)):
+            if idx.ndim != 1 or len(idx) == 0 or not np.issubdtype(idx.dtype, np.integer):
+                raise ValueError(
+                    f"cv split {j}: the {what} set must be a non-empty 1-D array of sample indices, got {idx!r}."
+                )
+            if idx.min() < -n or idx.max() >= n:
+                raise ValueError(f"cv split {j}: the {what} set holds indices outside [0, {n}), the samples of X.")
+        splits.append((train, test))
+    if not splits:
+        raise ValueError(f"cv produced no splits: {cv!r}.")
+    return splits
+
+
 def _fit_and_score(estimator, X, y, train, test, scorer, error_score, fit_params):
     """Fit on ``train``, score on ``test``: ``(score, fit seconds, score seconds, warnings, failed)``.
 
@@ -682,7 +703,7 @@ def compare_estimators(
     >>> round(t.mean_difference, 2), t.pvalue < 0.05
     (0.64, True)
     """
-    from sklearn.base import clone, is_classifier
+    from sklearn.base import clone, is_classifier, is_regressor
     from sklearn.metrics import check_scoring
     from sklearn.model_selection import check_cv
     from sklearn.utils import indexable
@@ -703,12 +724,15 @@ def compare_estimators(
     if fit_params is not None and not isinstance(fit_params, dict):
         raise TypeError(f"fit_params must be None or a dict of keyword arguments of fit, got {fit_params!r}.")
     fit_params = dict(fit_params or {})
+    if isinstance(verbose, bool) or not isinstance(verbose, numbers.Integral) or verbose < 0:
+        raise ValueError(f"verbose must be a non-negative integer, got {verbose!r}.")
+    supervised = [n for n, e in zip(names, ests) if is_classifier(e) or is_regressor(e)]
+    if y is None and supervised:
+        raise ValueError(f"y is None, but {', '.join(map(repr, supervised))} need targets: pass y.")
 
     X, y, groups = indexable(X, y, groups)
     splitter = check_cv(cv, y, classifier=is_classifier(ests[0]))
-    splits = [(np.asarray(tr), np.asarray(te)) for tr, te in splitter.split(X, y, groups)]
-    if not splits:
-        raise ValueError(f"cv produced no splits: {cv!r}.")
+    splits = _checked_splits(splitter, X, y, groups, cv)
     _check_fold_seed(fold_seed, len(splits))
     scorers = [check_scoring(est, scoring=scoring) for est in ests]
 

@@ -564,3 +564,26 @@ def test_to_frame_holds_every_fold_of_every_estimator(iris):
     assert list(frame.columns) == ["estimator", "fold", "score", "fit_time", "score_time", "n_train", "n_test"]
     np.testing.assert_array_equal(frame["score"].to_numpy().reshape(2, 3), res.scores)
     assert (frame["n_train"] + frame["n_test"] == len(y)).all()
+
+
+@pytest.mark.parametrize(
+    "kwargs,message",
+    [
+        ({"cv": [(np.arange(10), np.arange(140, 160))] * 2}, r"cv split 0: the test set holds indices outside \[0, 150\)"),
+        ({"cv": [(np.arange(100), np.array([], dtype=int))] * 2}, "cv split 0: the test set must be a non-empty"),
+        # a boolean mask would have been counted as n_samples training rows
+        ({"cv": [(np.arange(150) < 100, np.arange(100, 150))] * 2}, "training set must be a non-empty 1-D array"),
+        ({"verbose": "x"}, "verbose must be a non-negative integer"),
+        ({"y": None}, "y is None, but 'a' need targets"),
+    ],
+)
+def test_bad_splits_verbose_and_missing_targets_are_named(iris, kwargs, message):
+    X, y = iris
+    kwargs = {"y": y, "cv": 3, **kwargs}
+    with pytest.raises(ValueError, match=message):
+        compare_estimators({"a": DummyClassifier()}, X, **kwargs)
+
+
+def test_ttest_rejects_scores_that_are_not_numbers():
+    with pytest.raises(ValueError, match="scores_a and scores_b must be numbers"):
+        corrected_resampled_ttest(["a", "b"], [1, 3], 10, 5)
