@@ -30,10 +30,13 @@ _OPTIONS = {
     "n_hidden": "--n-hidden",
     "n_draws": "--n-draws",
     "device": "--device",
+    "n_samples": "--n-samples",
+    "n_splits": "--cv",
+    "ratio": "--ratio",
 }
 _ASSIGNMENT = re.compile(r"\b(" + "|".join(_OPTIONS) + r")=('[^']*'|\S+?)(?=[\s,;:)]|\.?$|\.\s)")
 # Bare names that cannot be mistaken for words of a sentence.
-_BARE = re.compile(r"\b(sigma_a2|sigma_b2|n_layers|n_hidden|n_draws)\b")
+_BARE = re.compile(r"\b(sigma_a2|sigma_b2|n_layers|n_hidden|n_draws|n_samples)\b")
 
 
 def _cli_spelling(message: str) -> str:
@@ -124,6 +127,13 @@ def _non_negative_int(value: str) -> int:
 
 def _positive_int(value: str) -> int:
     return _integer(value, 1, "a positive integer")
+
+
+def _seed(value: str) -> int:
+    n = _integer(value, 0, "an integer in [0, 2**32 - 1]")
+    if n > 2**32 - 1:
+        raise argparse.ArgumentTypeError(f"expected an integer in [0, 2**32 - 1], got {value!r}")
+    return n
 
 
 # The defaults of the options are those of the library functions the commands

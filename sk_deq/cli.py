@@ -30,6 +30,7 @@ from ._cli_args import (
     _option,
     _positive_float,
     _positive_int,
+    _seed,
     _text,
     _tol,
     check_out_dir,
@@ -122,7 +123,7 @@ def _add_demo_parser(sub) -> None:
     _option(d, "--dataset", dd, "data set", choices=_DATASET_NAMES)
     _option(d, "--repeats", dd, "timed fits per model; medians are shown", type=_positive_int)
     _add_threads_option(d, dd)
-    _option(d, "--random-state", dd, "seed", type=int)
+    _option(d, "--random-state", dd, "seed", type=_seed)
     d.add_argument("--json", action="store_true", help="print the results as JSON")
     d.set_defaults(func=_cmd_demo)
 
@@ -208,7 +209,7 @@ def _add_compare_parser(sub) -> None:
     _option(c, "--plain-depth", cd, "layers of the plain explicit network", type=_positive_int)
     _add_threads_option(c, cd)
     _option(c, "--device", cd, "torch device: auto, cpu, cuda or cuda:N", type=_device)
-    _option(c, "--random-state", cd, "base seed", type=int)
+    _option(c, "--random-state", cd, "base seed", type=_seed)
     c.add_argument(
         "--cv",
         type=lambda v: _integer(v, 2, "an integer of at least 2 folds"),
@@ -413,7 +414,7 @@ def _add_spectrum_parser(sub) -> None:
         help=f"sizes {_text(_QUICK_SPECTRUM['sizes'])}, smaller spectra (about 20 s); with --data sphere, sizes "
         f"{_text(_QUICK_SPHERE['sizes'])} and spectra at n, d = {_text(_QUICK_SPHERE['size'])} (a few seconds)",
     )
-    _option(s, "--random-state", sd, "seed", type=int)
+    _option(s, "--random-state", sd, "seed", type=_seed)
     s.add_argument(
         "--out",
         default=None,

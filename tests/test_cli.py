@@ -303,3 +303,18 @@ def test_compare_help_names_the_files_of_cv():
     text = _help("compare")
     assert "compare_widths.json" in text and "compare_cv.json" in text
     assert "compare_cv_DATASET_ACTIVATION_WIDTH.png" in text
+
+
+@pytest.mark.parametrize("command", ["demo", "compare", "spectrum"])
+@pytest.mark.parametrize("seed", ["-1", "4294967296"])
+def test_random_state_out_of_range_is_an_argument_error(capsys, command, seed):
+    err = _argument_error(capsys, [command, "--random-state", seed])
+    assert "argument --random-state: expected an integer in [0, 2**32 - 1]" in err
+
+
+def test_library_errors_of_compare_and_spectrum_name_the_options(capsys):
+    assert main(["compare", "--n-samples", "5", "--datasets", "digits", "--widths", "8", "--no-progress"]) == 2
+    assert "error: --n-samples must be" in capsys.readouterr().err
+    assert main(["spectrum", "--sizes", "8", "--no-histograms", "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "error: The size n = 8 with --ratio 0.8 gives p = 6 features" in err and "Traceback" not in err

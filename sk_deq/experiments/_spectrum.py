@@ -342,7 +342,10 @@ def _mixtures(sizes, ratio, random_state) -> list:
     mixtures = []
     for n in sizes:
         p = max(1, round(ratio * n))
-        mixtures.append((n, *make_gaussian_mixture(n, p, random_state=random_state, return_stats=True)))
+        try:
+            mixtures.append((n, *make_gaussian_mixture(n, p, random_state=random_state, return_stats=True)))
+        except ValueError as exc:
+            raise ValueError(f"The size n = {n} with ratio={ratio:g} gives p = {p} features: {exc}") from None
     return mixtures
 
 
