@@ -177,6 +177,42 @@ def _add_compare_parser(sub) -> None:
         help=f"comma-separated: {', '.join(_DATASET_NAMES)} (default: {_all_or_listed(cd['datasets'], DATASETS)})",
     )
     _option(c, "--activations", cd, "comma-separated DEQ activations", type=_csv_activations)
+    _add_compare_sizes(c, cd)
+    _option(c, "--sigma-a2", cd, "DEQ recurrent weight variance", type=_open_unit)
+    _option(c, "--test-size", cd, "test fraction of every split", type=_open_unit, deferred=True)
+    _option(c, "--plain-depth", cd, "layers of the plain explicit network", type=_positive_int)
+    _add_threads_option(c, cd)
+    _option(c, "--device", cd, "torch device: auto, cpu, cuda or cuda:N", type=_device)
+    _option(c, "--random-state", cd, "base seed", type=_seed)
+    c.add_argument(
+        "--cv",
+        type=lambda v: _integer(v, 2, "an integer of at least 2 folds"),
+        default=None,
+        metavar="K",
+        help="cross-validate instead: K stratified folds per width through compare_estimators, one table of "
+        "per-fold accuracies and corrected t-tests per data set, activation and width, and the same closing "
+        "significance line (--repeats and --test-size do not apply; without --widths: 256,1024)",
+    )
+    _add_output_options(
+        c,
+        "compare_widths.png and compare_widths.json; with --cv, compare_cv.json and one paired-scores figure per "
+        "table, compare_cv_DATASET_ACTIVATION_WIDTH.png",
+    )
+    c.add_argument("-v", "--verbose", action="count", default=0, help="also print one line per width")
+    c.set_defaults(func=_cmd_compare, _parser=c)
+
+
+def _add_output_options(parser, files: str) -> None:
+    """``--out DIR`` (which writes ``files``), ``--json`` and ``--no-progress``."""
+    parser.add_argument(
+        "--out", default=None, metavar="DIR", help=f"also write {files} here (checked before the run)"
+    )
+    parser.add_argument("--json", action="store_true", help="print the results as JSON instead of the table")
+    parser.add_argument("--no-progress", action="store_true", help="no progress display on stderr")
+
+
+def _add_compare_sizes(c, cd) -> None:
+    """``--widths``, ``--repeats``, ``--n-samples`` and ``--quick`` of ``compare``."""
     # --widths, --repeats and --n-samples: None leaves compare_widths' default (or --quick's)
     c.add_argument(
         "--widths",
@@ -204,32 +240,6 @@ def _add_compare_parser(sub) -> None:
         action="store_true",
         help=f"a smoke run: widths {_text(_QUICK['widths'])}, {_QUICK['n_samples']} samples per data set, {repeats}",
     )
-    _option(c, "--sigma-a2", cd, "DEQ recurrent weight variance", type=_open_unit)
-    _option(c, "--test-size", cd, "test fraction of every split", type=_open_unit, deferred=True)
-    _option(c, "--plain-depth", cd, "layers of the plain explicit network", type=_positive_int)
-    _add_threads_option(c, cd)
-    _option(c, "--device", cd, "torch device: auto, cpu, cuda or cuda:N", type=_device)
-    _option(c, "--random-state", cd, "base seed", type=_seed)
-    c.add_argument(
-        "--cv",
-        type=lambda v: _integer(v, 2, "an integer of at least 2 folds"),
-        default=None,
-        metavar="K",
-        help="cross-validate instead: K stratified folds per width through compare_estimators, one table of "
-        "per-fold accuracies and corrected t-tests per data set, activation and width, and the same closing "
-        "significance line (--repeats and --test-size do not apply; without --widths: 256,1024)",
-    )
-    c.add_argument(
-        "--out",
-        default=None,
-        metavar="DIR",
-        help="also write compare_widths.png and compare_widths.json here; with --cv, compare_cv.json and one "
-        "paired-scores figure per table, compare_cv_DATASET_ACTIVATION_WIDTH.png (checked before the run)",
-    )
-    c.add_argument("--json", action="store_true", help="print the results as JSON instead of the table")
-    c.add_argument("-v", "--verbose", action="count", default=0, help="also print one line per width")
-    c.add_argument("--no-progress", action="store_true", help="no progress display on stderr")
-    c.set_defaults(func=_cmd_compare, _parser=c)
 
 
 def _cmd_compare(args) -> int:
@@ -415,15 +425,7 @@ def _add_spectrum_parser(sub) -> None:
         f"{_text(_QUICK_SPHERE['sizes'])} and spectra at n, d = {_text(_QUICK_SPHERE['size'])} (a few seconds)",
     )
     _option(s, "--random-state", sd, "seed", type=_seed)
-    s.add_argument(
-        "--out",
-        default=None,
-        metavar="DIR",
-        help="also write spectrum_*.png and spectrum.json here (--data sphere: sphere_*.png and sphere.json); "
-        "checked before the run",
-    )
-    s.add_argument("--json", action="store_true", help="print the results as JSON instead of the tables")
-    s.add_argument("--no-progress", action="store_true", help="no progress display on stderr")
+    _add_output_options(s, "spectrum_*.png and spectrum.json (--data sphere: sphere_*.png and sphere.json)")
     s.set_defaults(func=_cmd_spectrum, _parser=s)
 
 

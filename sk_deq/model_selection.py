@@ -487,6 +487,41 @@ def _check_fold_seed(fold_seed, n_folds=None) -> None:
         )
 
 
+def _check_arguments(names, ests, y, scoring, alpha, fold_seed, error_score, fit_params, verbose) -> None:
+    """Check :func:`compare_estimators`' arguments other than the data and the splits."""
+    from sklearn.base import is_classifier, is_regressor
+
+    if isinstance(scoring, (list, tuple, set, dict)):
+        raise ValueError(
+            "scoring must name one metric (a string, a callable or None); call compare_estimators once per metric."
+        )
+    if scoring is None:
+        _check_one_default_metric(names, ests)
+    if not (isinstance(alpha, numbers.Real) and 0.0 < alpha < 1.0):
+        raise ValueError(f"alpha must be a number in (0, 1), got {alpha!r}.")
+    _check_fold_seed(fold_seed)
+    if not (error_score == "raise" or (isinstance(error_score, numbers.Real) and not isinstance(error_score, bool))):
+        raise ValueError(f"error_score must be 'raise' or a number, got {error_score!r}.")
+    if fit_params is not None and not isinstance(fit_params, dict):
+        raise TypeError(f"fit_params must be None or a dict of keyword arguments of fit, got {fit_params!r}.")
+    if isinstance(verbose, bool) or not isinstance(verbose, numbers.Integral) or verbose < 0:
+        raise ValueError(f"verbose must be a non-negative integer, got {verbose!r}.")
+    supervised = [n for n, e in zip(names, ests) if is_classifier(e) or is_regressor(e)]
+    if y is None and supervised:
+        raise ValueError(f"y is None, but {', '.join(map(repr, supervised))} need targets: pass y.")
+
+
+def _rewarn(names, caught) -> None:
+    """Warn the fits' warnings again, once each per estimator, with their category (parallel jobs' would be lost)."""
+    seen = set()
+    for name, folds in zip(names, caught):
+        for j, messages in enumerate(folds):
+            for category, text in messages:
+                if (name, category, text) not in seen:
+                    seen.add((name, category, text))
+                    warnings.warn(f"{name} (fold {j}): {text}", category, stacklevel=3)
+
+
 def _checked_splits(splitter, X, y, groups, cv) -> list:
     """The ``(train, test)`` index arrays of ``splitter``, each checked to be non-empty and within the samples."""
     from sklearn.utils.validation import _num_samples
@@ -559,6 +594,44 @@ def _pair_tests(names, scores, failed, n_train, n_test) -> dict:
                 test = CorrectedTTestResult(nan, nan, nan, nan, max(k - 1, 0), nan, k, nan, "two-sided")
             pairwise[(names[ia], names[ib])] = test
     return pairwise
+
+
+def _run_folds(ests, X, y, splits, scorers, error_score, fit_params, fold_seed, n_jobs, verbose) -> tuple:
+    """Fit and score a clone of every estimator on every split: ``(scores, fit_times, score_times, failed, caught)``.
+
+    In each fold the estimators run in an order rotated by one from the previous fold.
+    """
+    from sklearn.base import clone
+    from sklearn.utils.parallel import Parallel, delayed
+
+    n_est, n_folds = len(ests), len(splits)
+    jobs = []
+    for j in range(n_folds):
+        for k in range(n_est):
+            i = (j + k) % n_est  # the order rotates from fold to fold
+            jobs.append((i, j))
+    out = Parallel(n_jobs=n_jobs, verbose=verbose)(
+        delayed(_fit_and_score)(
+            _reseeded(clone(ests[i]), None if fold_seed is None else fold_seed + j),
+            X,
+            y,
+            splits[j][0],
+            splits[j][1],
+            scorers[i],
+            error_score,
+            fit_params,
+        )
+        for i, j in jobs
+    )
+    scores = np.empty((n_est, n_folds))
+    fit_times = np.empty((n_est, n_folds))
+    score_times = np.empty((n_est, n_folds))
+    failed = np.zeros((n_est, n_folds), dtype=bool)
+    caught = [[[] for _ in range(n_folds)] for _ in range(n_est)]
+    for (i, j), (score, fit_s, score_s, messages, fail) in zip(jobs, out):
+        scores[i, j], fit_times[i, j], score_times[i, j], failed[i, j] = score, fit_s, score_s, fail
+        caught[i][j] = messages
+    return scores, fit_times, score_times, failed, caught
 
 
 def compare_estimators(
@@ -703,32 +776,14 @@ def compare_estimators(
     >>> round(t.mean_difference, 2), t.pvalue < 0.05
     (0.64, True)
     """
-    from sklearn.base import clone, is_classifier, is_regressor
+    from sklearn.base import is_classifier
     from sklearn.metrics import check_scoring
     from sklearn.model_selection import check_cv
     from sklearn.utils import indexable
-    from sklearn.utils.parallel import Parallel, delayed
 
     names, ests = _named_estimators(estimators)
-    if isinstance(scoring, (list, tuple, set, dict)):
-        raise ValueError(
-            "scoring must name one metric (a string, a callable or None); call compare_estimators once per metric."
-        )
-    if scoring is None:
-        _check_one_default_metric(names, ests)
-    if not (isinstance(alpha, numbers.Real) and 0.0 < alpha < 1.0):
-        raise ValueError(f"alpha must be a number in (0, 1), got {alpha!r}.")
-    _check_fold_seed(fold_seed)
-    if not (error_score == "raise" or (isinstance(error_score, numbers.Real) and not isinstance(error_score, bool))):
-        raise ValueError(f"error_score must be 'raise' or a number, got {error_score!r}.")
-    if fit_params is not None and not isinstance(fit_params, dict):
-        raise TypeError(f"fit_params must be None or a dict of keyword arguments of fit, got {fit_params!r}.")
+    _check_arguments(names, ests, y, scoring, alpha, fold_seed, error_score, fit_params, verbose)
     fit_params = dict(fit_params or {})
-    if isinstance(verbose, bool) or not isinstance(verbose, numbers.Integral) or verbose < 0:
-        raise ValueError(f"verbose must be a non-negative integer, got {verbose!r}.")
-    supervised = [n for n, e in zip(names, ests) if is_classifier(e) or is_regressor(e)]
-    if y is None and supervised:
-        raise ValueError(f"y is None, but {', '.join(map(repr, supervised))} need targets: pass y.")
 
     X, y, groups = indexable(X, y, groups)
     splitter = check_cv(cv, y, classifier=is_classifier(ests[0]))
@@ -737,32 +792,9 @@ def compare_estimators(
     scorers = [check_scoring(est, scoring=scoring) for est in ests]
 
     n_est, n_folds = len(ests), len(splits)
-    jobs = []
-    for j in range(n_folds):
-        for k in range(n_est):
-            i = (j + k) % n_est  # the order rotates from fold to fold
-            jobs.append((i, j))
-    out = Parallel(n_jobs=n_jobs, verbose=verbose)(
-        delayed(_fit_and_score)(
-            _reseeded(clone(ests[i]), None if fold_seed is None else fold_seed + j),
-            X,
-            y,
-            splits[j][0],
-            splits[j][1],
-            scorers[i],
-            error_score,
-            fit_params,
-        )
-        for i, j in jobs
+    scores, fit_times, score_times, failed, caught = _run_folds(
+        ests, X, y, splits, scorers, error_score, fit_params, fold_seed, n_jobs, verbose
     )
-    scores = np.empty((n_est, n_folds))
-    fit_times = np.empty((n_est, n_folds))
-    score_times = np.empty((n_est, n_folds))
-    failed = np.zeros((n_est, n_folds), dtype=bool)
-    caught = [[[] for _ in range(n_folds)] for _ in range(n_est)]
-    for (i, j), (score, fit_s, score_s, messages, fail) in zip(jobs, out):
-        scores[i, j], fit_times[i, j], score_times[i, j], failed[i, j] = score, fit_s, score_s, fail
-        caught[i][j] = messages
     n_train = np.array([len(tr) for tr, _ in splits])
     n_test = np.array([len(te) for _, te in splits])
 
@@ -775,15 +807,7 @@ def compare_estimators(
             UserWarning,
             stacklevel=2,
         )
-    # The warnings of the fits, once each per estimator, with their category
-    # (those of parallel jobs would otherwise be lost).
-    seen = set()
-    for i, name in enumerate(names):
-        for j in range(n_folds):
-            for category, text in caught[i][j]:
-                if (name, category, text) not in seen:
-                    seen.add((name, category, text))
-                    warnings.warn(f"{name} (fold {j}): {text}", category, stacklevel=2)
+    _rewarn(names, caught)
     return ComparisonResult(
         names=names,
         scores=scores,
