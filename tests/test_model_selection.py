@@ -289,6 +289,101 @@ def test_error_score(iris):
     with pytest.warns(FitFailedWarning, match="no fit today"):
         res = compare_estimators(ests, X, y, cv=3, error_score=np.nan)
     assert np.all(np.isnan(res.scores[1])) and math.isnan(res.test("dummy", "broken").pvalue)
+    table = str(res)
+    assert "all 3 folds failed" in table and "undefined" in table and "not significant" not in table
+    assert "nan ± nan" not in table and "nan ± nan" not in res.to_markdown()
+    assert json.loads(res.to_json())["pairwise"][0]["significant"] is None
+
+
+class _FailsOn(DummyClassifier):
+    """Fails when column 0 (the row index) of its training set starts at ``first`` and row ``at`` holds ``value``."""
+
+    def __init__(self, first=0, at=0, value=0, strategy="prior", random_state=None):
+        super().__init__(strategy=strategy, random_state=random_state)
+        self.first, self.at, self.value = first, at, value
+
+    def fit(self, X, y, sample_weight=None):
+        if X[0, 0] == self.first and X[self.at, 0] == self.value:
+            raise RuntimeError(f"the fold from row {self.first} broke")
+        return super().fit(X, y, sample_weight=sample_weight)
+
+
+def test_a_failed_fold_is_left_out_of_the_means_and_the_test():
+    from sklearn.exceptions import FitFailedWarning
+
+    rng = np.random.RandomState(0)
+    X = np.column_stack([np.arange(200), rng.randn(200, 2)])
+    y = (X[:, 1] + 0.5 * rng.randn(200) > 0).astype(int)
+    # fold 0 of KFold(4) trains on rows 50-199
+    ests = {"lr": LogisticRegression(), "flaky": _FailsOn(50, 0, 50, strategy="stratified", random_state=0)}
+    with pytest.warns(FitFailedWarning, match="the fold from row 50 broke"):
+        res = compare_estimators(ests, X, y, cv=KFold(4), error_score=np.nan, scoring="accuracy")
+    assert res.failed.tolist() == [[False] * 4, [True, False, False, False]]
+    expected = corrected_resampled_ttest(res.scores[0, 1:], res.scores[1, 1:], 150, 50)
+    assert res.test("lr", "flaky") == expected and expected.df == 2 and math.isfinite(expected.pvalue)
+    row = res.summary()[1]
+    assert row["n_failed"] == 1 and row["score_mean"] == pytest.approx(np.mean(res.scores[1, 1:]))
+    table = str(res)
+    assert "nan" not in table and "(1 of 4 failed)" in table and "flaky on 1 of 4" in table
+    assert "  flaky     failed " in table
+    # a number as error_score is left out too
+    with pytest.warns(FitFailedWarning):
+        zero = compare_estimators(ests, X, y, cv=KFold(4), error_score=0.0, scoring="accuracy")
+    assert zero.test("lr", "flaky") == expected
+
+
+def test_a_pair_with_one_common_fold_has_no_verdict():
+    from sklearn.exceptions import FitFailedWarning
+
+    X = np.column_stack([np.arange(150), np.random.RandomState(1).randn(150)])
+    y = np.tile([0, 1], 75)
+    # KFold(3): fold 0 trains on rows 50-149, fold 1 on 0-49 and 100-149, fold 2 on 0-99
+    ests = {"a": _FailsOn(50, 0, 50), "b": _FailsOn(0, 50, 100)}
+    with pytest.warns(FitFailedWarning):
+        res = compare_estimators(ests, X, y, cv=KFold(3), error_score=np.nan, scoring="accuracy")
+    assert res.failed.tolist() == [[True, False, False], [False, True, False]]
+    test = res.test("a", "b")
+    assert test.n_folds == 1 and math.isnan(test.pvalue)
+    assert "undefined" in str(res) and "not significant" not in str(res)
+
+
+def test_default_scores_of_a_classifier_and_a_regressor_are_not_compared(iris):
+    X, y = iris
+    ests = {"lr": LogisticRegression(max_iter=500), "ridge": Ridge()}
+    with pytest.raises(ValueError, match=r"'lr' scores accuracy, 'ridge' scores R\^2.*scoring="):
+        compare_estimators(ests, X, y, cv=3)
+    assert compare_estimators(ests, X, y, cv=3, scoring="r2").scoring == "r2"
+
+
+def test_default_scores_compare_within_one_kind(iris):
+    from sk_deq import DEQClassifier, DEQRegressor
+
+    X, y = iris
+    with pytest.raises(ValueError, match="'deq' scores accuracy, 'ridge' scores R"):
+        compare_estimators({"deq": DEQClassifier(), "ridge": Ridge()}, X, y, cv=3)
+    with pytest.raises(ValueError, match="'deq' scores R"):
+        compare_estimators({"deq": DEQRegressor(), "nb": GaussianNB()}, X, y, cv=3)
+
+
+def test_per_sample_fit_params_are_indexed_by_fold(iris):
+    X, y = iris
+    w = np.random.RandomState(0).uniform(0.5, 2.0, len(y))
+    ests = {"lr": LogisticRegression(max_iter=500), "nb": GaussianNB()}
+    res = compare_estimators(ests, X, y, cv=3, fit_params={"sample_weight": w})
+    # the same as fitting each fold with its own rows' weights
+    for j, (tr, te) in enumerate(StratifiedKFold(3).split(X, y)):
+        fitted = GaussianNB().fit(X[tr], y[tr], sample_weight=w[tr])
+        assert res.scores[1, j] == fitted.score(X[te], y[te])
+    with pytest.raises(TypeError, match="fit_params must be None or a dict"):
+        compare_estimators(ests, X, y, cv=3, fit_params=[("sample_weight", w)])
+
+
+@pytest.mark.parametrize("seed", [-1, 2**32 - 2, "0", 1.0, True])
+def test_bad_fold_seed_is_named(iris, seed):
+    X, y = iris
+    with pytest.raises(ValueError, match=r"^fold_seed must be"):
+        compare_estimators({"d": DummyClassifier()}, X, y, cv=3, fold_seed=seed)
+    assert compare_estimators({"d": DummyClassifier()}, X, y, cv=3, fold_seed=2**32 - 3).n_folds == 3
 
 
 @pytest.mark.parametrize(
@@ -469,3 +564,26 @@ def test_to_frame_holds_every_fold_of_every_estimator(iris):
     assert list(frame.columns) == ["estimator", "fold", "score", "fit_time", "score_time", "n_train", "n_test"]
     np.testing.assert_array_equal(frame["score"].to_numpy().reshape(2, 3), res.scores)
     assert (frame["n_train"] + frame["n_test"] == len(y)).all()
+
+
+@pytest.mark.parametrize(
+    "kwargs,message",
+    [
+        ({"cv": [(np.arange(10), np.arange(140, 160))] * 2}, r"cv split 0: the test set holds indices outside \[0, 150\)"),
+        ({"cv": [(np.arange(100), np.array([], dtype=int))] * 2}, "cv split 0: the test set must be a non-empty"),
+        # a boolean mask would have been counted as n_samples training rows
+        ({"cv": [(np.arange(150) < 100, np.arange(100, 150))] * 2}, "training set must be a non-empty 1-D array"),
+        ({"verbose": "x"}, "verbose must be a non-negative integer"),
+        ({"y": None}, "y is None, but 'a' need targets"),
+    ],
+)
+def test_bad_splits_verbose_and_missing_targets_are_named(iris, kwargs, message):
+    X, y = iris
+    kwargs = {"y": y, "cv": 3, **kwargs}
+    with pytest.raises(ValueError, match=message):
+        compare_estimators({"a": DummyClassifier()}, X, **kwargs)
+
+
+def test_ttest_rejects_scores_that_are_not_numbers():
+    with pytest.raises(ValueError, match="scores_a and scores_b must be numbers"):
+        corrected_resampled_ttest(["a", "b"], [1, 3], 10, 5)

@@ -287,6 +287,28 @@ def _verdict(rows) -> str:
     return text + "."
 
 
+def cv_verdict(runs) -> str:
+    """The closing line of :func:`compare_widths`' table for the runs of :func:`cross_validate_widths`.
+
+    Parameters
+    ----------
+    runs : list of dict
+        :func:`cross_validate_widths`' output.
+
+    Returns
+    -------
+    str
+        At how many widths the DEQ and the matched network differ
+        significantly (p < 0.05), and where; empty if no test has a p-value.
+    """
+    rows = [
+        {**{k: run[k] for k in ("dataset", "activation", "width")}, "tests": {"matched": run["result"].test("deq", "matched").to_dict()}}
+        for run in runs
+        if run["result"].pairwise
+    ]
+    return _verdict(rows)
+
+
 def _validate(datasets, activations, widths, repeats, test_size, n_samples, plain_depth, n_threads):
     if isinstance(datasets, str):
         datasets = (datasets,)

@@ -317,14 +317,35 @@ def _validate(method, sizes, ratio, matched_kernels) -> list:
     return sizes
 
 
+def _check_sizes_fit(n: int, d: int) -> None:
+    """Raise ``MemoryError`` before a run whose largest size (``n`` samples of dimension ``d``) cannot fit.
+
+    A size holds its data and up to four ``n x n`` float64 matrices (kernels,
+    their equivalents and differences) at once.
+    """
+    from ..kernels import check_kernel_fits_in_memory
+
+    check_kernel_fits_in_memory(
+        n,
+        d + 4 * n,
+        what=f"The size n = {n} (data of dimension {d} and four {n} x {n} kernel matrices)",
+        advice="Use smaller sizes.",
+    )
+
+
 def _mixtures(sizes, ratio, random_state) -> list:
     """``(n, X, y, stats)`` of the two-class mixture with ``p = ratio * n`` for every size ``n``."""
     from ..datasets import make_gaussian_mixture
 
+    n = max(sizes)
+    _check_sizes_fit(n, max(1, round(ratio * n)))
     mixtures = []
     for n in sizes:
         p = max(1, round(ratio * n))
-        mixtures.append((n, *make_gaussian_mixture(n, p, random_state=random_state, return_stats=True)))
+        try:
+            mixtures.append((n, *make_gaussian_mixture(n, p, random_state=random_state, return_stats=True)))
+        except ValueError as exc:
+            raise ValueError(f"The size n = {n} with ratio={ratio:g} gives p = {p} features: {exc}") from None
     return mixtures
 
 
@@ -615,6 +636,9 @@ def sphere_spectrum(
     ------
     ValueError
         For a size below 4, a non-positive ``ratio`` or a bad ``sigma_a2``.
+    MemoryError
+        Before anything is computed, if a size's data and kernels cannot fit
+        in the memory available.
 
     Examples
     --------
@@ -634,6 +658,8 @@ def sphere_spectrum(
         raise ValueError(f"size and sizes must be at least 4, got size={tuple(size)!r}, sizes={sizes!r}.")
     if not 0 < ratio:
         raise ValueError(f"ratio must be positive, got {ratio!r}.")
+    for n, d in [(n0, d0)] + [(n, max(1, round(ratio * n))) for n in sizes]:
+        _check_sizes_fit(n, d)
     start = time.perf_counter()
     ticker = _steps(2 * (1 + len(sizes)), verbose > 0, sys.stderr)
     result = SphereSpectrumResult(

@@ -32,7 +32,9 @@ def _available_memory_bytes() -> int | None:
         return None
 
 
-def check_kernel_fits_in_memory(n_rows: int, n_cols: int, *, itemsize: int = 8, available: int | None = None) -> int:
+def check_kernel_fits_in_memory(
+    n_rows: int, n_cols: int, *, itemsize: int = 8, available: int | None = None, what: str | None = None, advice=None
+) -> int:
     """Raise ``MemoryError`` naming the size when a kernel matrix cannot be allocated.
 
     Called before anything of size ``n_rows x n_cols`` is allocated.
@@ -47,6 +49,11 @@ def check_kernel_fits_in_memory(n_rows: int, n_cols: int, *, itemsize: int = 8, 
         Bytes available; measured from the operating system (Linux
         ``MemAvailable``) by default.  Where it cannot be measured nothing is
         raised.
+    what : str, optional
+        What needs the memory, for the message (default: the kernel matrix
+        of that shape).
+    advice : str, optional
+        What to do instead, for the message (default: transform fewer samples).
 
     Returns
     -------
@@ -67,11 +74,13 @@ def check_kernel_fits_in_memory(n_rows: int, n_cols: int, *, itemsize: int = 8, 
     nbytes = int(n_rows) * int(n_cols) * int(itemsize)
     avail = _available_memory_bytes() if available is None else int(available)
     if avail is not None and nbytes > avail:
+        what = what or f"The kernel matrix of shape ({n_rows}, {n_cols})"
+        advice = advice or (
+            "Transform fewer samples at a time (the rows of a kernel are independent), or fit on fewer samples."
+        )
         raise MemoryError(
-            f"The kernel matrix of shape ({n_rows}, {n_cols}) needs {nbytes / 2**30:.3g} GiB "
-            f"({nbytes} bytes of float64), more than the {avail / 2**30:.3g} GiB of memory available. "
-            "Transform fewer samples at a time (the rows of a kernel are independent), or fit on "
-            "fewer samples."
+            f"{what} needs {nbytes / 2**30:.3g} GiB ({nbytes} bytes of float64), more than the "
+            f"{avail / 2**30:.3g} GiB of memory available. {advice}"
         )
     return nbytes
 
