@@ -137,6 +137,23 @@ def _pad_rows(x: torch.Tensor) -> tuple[torch.Tensor, int]:
     return x, rows
 
 
+def _frozen(value):
+    """``value`` with lists turned into tuples (``layers=['relu']`` defines the same network as ``('relu',)``)."""
+    if isinstance(value, (list, tuple)):
+        return tuple(_frozen(v) for v in value)
+    return value
+
+
+def _same_value(a, b) -> bool:
+    """Whether two parameter values are equal (by identity where ``==`` gives no truth value)."""
+    if a is b:
+        return True
+    try:
+        return bool(a == b)
+    except (TypeError, ValueError):
+        return False
+
+
 @dataclass
 class _Data:
     """Inputs, encoded targets and training weights (None: all equal) of one split."""
@@ -208,6 +225,12 @@ class TorchEstimatorBase(BaseEstimator):
 
     #: The training loss (:data:`sk_deq.nn.LOSSES`).
     _loss: ClassVar[str] = "cross_entropy"
+
+    #: Parameters of every network that define it (the network mixins add theirs as ``_network_params``):
+    #: a warm start or a later ``partial_fit`` keeps the network, so changing one of them is an error.
+    #: The solver settings (``solver``, ``max_iter``, ``tol``) and ``dtype`` are applied to the kept
+    #: network instead, and the rest only concern training.
+    _NETWORK_PARAMS: ClassVar[tuple] = ("n_hidden", "input_scaling", "trainable")
 
     # ------------------------------------------------------------------ hooks
     def _prepare(self, tau0: float) -> None:
@@ -363,13 +386,22 @@ class TorchEstimatorBase(BaseEstimator):
         rng = check_random_state(self.random_state)
         return [int(rng.randint(np.iinfo(np.int32).max)) for _ in range(3)]
 
-    def _check_same_width(self, what: str, remedy: str) -> None:
-        kept = self.module_.readout.in_features
-        if kept != int(self.n_hidden):
-            raise ValueError(
-                f"{what} keeps the network of the previous fit (n_hidden={kept}); got n_hidden={self.n_hidden}. "
-                f"{remedy}"
-            )
+    def _network_definition(self) -> dict:
+        """The parameters that define the network, as built (see :attr:`_NETWORK_PARAMS`)."""
+        names = TorchEstimatorBase._NETWORK_PARAMS + tuple(getattr(self, "_network_params", ()))
+        return {name: _frozen(getattr(self, name)) for name in names}
+
+    def _check_same_network(self, what: str, remedy: str) -> None:
+        """Raise when a parameter that defines the network changed since it was built (warm start, partial_fit)."""
+        built = getattr(self, "_built_with", None)
+        if built is None:  # pickled before the definition was recorded: the width is all there is to check
+            built = {"n_hidden": self.module_.readout.in_features}
+        now = self._network_definition()
+        changed = [name for name, value in built.items() if not _same_value(value, now[name])]
+        if changed:
+            kept = ", ".join(f"{name}={built[name]!r}" for name in changed)
+            got = ", ".join(f"{name}={now[name]!r}" for name in changed)
+            raise ValueError(f"{what} keeps the network of the previous fit ({kept}); got {got}. {remedy}")
 
     # -------------------------------------------------------------------- fit
     @_fit_context(prefer_skip_nested_validation=True)
@@ -443,6 +475,7 @@ class TorchEstimatorBase(BaseEstimator):
         self._prepare(self.tau0_)
         generator = torch.Generator().manual_seed(weight_seed)
         self.module_ = self._build_module(X.shape[1], self._n_outputs(), generator, self._torch_dtype, device)
+        self._built_with = self._network_definition()
         self.history_ = []
 
     def _split_validation(self, data: _Data, seed: int):
@@ -825,7 +858,7 @@ class TorchClassifierBase(ClassifierMixin, TorchEstimatorBase):
                 f"{name} needs samples of at least 2 classes{what} to train; got 1 class ({weighted[0]!r})."
             )
         if warm:
-            self._check_same_width("warm_start", "Set warm_start=False to build a new network.")
+            self._check_same_network("warm_start", "Set warm_start=False to build a new network.")
             if not np.array_equal(classes, self.classes_):
                 raise ValueError(
                     "warm_start can only be used where `y` has the same classes as in the previous call "
@@ -969,7 +1002,7 @@ class TorchClassifierBase(ClassifierMixin, TorchEstimatorBase):
                 f"{name} was started with; pass every label of the stream as classes on the first call."
             )
         if not first:
-            self._check_same_width("partial_fit", "Call fit to build a new network.")
+            self._check_same_network("partial_fit", "Call fit to build a new network.")
         if sample_weight is not None:
             sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
         y_enc = np.searchsorted(classes, y)
@@ -1082,13 +1115,13 @@ class TorchRegressorBase(RegressorMixin, TorchEstimatorBase):
     def _validate_training_data(self, X, y, sample_weight, warm):
         """Validate ``X``, ``y`` (real, one or more columns) and the weights."""
         if warm:
-            self._check_same_width("warm_start", "Set warm_start=False to build a new network.")
+            self._check_same_network("warm_start", "Set warm_start=False to build a new network.")
         return self._validate_targets(X, y, sample_weight, reset=not warm, min_samples=2)
 
     def _validate_chunk(self, X, y, sample_weight, first: bool, **options):
         """partial_fit's counterpart of :meth:`_validate_training_data` (a chunk may hold one sample)."""
         if not first:
-            self._check_same_width("partial_fit", "Call fit to build a new network.")
+            self._check_same_network("partial_fit", "Call fit to build a new network.")
         return self._validate_targets(X, y, sample_weight, reset=first, min_samples=1)
 
     def _validate_targets(self, X, y, sample_weight, *, reset: bool, min_samples: int):

@@ -347,6 +347,9 @@ def _deq_doc(task: str, examples: str) -> str:
 class _DEQNetwork:
     """The DEQ's features: its parameters, theory and solver diagnostics (a mixin before the task base)."""
 
+    #: What defines the network besides the base's (a warm start keeps it: changing them is an error).
+    _network_params: ClassVar[tuple] = ("activation", "sigma_a2")
+
     _network_constraints: ClassVar[dict] = {
         "activation": [ActivationName(), callable],
         "sigma_a2": [Interval(Real, 0, 1, closed="neither")],
@@ -596,8 +599,19 @@ class _ExplicitNetwork:
         self.layers_ = tuple(coefs.layers)
         self.centers_ = tuple(float(c) for c in coefs.centers)
 
+    def _describe_layers(self) -> str:
+        """How the layers came about, for messages."""
+        return f"layers={self.layers!r}"
+
     def _make_features(self, n_features, generator, dtype, device):
         L = len(self.layers_)
+        if self.trainable == "hidden" and L == 1:
+            raise ValueError(
+                f"{type(self).__name__}: trainable='hidden' trains the weights W_2 .. W_L after the input layer, "
+                f"but this network has a single layer ({self._describe_layers()}): it has no hidden weights, and "
+                "only the readout would train. Use trainable='readout' (the same fit) or trainable='all' (which "
+                "also trains the input layer W_1)."
+            )
         if self.trainable == "readout":
             flags = [False] * L
         elif self.trainable == "hidden":
@@ -730,6 +744,7 @@ class _ExplicitLayers(_ExplicitNetwork):
     """Layers named by the ``layers`` parameter."""
 
     _network_constraints: ClassVar[dict] = {"layers": [list, tuple]}
+    _network_params: ClassVar[tuple] = ("layers",)
 
     def _coefficients(self, tau0):
         if len(self.layers) == 0:
@@ -747,12 +762,20 @@ class _MatchedLayers(_ExplicitNetwork):
         "family": [str, list, tuple],
         "match_tol": [Interval(Real, 0, None, closed="neither"), None],
     }
+    # match_tol only accepts or rejects a match: it does not change the network
+    _network_params: ClassVar[tuple] = ("activation", "sigma_a2", "kernel", "family")
 
     def _coefficients(self, tau0):
         # cached by match_explicit: a refit with the same configuration does not solve again
         act = get_activation(self.activation)
         self.match_ = match_explicit(act, self.sigma_a2, tau0, self.kernel, self.family, tol=self.match_tol)
         return self.match_.explicit
+
+    def _describe_layers(self):
+        return (
+            f"the match of activation={self.activation!r}, sigma_a2={self.sigma_a2!r} is one "
+            f"{self.match_.family} layer"
+        )
 
 
 class ExplicitClassifier(_ExplicitLayers, TorchClassifierBase):
