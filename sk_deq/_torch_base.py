@@ -38,7 +38,7 @@ from sklearn.utils.validation import _check_sample_weight, check_is_fitted, vali
 
 from ._inputs import INPUT_SCALING, apply_input_scaling, fit_input_scaling
 from ._param_validation import SortedStrOptions
-from ._stream import Stream, numpy_to_tensors, partial_fit_available, picklable
+from ._stream import Moments, Stream, numpy_to_tensors, partial_fit_available, picklable
 from .kernels.memory import _available_memory_bytes
 from .nn.readout import LinearReadout, ReadoutObjective, ridge_readout
 from .nn.training import ProgressBar, TrainResult, _make_optimizer, _normalised_weights, train
@@ -268,6 +268,9 @@ class TorchEstimatorBase(BaseEstimator):
     def _fit_targets(self, targets, sample_weight) -> None:
         """Learn what the task needs from the targets of a new fit (classes, target scaling)."""
         raise NotImplementedError
+
+    def _continue_targets(self, targets, sample_weight) -> None:
+        """Update what :meth:`_fit_targets` learnt with a later ``partial_fit`` chunk (nothing by default)."""
 
     def _n_outputs(self) -> int:
         raise NotImplementedError
@@ -657,6 +660,7 @@ class TorchEstimatorBase(BaseEstimator):
             self._stream = Stream(np.random.RandomState(seeds[2]))
         else:
             self._initialize(data.X, targets, sample_weight, None, device, warm=True)
+            self._continue_targets(targets, sample_weight)
         t_start = time.perf_counter()
         result = self._train_chunk(data.positive(), device)
         self._record_chunk(result, time.perf_counter() - t_start)
@@ -1154,13 +1158,32 @@ class TorchRegressorBase(RegressorMixin, TorchEstimatorBase):
         Y, one_column = targets
         self.n_outputs_ = int(Y.shape[1])
         self._y_1d = bool(one_column)
-        w = None if sample_weight is None else sample_weight / sample_weight.sum()
-        mean = np.average(Y, axis=0, weights=w)
-        std = np.sqrt(np.average((Y - mean) ** 2, axis=0, weights=w))
-        # a (nearly) constant column keeps its units: its readout then learns about zero
-        tiny = 10 * np.finfo(np.float64).eps * np.maximum(np.abs(mean), 1.0)
-        self.target_mean_ = mean
-        self.target_scale_ = np.where(std > tiny, std, 1.0)
+        self._target_moments = Moments.of(Y, sample_weight)
+        self.target_mean_ = self._target_moments.mean
+        self.target_scale_ = self._target_moments.scale()
+
+    def _continue_targets(self, targets, sample_weight) -> None:
+        """Merge a chunk's targets into the running standardisation; rescale the readout to keep its predictions.
+
+        The readout's outputs ``o`` predict ``o * target_scale_ +
+        target_mean_``: with new moments ``(m', s')`` the readout becomes
+        ``W s / s'`` and ``(b s + m - m') / s'``, which predicts the same.
+        """
+        moments = getattr(self, "_target_moments", None)
+        if moments is None:  # pickled before the moments were kept: the scaling stays as it is
+            return
+        self._target_moments = moments.merge(Moments.of(targets[0], sample_weight))
+        mean, scale = self._target_moments.mean, self._target_moments.scale()
+        ratio = self.target_scale_ / scale
+        if np.array_equal(mean, self.target_mean_) and np.all(ratio == 1.0):
+            return
+        readout = self.module_.readout
+        with torch.no_grad():
+            factor = torch.as_tensor(ratio, dtype=readout.weight.dtype, device=readout.weight.device)
+            shift = torch.as_tensor((self.target_mean_ - mean) / scale, dtype=factor.dtype, device=factor.device)
+            readout.weight.mul_(factor[:, None])
+            readout.bias.mul_(factor).add_(shift)
+        self.target_mean_, self.target_scale_ = mean, scale
 
     def _n_outputs(self) -> int:
         return self.n_outputs_
@@ -1173,11 +1196,14 @@ class TorchRegressorBase(RegressorMixin, TorchEstimatorBase):
     def partial_fit(self, X, y, sample_weight=None):
         """Train on one chunk of data: one epoch of Adam or SGD over its rows.
 
-        The first call (on an unfitted regressor) fits the input scaling,
-        ``tau0_`` and the target standardisation (``target_mean_``,
-        ``target_scale_``) on its chunk and builds the network as :meth:`fit`
+        The first call (on an unfitted regressor) fits the input scaling
+        and ``tau0_`` on its chunk and builds the network as :meth:`fit`
         does; later calls keep them and continue training, and so does a
-        call after :meth:`fit` (a new ``fit`` starts afresh).  The optimizer
+        call after :meth:`fit` (a new ``fit`` starts afresh).  The target
+        standardisation (``target_mean_``, ``target_scale_``) is a running
+        one: the weighted mean and standard deviation of every target seen
+        so far (by :meth:`fit` and every chunk), updated on each call, with
+        the readout rescaled so that its predictions do not change.  The optimizer
         (``'auto'`` is Adam here; ``'lbfgs'`` has no ``partial_fit``) keeps
         its state from call to call.  With ``trainable='hidden'`` or
         ``'all'`` the hidden weights train too.
@@ -1206,8 +1232,10 @@ class TorchRegressorBase(RegressorMixin, TorchEstimatorBase):
 
         Notes
         -----
-        The first chunk fixes the target standardisation: make it
-        representative of the stream (shuffle the rows first).
+        The first chunk fixes the input scaling: make it representative of
+        the stream (shuffle the rows first).  The target standardisation
+        follows the stream, so a first chunk of constant targets (scale 1
+        until the next chunk) does no harm.
         ``early_stopping``, ``max_epochs``, ``n_iter_no_change``,
         ``improvement_tol`` and ``warm_start`` do not apply: every call is
         one epoch over its chunk.

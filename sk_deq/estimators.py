@@ -210,10 +210,12 @@ _TASK_ATTRS = {
     "regressor": """    n_outputs_ : int
         Number of outputs (columns of ``y``).
     target_mean_ : ndarray of shape (n_outputs,)
-        Weighted training mean of every output, subtracted before training.
+        Weighted training mean of every output, subtracted before training
+        (after ``partial_fit``: of every target seen so far).
     target_scale_ : ndarray of shape (n_outputs,)
         Weighted training standard deviation of every output (1 for a
-        constant one); the targets are divided by it before training.
+        constant one); the targets are divided by it before training
+        (after ``partial_fit``: of every target seen so far).
 """,
 }
 _SCORE = {"classifier": "accuracy", "regressor": "R²"}
