@@ -231,7 +231,7 @@ def _device(value: str) -> str:
     from ._device import resolve_device
 
     try:
-        resolve_device(value, name="--device")
+        resolve_device(value)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(_cli_spelling(str(exc))) from None
     return value

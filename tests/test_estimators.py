@@ -420,6 +420,74 @@ def test_warm_start_continues_training(blobs):
     assert cold.n_iter_ == 4
 
 
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+@pytest.mark.parametrize(
+    ("cls", "change"),
+    [
+        (DEQClassifier, {"activation": "tanh", "sigma_a2": 0.9}),
+        (DEQClassifier, {"trainable": "all"}),
+        (DEQClassifier, {"input_scaling": "none"}),
+        (ExplicitClassifier, {"layers": ("tanh",)}),
+        (MatchedExplicitClassifier, {"activation": "tanh"}),
+        (MatchedExplicitClassifier, {"kernel": "ntk"}),
+    ],
+)
+def test_warm_start_and_partial_fit_refuse_a_changed_network_definition(cls, change, blobs):
+    # every parameter that defines the network is checked against the one built, as n_hidden is:
+    # a warm start (or a later partial_fit) would otherwise keep the old network under the new name
+    X, y = blobs
+    est = _small(cls, warm_start=True, max_epochs=5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        est.fit(X, y)
+        before = est.decision_function(X)
+        name = next(iter(change))
+        with pytest.raises(ValueError, match=rf"warm_start keeps the network of the previous fit \({name}=.*; got {name}="):
+            est.set_params(**change).fit(X, y)
+        with pytest.raises(ValueError, match=rf"partial_fit keeps the network .*{name}=.*Call fit to build"):
+            est.partial_fit(X, y)
+        np.testing.assert_array_equal(est.decision_function(X), before)
+        fresh = est.set_params(warm_start=False).fit(X, y)  # a cold fit builds the new network
+    assert not np.array_equal(fresh.decision_function(X), before)
+    if cls is MatchedExplicitClassifier and name == "activation":
+        assert fresh.match_.family != "leaky_relu"
+
+
+def test_settings_that_do_not_define_the_network_may_change_under_warm_start(blobs):
+    X, y = blobs
+    est = _small(DEQClassifier, warm_start=True, optimizer="adam", learning_rate=0.01, max_epochs=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        est.fit(X, y)
+        A = est.module_.features.A.detach().clone()
+        est.set_params(tol=1e-5, max_iter=80, alpha=1e-3, dtype="float64", random_state=3).fit(X, y)
+    assert est.n_iter_ == 4 and est.module_.features.max_iter == 80
+    torch.testing.assert_close(est.module_.features.A.detach(), A.to(torch.float64))
+    listed = _small(ExplicitClassifier, layers=["relu", "relu"], warm_start=True, max_epochs=5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        listed.fit(X, y)
+        listed.set_params(layers=("relu", "relu")).fit(X, y)  # a tuple of the same names: the same network
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+@pytest.mark.parametrize(
+    ("cls", "params", "what"),
+    [
+        (ExplicitClassifier, {"layers": ("relu",)}, r"single layer \(layers=\('relu',\)\)"),
+        (MatchedExplicitClassifier, {"activation": "tanh"}, r"single layer \(the match of activation='tanh'.*"),
+    ],
+)
+def test_trainable_hidden_without_hidden_weights_is_an_error(cls, params, what, blobs):
+    X, y = blobs
+    est = _small(cls, trainable="hidden", optimizer="adam", **params)
+    with pytest.raises(ValueError, match=rf"trainable='hidden' trains the weights W_2 \.\. W_L.*{what}"):
+        est.fit(X, y)
+    with pytest.raises(ValueError, match="only the readout would train. Use trainable='readout'"):
+        _small(cls, trainable="hidden", **params).partial_fit(X, y, classes=[0, 1, 2])
+    assert _small(cls, trainable="all", optimizer="adam", max_epochs=2, **params).fit(X, y).n_iter_ == 2
+
+
 def test_verbose_prints_epochs_and_progress(blobs, capsys):
     X, y = blobs
     with warnings.catch_warnings():
@@ -785,7 +853,9 @@ def test_early_stopping_with_adam_costs_at_most_one_accuracy_point(dataset, cls)
 
     X, y = load_dataset(dataset)
     X_tr, X_te, y_tr, y_te = train_test_split(X, y, test_size=0.2, stratify=y, random_state=0)
-    kw = dict(n_hidden=1024, optimizer="adam", random_state=0)
+    # the step size the stopping rule was first measured with (learning_rate='auto' is 0.1 here, which
+    # converges in fewer epochs)
+    kw = dict(n_hidden=1024, optimizer="adam", learning_rate=1e-3, random_state=0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         plain = cls(**kw).fit(X_tr, y_tr).score(X_te, y_te)

@@ -155,20 +155,66 @@ def test_early_stopping_records_the_validation_r2(friedman):
     assert 0.5 < reg.best_validation_score_ <= 1.0
 
 
-def test_partial_fit_streams_and_keeps_the_first_chunks_scaling(friedman):
+def test_partial_fit_streams_with_running_target_moments(friedman):
     X, y = friedman
     reg = _small(DEQRegressor, learning_rate=0.05)
     for _ in range(10):
         for start in range(0, 300, 100):
             reg.partial_fit(X[start : start + 100], y[start : start + 100])
     assert reg.n_iter_ == 30
-    np.testing.assert_allclose(reg.target_mean_, [y[:100].mean()])
+    # the moments of every target seen (10 passes over the same rows: those of the 300 rows)
+    np.testing.assert_allclose(reg.target_mean_, [y[:300].mean()], rtol=1e-12)
+    np.testing.assert_allclose(reg.target_scale_, [y[:300].std()], rtol=1e-12)
     assert reg.score(X, y) > 0.5
     with pytest.raises(ValueError, match="2 output"):
         reg.partial_fit(X[:10], np.column_stack([y[:10], y[:10]]))
     with pytest.raises(AttributeError) as info:
         _small(DEQRegressor, optimizer="lbfgs").partial_fit(X, y)
     assert "full-batch" in str(info.value.__cause__)
+
+
+def test_partial_fit_target_moments_are_those_of_all_rows_and_keep_predictions(friedman):
+    X, y = friedman
+    Y = np.column_stack([y, -3 * y + 100])
+    w = np.random.RandomState(0).uniform(0, 2, size=len(y))
+    reg = _small(ExplicitRegressor, learning_rate=0.05)
+    for rows in (slice(0, 7), slice(7, 120), slice(120, 121), slice(121, 300)):
+        before = reg.predict(X) if hasattr(reg, "module_") else None
+        reg.set_params(learning_rate=1e-300 if before is not None else 0.05)
+        reg.partial_fit(X[rows], Y[rows], sample_weight=w[rows])
+        if before is not None:  # moments moved, no training step to speak of: the same predictions
+            np.testing.assert_allclose(reg.predict(X), before, rtol=1e-9, atol=1e-9)
+    mean = np.average(Y[:300], axis=0, weights=w[:300])
+    np.testing.assert_allclose(reg.target_mean_, mean, rtol=1e-12)
+    std = np.sqrt(np.average((Y[:300] - mean) ** 2, axis=0, weights=w[:300]))
+    np.testing.assert_allclose(reg.target_scale_, std, rtol=1e-12)
+    # huge finite targets: the running moments do not overflow
+    big = _small(ExplicitRegressor).partial_fit(X[:50], 1e300 * np.sign(y[:50] - 14))
+    big.partial_fit(X[50:100], -1e300 * np.ones(50))
+    assert np.all(np.isfinite(big.target_mean_)) and np.all(np.isfinite(big.target_scale_))
+
+
+def test_partial_fit_recovers_from_a_first_chunk_of_constant_targets():
+    from sklearn.datasets import load_diabetes
+
+    X, y = load_diabetes(return_X_y=True)
+    order = np.random.RandomState(0).permutation(len(y))
+    X, y = X[order], y[order]
+    X_tr, y_tr, X_te, y_te = X[:350], y[:350], X[350:], y[350:]
+
+    def stream(first):
+        reg = ExplicitRegressor(n_hidden=256, random_state=0)
+        if first is not None:
+            reg.partial_fit(*first)
+        for _ in range(5):
+            for start in range(0, 350, 50):
+                reg.partial_fit(X_tr[start : start + 50], y_tr[start : start + 50])
+        return reg
+
+    plain = stream(None)
+    constant = stream((X_tr[:50], np.full(50, 150.0)))  # target_scale_ 1 after this chunk
+    np.testing.assert_allclose(constant.target_scale_, [np.std(np.r_[np.full(50, 150.0), np.tile(y_tr, 5)])])
+    assert constant.score(X_te, y_te) > plain.score(X_te, y_te) - 0.05  # was -0.28 against 0.69
 
 
 def test_pickle_and_grid_search(friedman):
