@@ -43,7 +43,11 @@ def _models(width, dtype):
     }
 
 
-@pytest.fixture(scope="module", params=[(32, "float32"), (32, "float64"), (1024, "float32"), (1024, "float64")], ids=str)
+@pytest.fixture(
+    scope="module",
+    params=[(32, "float32"), (32, "float64"), (1024, "float32"), (1024, "float64")],
+    ids=lambda p: f"w{p[0]}-{p[1]}",
+)
 def fitted(request, digits):
     width, dtype = request.param
     X, y, _ = digits
