@@ -43,7 +43,9 @@ __all__ = [
     "check_tau0",
     "data_tau0",
     "fit_input_scaling",
+    "power_of_two_scale",
     "squared_norms",
+    "target_standardisation",
 ]
 
 
@@ -281,3 +283,62 @@ def apply_input_scaling(X, mean, scale):
     elif scale != 1.0:
         X = X / scale
     return X
+
+
+def power_of_two_scale(values, axis=None):
+    """A power of two at least half of ``max |values|`` (1 where that is 0): dividing by it is exact and leaves entries below 2.
+
+    Parameters
+    ----------
+    values : array-like
+        Finite values.
+    axis : int, optional
+        Axis the maximum is taken over (None: all entries).
+
+    Returns
+    -------
+    ndarray or float
+        ``2**(e - 1)`` where ``max |values| = f 2**e`` with ``0.5 <= f < 1``
+        (``2**e`` itself overflows for the largest float64 values).
+    """
+    values = np.asarray(values, dtype=np.float64)
+    top = np.max(np.abs(values), axis=axis, initial=0.0)
+    _, exponent = np.frexp(top)
+    return np.where(top > 0, np.ldexp(1.0, exponent - 1), 1.0)
+
+
+def target_standardisation(Y, sample_weight=None):
+    """Weighted mean and scale of every target column, for any finite float64 targets.
+
+    Every column is divided by a power of two near its largest ``|value|``
+    first (exact), so that the squares of the variance cannot overflow
+    (targets of 1e154 or more) nor underflow (1e-154 or less).  A constant
+    column (among the rows of positive weight), or one whose standard
+    deviation is within rounding of its mean, keeps its units: its scale
+    is 1.
+
+    Parameters
+    ----------
+    Y : ndarray of shape (n_samples, n_outputs)
+        Finite targets.
+    sample_weight : ndarray of shape (n_samples,), optional
+        Non-negative weights, not all zero.
+
+    Returns
+    -------
+    mean : ndarray of shape (n_outputs,)
+    scale : ndarray of shape (n_outputs,)
+        The standard deviation, or 1 for a constant column.
+    """
+    Y = np.asarray(Y, dtype=np.float64)
+    w = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+    if w is not None:
+        w = w / power_of_two_scale(w)  # exact; sums of up to 2 n_samples: no overflow
+    unit = power_of_two_scale(Y, axis=0)
+    Z = Y / unit
+    mean = np.average(Z, axis=0, weights=w)
+    std = np.sqrt(np.average((Z - mean) ** 2, axis=0, weights=w))
+    rows = Z if w is None else Z[w > 0]
+    # a constant column's std is rounding noise (the mean of equal values is not exact): keep its units
+    varies = (np.ptp(rows, axis=0) > 0) & (std > 10 * np.finfo(np.float64).eps * np.abs(mean))
+    return mean * unit, np.where(varies, std * unit, 1.0)

@@ -360,6 +360,10 @@ class _DEQNetwork:
         self.deq_coefficients_ = deq_ck_coefficients(act, self.sigma_a2, tau0)
         self.center_ = float(self.deq_coefficients_.moments.mean)
 
+    def _hidden_weight_shapes(self, n_features):
+        m = int(self.n_hidden)
+        return [(m, m), (m, int(n_features))]  # A and B
+
     def _make_features(self, n_features, generator, dtype, device):
         return DEQLayer(
             n_features,
@@ -595,6 +599,10 @@ class _ExplicitNetwork:
         self.explicit_coefficients_ = coefs = self._coefficients(tau0)
         self.layers_ = tuple(coefs.layers)
         self.centers_ = tuple(float(c) for c in coefs.centers)
+
+    def _hidden_weight_shapes(self, n_features):
+        m = int(self.n_hidden)
+        return [(m, int(n_features))] + [(m, m)] * (len(self.layers_) - 1)
 
     def _make_features(self, n_features, generator, dtype, device):
         L = len(self.layers_)
