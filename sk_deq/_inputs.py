@@ -128,8 +128,9 @@ def squared_norms(X, name: str = "X") -> np.ndarray:
     if not np.all(np.isfinite(norms)):
         big = float(np.max(np.abs(X))) if X.size else 0.0
         raise ValueError(
-            f"The squared norms of the samples of {name} overflow float64 (largest |value| {big:.3g}): the "
-            "kernels depend on them. Rescale the inputs (e.g. with input_scaling='global')."
+            f"The squared norms of the samples of {name} overflow float64 (largest |value| {big:.3g}, after any "
+            "input scaling): the kernels depend on them. Rescale the inputs; input_scaling='global' brings data "
+            "on the scale of the training data to norms about 1, not data far outside it."
         )
     return norms
 
@@ -264,10 +265,12 @@ def fit_input_scaling(X, mode: str = "global", sample_weight=None):
         tau0 = rms_norm(0.0)
         if not tau0 > 0:
             raise ValueError("All training samples (with positive weight) are zero: the data scale tau0 would be 0.")
-        if not tau0 < 1e150:  # tau0^2 enters the theory
+        if not 1e-150 < tau0 < 1e150:  # tau0^2 enters the theory
+            which = "large" if tau0 >= 1e150 else "small"
             raise ValueError(
-                f"The data scale tau0 = {tau0:.3g} of input_scaling='none' is too large for the theory (tau0^2 "
-                "overflows); use input_scaling='global' or rescale the inputs."
+                f"The data scale tau0 = {tau0:.3g} of input_scaling='none' is too {which} for the theory (tau0^2 "
+                f"{'overflows' if which == 'large' else 'underflows'}); use input_scaling='global' or rescale "
+                "the inputs."
             )
         return None, 1.0, tau0
     raise ValueError(f"input_scaling must be one of {INPUT_SCALING}, got {mode!r}.")
@@ -286,7 +289,9 @@ def apply_input_scaling(X, mean, scale):
 
 
 def power_of_two_scale(values, axis=None):
-    """A power of two at least half of ``max |values|`` (1 where that is 0): dividing by it is exact and leaves entries below 2.
+    """A power of two within a factor 2 below ``max |values|`` (1 where that is 0).
+
+    Dividing by it is exact (barring subnormals) and leaves entries below 2.
 
     Parameters
     ----------

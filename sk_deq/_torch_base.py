@@ -915,6 +915,12 @@ class TorchClassifierBase(ClassifierMixin, TorchEstimatorBase):
             per_class = compute_class_weight(self.class_weight, classes=classes, y=y, sample_weight=sample_weight)
             per_class = _unit_max(per_class)  # both factors below 2: their product cannot overflow
             weight = per_class[y_enc] if weight is None else weight * per_class[y_enc]
+            kept = classes[np.unique(y_enc[weight > 0])]
+            if len(kept) < 2:
+                raise ValueError(
+                    f"{name} needs samples of at least 2 classes with positive weight (sample_weight x "
+                    f"class_weight) to train; got {len(kept)} ({kept.tolist()}): check class_weight."
+                )
         return _Data(X, y_enc, weight), classes, sample_weight
 
     def _targets(self, data: _Data, device) -> torch.Tensor:
@@ -1131,6 +1137,28 @@ class TorchClassifierBase(ClassifierMixin, TorchEstimatorBase):
         idx = (out[:, 0] > 0).astype(int) if out.shape[1] == 1 else out.argmax(axis=1)
         return self.classes_[idx]
 
+    def score(self, X, y, sample_weight=None):
+        """Mean accuracy of :meth:`predict` on ``(X, y)``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Raw inputs (the fitted input scaling is applied).
+        y : array-like of shape (n_samples,)
+            True labels.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Weight of every sample (rescaled by a power of two first, so that
+            weights up to the largest float64 do not overflow their sum).
+
+        Returns
+        -------
+        float
+            The (weighted) fraction of correctly classified samples.
+        """
+        if sample_weight is not None:
+            sample_weight = _unit_max(_check_sample_weight(sample_weight, X, dtype=np.float64))
+        return super().score(X, y, sample_weight=sample_weight)
+
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.classifier_tags.multi_class = True
@@ -1296,13 +1324,16 @@ class TorchRegressorBase(RegressorMixin, TorchEstimatorBase):
             :func:`sklearn.metrics.r2_score` of :meth:`predict`, averaged
             uniformly over the outputs: 1 for a perfect fit, 0 for the
             constant mean, negative for worse.  Computed on the targets and
-            predictions divided by a common power of two, so that targets
-            beyond 1e154 (or below 1e-154) give the same R² as in units.
+            predictions divided by a common power of two (and weights by
+            another), so that targets beyond 1e154 (or below 1e-154) and
+            weights up to the largest float64 give the same R² as in units.
         """
         from sklearn.metrics import r2_score
 
         pred = self.predict(X)
         y = check_array(y, ensure_2d=False, dtype=np.float64, input_name="y")
+        if sample_weight is not None:  # weights up to the largest float64: their sums stay finite
+            sample_weight = _unit_max(_check_sample_weight(sample_weight, y, dtype=np.float64))
         unit = max(float(power_of_two_scale(y)), float(power_of_two_scale(pred)))
         return float(r2_score(y / unit, pred / unit, sample_weight=sample_weight))
 
