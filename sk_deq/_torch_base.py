@@ -423,10 +423,11 @@ class TorchEstimatorBase(BaseEstimator):
             f"({', '.join(f'{r} x {c}' for r, c in shapes)}: {n_weights:.4g} values in {self.dtype}, drawn in "
             "float64 on the CPU) and its float64 readout"
         )
+        host = _device_memory(torch.device("cpu"))
         if device.type == "cpu":
-            check_fits_in_memory(kept + drawn, f"{what} need", "Reduce n_hidden.")
+            check_fits_in_memory(kept + drawn, f"{what} need", "Reduce n_hidden.", available=host)
             return
-        check_fits_in_memory(drawn, f"{what}: the float64 draws on the CPU need", "Reduce n_hidden.")
+        check_fits_in_memory(drawn, f"{what}: the float64 draws on the CPU need", "Reduce n_hidden.", available=host)
         check_fits_in_memory(kept, f"{what} need on {device}", "Reduce n_hidden.", available=_device_memory(device))
 
     def _features_trainable(self) -> bool:
