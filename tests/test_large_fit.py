@@ -63,7 +63,7 @@ def test_features_that_do_not_fit_in_memory_are_a_clear_error(blobs, monkeypatch
     # float64 networks cache float64 features; trained hidden weights cache nothing
     with pytest.raises(MemoryError, match="float64"):
         DEQClassifier(n_hidden=48, dtype="float64", random_state=0).fit(X, y)
-    monkeypatch.setattr(base, "available_memory_bytes", lambda: 0)
+    monkeypatch.setattr(base, "available_memory_bytes", lambda: 40000)  # the network's 32280 bytes, no cache
     DEQClassifier(n_hidden=48, trainable="all", max_epochs=1, random_state=0).fit(X, y)
 
 
