@@ -21,6 +21,7 @@ Either way the fitted estimator stores ``input_mean_`` (or ``None``),
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -43,7 +44,9 @@ __all__ = [
     "check_tau0",
     "data_tau0",
     "fit_input_scaling",
+    "power_of_two_scale",
     "squared_norms",
+    "Moments",
 ]
 
 
@@ -126,8 +129,9 @@ def squared_norms(X, name: str = "X") -> np.ndarray:
     if not np.all(np.isfinite(norms)):
         big = float(np.max(np.abs(X))) if X.size else 0.0
         raise ValueError(
-            f"The squared norms of the samples of {name} overflow float64 (largest |value| {big:.3g}): the "
-            "kernels depend on them. Rescale the inputs (e.g. with input_scaling='global')."
+            f"The squared norms of the samples of {name} overflow float64 (largest |value| {big:.3g}, after any "
+            "input scaling): the kernels depend on them. Rescale the inputs; input_scaling='global' brings data "
+            "on the scale of the training data to norms about 1, not data far outside it."
         )
     return norms
 
@@ -262,10 +266,12 @@ def fit_input_scaling(X, mode: str = "global", sample_weight=None):
         tau0 = rms_norm(0.0)
         if not tau0 > 0:
             raise ValueError("All training samples (with positive weight) are zero: the data scale tau0 would be 0.")
-        if not tau0 < 1e150:  # tau0^2 enters the theory
+        if not 1e-150 < tau0 < 1e150:  # tau0^2 enters the theory
+            which = "large" if tau0 >= 1e150 else "small"
             raise ValueError(
-                f"The data scale tau0 = {tau0:.3g} of input_scaling='none' is too large for the theory (tau0^2 "
-                "overflows); use input_scaling='global' or rescale the inputs."
+                f"The data scale tau0 = {tau0:.3g} of input_scaling='none' is too {which} for the theory (tau0^2 "
+                f"{'overflows' if which == 'large' else 'underflows'}); use input_scaling='global' or rescale "
+                "the inputs."
             )
         return None, 1.0, tau0
     raise ValueError(f"input_scaling must be one of {INPUT_SCALING}, got {mode!r}.")
@@ -281,3 +287,121 @@ def apply_input_scaling(X, mean, scale):
     elif scale != 1.0:
         X = X / scale
     return X
+
+
+def power_of_two_scale(values, axis=None):
+    """A power of two within a factor 2 below ``max |values|`` (1 where that is 0).
+
+    Dividing by it is exact (barring subnormals) and leaves entries below 2.
+
+    Parameters
+    ----------
+    values : array-like
+        Finite values.
+    axis : int, optional
+        Axis the maximum is taken over (None: all entries).
+
+    Returns
+    -------
+    ndarray or float
+        ``2**(e - 1)`` where ``max |values| = f 2**e`` with ``0.5 <= f < 1``
+        (``2**e`` itself overflows for the largest float64 values).
+    """
+    values = np.asarray(values, dtype=np.float64)
+    top = np.max(np.abs(values), axis=axis, initial=0.0)
+    _, exponent = np.frexp(top)
+    return np.where(top > 0, np.ldexp(1.0, exponent - 1), 1.0)
+
+
+@dataclass(frozen=True)
+class Moments:
+    """Weighted mean and standard deviation of every target column seen so far, for any finite float64 targets.
+
+    :meth:`of` measures a set of rows and :meth:`merge` combines two (Chan et
+    al.'s parallel update), so that the moments of a ``partial_fit`` stream
+    are those of all its rows, whatever the chunks.  Every column is divided
+    by a power of two near its largest ``|value|`` first (exact), and
+    standard deviations are kept rather than variances, so no finite target
+    overflows (1e154 or more) or underflows (1e-154 or less).  The total
+    weight is ``weight * 2**exponent``: weights up to the largest float64
+    add up without overflow, and chunks weighted on different scales merge
+    in the right proportion.
+
+    Parameters
+    ----------
+    weight : float
+        Total weight, in units of ``2**exponent``.
+    mean, std : ndarray of shape (n_outputs,)
+        Weighted mean and standard deviation of every column.
+    exponent : int, default=0
+        Binary exponent of the weight's unit.
+    """
+
+    weight: float
+    mean: np.ndarray
+    std: np.ndarray
+    exponent: int = 0
+
+    @classmethod
+    def of(cls, Y, sample_weight=None) -> Moments:
+        """The moments of the rows of ``Y`` (n x k), weighted by ``sample_weight`` (None: all 1).
+
+        Parameters
+        ----------
+        Y : ndarray of shape (n_samples, n_outputs)
+            Finite targets.
+        sample_weight : ndarray of shape (n_samples,), optional
+            Non-negative finite weights, not all zero.
+
+        Returns
+        -------
+        Moments
+        """
+        Y = np.asarray(Y, dtype=np.float64)
+        if sample_weight is None:
+            w, exponent = np.ones(len(Y)), 0
+        else:
+            w = np.asarray(sample_weight, dtype=np.float64)
+            unit = power_of_two_scale(w)
+            w, exponent = w / unit, int(np.frexp(unit)[1]) - 1  # exact; sums of up to 2 n_samples
+        unit = power_of_two_scale(Y, axis=0)
+        Z = Y / unit
+        ref = Z[np.argmax(w > 0)]  # about a row of positive weight: a constant column's mean is exact, its std 0
+        mean = ref + np.average(Z - ref, axis=0, weights=w)
+        std = np.sqrt(np.average((Z - mean) ** 2, axis=0, weights=w))
+        return cls(float(w.sum()), mean * unit, std * unit, exponent)
+
+    def merge(self, other: Moments) -> Moments:
+        """The moments of the rows of ``self`` and ``other`` together.
+
+        Parameters
+        ----------
+        other : Moments
+
+        Returns
+        -------
+        Moments
+        """
+        exponent = max(self.exponent, other.exponent)
+        a = math.ldexp(self.weight, self.exponent - exponent)
+        b = math.ldexp(other.weight, other.exponent - exponent)
+        fa, fb = a / (a + b), b / (a + b)
+        delta = other.mean / 2 - self.mean / 2  # halves: the difference of two finite means stays finite
+        unit = np.maximum(np.maximum(self.std, other.std), np.abs(delta))
+        unit = np.where(unit > 0, unit, 1.0)
+        var = fa * (self.std / unit) ** 2 + fb * (other.std / unit) ** 2 + 4 * fa * fb * (delta / unit) ** 2
+        return Moments(a + b, fa * self.mean + fb * other.mean, np.sqrt(var) * unit, exponent)
+
+    def scale(self) -> np.ndarray:
+        """The standard deviations, with 1 for a constant column (which keeps its units).
+
+        A column counts as constant when its standard deviation is zero or
+        within rounding of its mean (the mean of equal values is not exact);
+        tiny targets (1e-300) that vary keep their own scale.
+
+        Returns
+        -------
+        ndarray of shape (n_outputs,)
+        """
+        varies = (self.std > 0) & (self.std > 10 * np.finfo(np.float64).eps * np.abs(self.mean))
+        return np.where(varies, self.std, 1.0)

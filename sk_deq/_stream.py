@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import torch
 
-__all__ = ["Moments", "Stream", "numpy_to_tensors", "partial_fit_available", "picklable"]
+__all__ = ["Stream", "numpy_to_tensors", "partial_fit_available", "picklable"]
 
 
 @dataclass
@@ -30,49 +30,6 @@ class Stream:
     config: tuple | None = None
     optimizer: torch.optim.Optimizer | None = None
     saved: dict | None = None
-
-
-@dataclass(frozen=True)
-class Moments:
-    """Weighted mean and standard deviation of every column of the targets seen so far.
-
-    ``weight`` is the total weight (the number of rows when unweighted).
-    :meth:`of` measures a chunk and :meth:`merge` combines two sets of
-    rows (Chan et al.'s parallel update), so that the moments of a stream
-    are those of all its rows, whatever the chunks.  Both work in units of
-    the column's largest magnitude and keep standard deviations rather than
-    variances, so no finite target overflows.
-    """
-
-    weight: float
-    mean: np.ndarray
-    std: np.ndarray
-
-    @classmethod
-    def of(cls, Y: np.ndarray, sample_weight: np.ndarray | None = None) -> Moments:
-        """The moments of the rows of ``Y`` (n x k), weighted by ``sample_weight`` (None: all 1)."""
-        w = np.ones(len(Y)) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
-        unit = np.max(np.abs(Y), axis=0)
-        unit = np.where(unit > 0, unit, 1.0)
-        scaled = Y / unit
-        mean = np.average(scaled, axis=0, weights=w)
-        std = np.sqrt(np.average((scaled - mean) ** 2, axis=0, weights=w))
-        return cls(float(w.sum()), mean * unit, std * unit)
-
-    def merge(self, other: Moments) -> Moments:
-        """The moments of the rows of ``self`` and ``other`` together."""
-        total = self.weight + other.weight
-        fa, fb = self.weight / total, other.weight / total
-        delta = other.mean / 2 - self.mean / 2  # halves: the difference of two finite means stays finite
-        unit = np.maximum(np.maximum(self.std, other.std), np.abs(delta))
-        unit = np.where(unit > 0, unit, 1.0)
-        var = fa * (self.std / unit) ** 2 + fb * (other.std / unit) ** 2 + 4 * fa * fb * (delta / unit) ** 2
-        return Moments(total, fa * self.mean + fb * other.mean, np.sqrt(var) * unit)
-
-    def scale(self) -> np.ndarray:
-        """The standard deviations, with 1 for a (nearly) constant column, which keeps its units."""
-        tiny = 10 * np.finfo(np.float64).eps * np.maximum(np.abs(self.mean), 1.0)
-        return np.where(self.std > tiny, self.std, 1.0)
 
 
 def _tensors_to_numpy(obj):

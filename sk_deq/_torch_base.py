@@ -34,13 +34,13 @@ from sklearn.utils._param_validation import Interval
 from sklearn.utils.class_weight import compute_class_weight
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets, unique_labels
-from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
+from sklearn.utils.validation import _check_sample_weight, check_array, check_is_fitted, validate_data
 
 from ._device import resolve_device
-from ._inputs import INPUT_SCALING, apply_input_scaling, fit_input_scaling
+from ._inputs import INPUT_SCALING, Moments, apply_input_scaling, fit_input_scaling, power_of_two_scale
 from ._param_validation import DEVICE_CONSTRAINTS, SortedStrOptions
-from ._stream import Moments, Stream, numpy_to_tensors, partial_fit_available, picklable
-from .kernels.memory import _available_memory_bytes
+from ._stream import Stream, numpy_to_tensors, partial_fit_available, picklable
+from .kernels.memory import available_memory_bytes, check_fits_in_memory
 from .nn.blocks import block_rows, map_row_blocks
 from .nn.readout import LinearReadout, ReadoutObjective, ridge_readout
 from .nn.training import ProgressBar, TrainResult, _make_optimizer, _normalised_weights, train
@@ -51,6 +51,33 @@ _DTYPES = {"float32": torch.float32, "float64": torch.float64}
 _TRAINABLE = ("readout", "hidden", "all")
 #: How the readout is fitted: cross-entropy by an optimizer, or least squares in closed form.
 READOUTS = ("logistic", "ridge")
+
+
+def _sorted_labels(labels: np.ndarray, name: str) -> np.ndarray:
+    """Classification targets checked and their sorted distinct labels, with scikit-learn's error for
+    strings mixed with numbers (numpy's own sort would raise ``'<' not supported``)."""
+    if labels.dtype == object and len({isinstance(v, str) for v in labels.ravel()}) > 1:
+        raise ValueError(
+            f"Mix of label input types (string and number) in {name}: "
+            f"{sorted({type(v).__name__ for v in labels.ravel()})}. Use labels of one type."
+        )
+    try:
+        check_classification_targets(labels)
+        return unique_labels(labels)
+    except TypeError as exc:
+        raise ValueError(f"The labels of {name} cannot be ordered ({exc}); use labels of one type.") from None
+
+
+def _unit_max(weights: np.ndarray) -> np.ndarray:
+    """Non-negative ``weights`` divided by a power of two near their largest: exact, all below 2, sums finite."""
+    return weights / power_of_two_scale(weights)
+
+
+def _device_memory(device: torch.device) -> int | None:
+    """Bytes free on ``device``: CUDA's own count, else :func:`~sk_deq.kernels.memory.available_memory_bytes`."""
+    if device.type == "cuda":
+        return int(torch.cuda.mem_get_info(device)[0])
+    return available_memory_bytes()
 
 
 class _Model(torch.nn.Module):
@@ -186,6 +213,10 @@ class TorchEstimatorBase(BaseEstimator):
         """Build the feature module (weights drawn from ``generator``)."""
         raise NotImplementedError
 
+    def _hidden_weight_shapes(self, n_features: int) -> list[tuple[int, int]]:
+        """Shapes of the hidden weight matrices :meth:`_make_features` draws (for the memory check)."""
+        raise NotImplementedError
+
     def _feature_chunk(self, features: torch.nn.Module, x: torch.Tensor, diagnostics: list, n_rows: int):
         """Features of one chunk without gradients (may append solver diagnostics of its first ``n_rows``)."""
         with torch.no_grad():
@@ -237,13 +268,18 @@ class TorchEstimatorBase(BaseEstimator):
 
     @staticmethod
     def _positive_weights(sample_weight, X, name: str):
-        """Validated ``sample_weight`` (None stays None); all zero is an error."""
+        """Validated ``sample_weight``, rescaled by :func:`_unit_max` (None stays None); all zero is an error.
+
+        Every use of the weights is a weighted average, which their scale
+        does not change; rescaled below 2, their sums cannot overflow
+        (weights up to the largest float64).
+        """
         if sample_weight is None:
             return None
         sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
         if not np.any(sample_weight > 0):
             raise ValueError(f"{name}: all sample weights are zero; at least one must be positive.")
-        return sample_weight
+        return _unit_max(sample_weight)
 
     # ---------------------------------------------------------------- helpers
     @property
@@ -258,7 +294,7 @@ class TorchEstimatorBase(BaseEstimator):
         block = self._block_rows()
         return max(1, (1 << 22) // (max(int(self.n_hidden), 1) * block)) * block
 
-    def _to_tensor(self, X, device) -> torch.Tensor:
+    def _to_tensor(self, X, device, where: str = "predict") -> torch.Tensor:
         X = apply_input_scaling(X, self.input_mean_, self.input_scale_)
         dtype = np.float64 if self.dtype == "float64" else np.float32
         # The input term B x of a layer is about ||x|| in size: keep it within the dtype's range.
@@ -267,13 +303,33 @@ class TorchEstimatorBase(BaseEstimator):
         if not big * math.sqrt(max(X.shape[1], 1)) < limit:
             raise ValueError(
                 f"After input scaling the inputs of {type(self).__name__} reach {big:.3g}, too large for "
-                f"dtype='{self.dtype}' (samples of norm up to about {limit:.1g}); use input_scaling='global' "
-                "(fitted on data of the same scale), dtype='float64', or rescale the inputs."
+                f"dtype='{self.dtype}' (samples of norm up to about {limit:.1g}); {self._range_advice(where)}"
             )
         X = np.require(X, dtype=dtype, requirements=["C", "W"])
         return torch.from_numpy(X).to(device)
 
+    def _range_advice(self, where: str) -> str:
+        """What to do about inputs too large after scaling: it depends on the scaling and on what is computed."""
+        if self.input_mean_ is None:  # fitted with input_scaling='none'
+            return (
+                "use input_scaling='global' (fitted on data of the same scale), dtype='float64', or rescale the "
+                "inputs."
+            )
+        scaling = (
+            f"input_scaling='global' divides by the (weighted) spread {self.input_scale_:.3g} of the data it was "
+            "fitted on"
+        )
+        if where == "fit":
+            return (
+                f"{scaling}, and these training samples lie far outside it. Sample weights spanning many orders "
+                "of magnitude make that spread the heaviest samples' alone (give weight 0 to rows that should "
+                "not count); a partial_fit chunk or a warm_start fit may be on another scale than the data the "
+                "scaling was fitted on."
+            )
+        return f"{scaling}, and these samples lie far outside it: pass inputs in the units of the training data."
+
     def _build_module(self, n_features, n_outputs, generator, dtype, device) -> _Model:
+        self._check_network_fits(n_features, n_outputs, torch.device(device))
         feats = self._make_features(n_features, generator, dtype, device)
         return _Model(feats, int(self.n_hidden), n_outputs, device)
 
@@ -290,6 +346,7 @@ class TorchEstimatorBase(BaseEstimator):
         feats.eval()
         chunk, block = self._chunk_rows(), self._block_rows()
         n = X.shape[0]
+        self._check_features_fit(n, device, where)
         diagnostics: list = []
 
         def network(xb, rows):
@@ -301,7 +358,8 @@ class TorchEstimatorBase(BaseEstimator):
         n_chunks = max(1, math.ceil(n / chunk))
         with ProgressBar(n_chunks, desc, enabled=bool(self.verbose) and n_chunks > 1) as bar:
             for i in range(0, n, chunk):
-                part = map_row_blocks(network, self._to_tensor(X[i : i + chunk], device), block, Z[i : i + chunk])
+                x = self._to_tensor(X[i : i + chunk], device, where)
+                part = map_row_blocks(network, x, block, Z[i : i + chunk])
                 finite = finite and bool(torch.isfinite(part).all())
                 bar.update()
         summary = self._check_diagnostics(diagnostics, where)
@@ -312,21 +370,44 @@ class TorchEstimatorBase(BaseEstimator):
             )
         return Z, summary
 
-    def _check_features_fit(self, n_rows: int, device: torch.device) -> None:
-        """Raise ``MemoryError`` when the features of ``n_rows`` samples cannot be cached on ``device``."""
-        nbytes = int(n_rows) * int(self.n_hidden) * self._torch_dtype.itemsize
-        if device.type == "cuda":
-            available = int(torch.cuda.mem_get_info(device)[0])
+    def _check_features_fit(self, n_rows: int, device: torch.device, where: str = "fit") -> None:
+        """Raise ``MemoryError`` when the features of ``n_rows`` samples cannot be held on ``device``."""
+        name, values = type(self).__name__, f"{int(n_rows)} x {self.n_hidden} {self.dtype} values need"
+        if where == "fit":
+            what = f"{name} caches the features of the {n_rows} training samples to fit the readout on {device}"
+            remedy = (
+                "Train in chunks with partial_fit (it holds one chunk's features at a time), fit on fewer "
+                "samples, or reduce n_hidden."
+            )
         else:
-            available = _available_memory_bytes()
-        if available is None or nbytes <= available:
-            return
-        raise MemoryError(
-            f"{type(self).__name__} caches the features of the {n_rows} training samples to fit the readout: "
-            f"{n_rows} x {self.n_hidden} {self.dtype} values need {nbytes / 2**30:.3g} GiB, more than the "
-            f"{available / 2**30:.3g} GiB available on {device}. Train in chunks with partial_fit (it holds "
-            "one chunk's features at a time), fit on fewer samples, or reduce n_hidden."
+            what = f"{name} computes the features of the {n_rows} samples on {device}"
+            remedy = "Pass fewer samples at a time (every sample's output depends on it alone)."
+        nbytes = int(n_rows) * int(self.n_hidden) * self._torch_dtype.itemsize
+        check_fits_in_memory(nbytes, f"{what}: {values}", remedy, available=_device_memory(device))
+
+    def _check_network_fits(self, n_features: int, n_outputs: int, device: torch.device) -> None:
+        """Raise ``MemoryError`` when the network's weights cannot be allocated, before drawing them.
+
+        The hidden weights (:meth:`_hidden_weight_shapes`) are drawn in
+        float64 on the CPU, then cast to the network's dtype and moved to
+        ``device``; the readout is float64.
+        """
+        shapes = self._hidden_weight_shapes(int(n_features))
+        n_weights = sum(int(r) * int(c) for r, c in shapes)
+        itemsize = self._torch_dtype.itemsize
+        kept = n_weights * itemsize + (int(self.n_hidden) + 1) * int(n_outputs) * 8
+        drawn = 0 if itemsize == 8 and device.type == "cpu" else n_weights * 8  # the float64 draws, on the CPU
+        what = (
+            f"{type(self).__name__}(n_hidden={self.n_hidden}) on {n_features} features: its hidden weights "
+            f"({', '.join(f'{r} x {c}' for r, c in shapes)}: {n_weights:.4g} values in {self.dtype}, drawn in "
+            "float64 on the CPU) and its float64 readout"
         )
+        host = _device_memory(torch.device("cpu"))
+        if device.type == "cpu":
+            check_fits_in_memory(kept + drawn, f"{what} need", "Reduce n_hidden.", available=host)
+            return
+        check_fits_in_memory(drawn, f"{what}: the float64 draws on the CPU need", "Reduce n_hidden.", available=host)
+        check_fits_in_memory(kept, f"{what} need on {device}", "Reduce n_hidden.", available=_device_memory(device))
 
     def _features_trainable(self) -> bool:
         return any(p.requires_grad for p in self.module_.features.parameters())
@@ -545,10 +626,10 @@ class TorchEstimatorBase(BaseEstimator):
         self.module_.train()
         result = train(
             self.module_,
-            self._to_tensor(train_set.X, device),
+            self._to_tensor(train_set.X, device, "fit"),
             self._targets(train_set, device),
             sample_weight=train_set.weight,
-            X_val=None if valid_set is None else self._to_tensor(valid_set.X, device),
+            X_val=None if valid_set is None else self._to_tensor(valid_set.X, device, "fit"),
             y_val=None if valid_set is None else self._targets(valid_set, device),
             val_weight=None if valid_set is None else valid_set.weight,
             after_step=self._after_step_hook(diagnostics),
@@ -827,8 +908,7 @@ class TorchClassifierBase(ClassifierMixin, TorchEstimatorBase):
             ensure_min_samples=2,
         )
         X = np.asarray(X, dtype=np.float64)
-        check_classification_targets(y)
-        classes = np.unique(y)
+        classes = _sorted_labels(y, "y")
         name = type(self).__name__
         sample_weight = self._positive_weights(sample_weight, X, name)
         weighted = classes if sample_weight is None else np.unique(y[sample_weight > 0])
@@ -848,7 +928,14 @@ class TorchClassifierBase(ClassifierMixin, TorchEstimatorBase):
         weight = sample_weight
         if self.class_weight is not None:
             per_class = compute_class_weight(self.class_weight, classes=classes, y=y, sample_weight=sample_weight)
+            per_class = _unit_max(per_class)  # both factors below 2: their product cannot overflow
             weight = per_class[y_enc] if weight is None else weight * per_class[y_enc]
+            kept = classes[np.unique(y_enc[weight > 0])]
+            if len(kept) < 2:
+                raise ValueError(
+                    f"{name} needs samples of at least 2 classes with positive weight (sample_weight x "
+                    f"class_weight) to train; got {len(kept)} ({kept.tolist()}): check class_weight."
+                )
         return _Data(X, y_enc, weight), classes, sample_weight
 
     def _targets(self, data: _Data, device) -> torch.Tensor:
@@ -954,7 +1041,7 @@ class TorchClassifierBase(ClassifierMixin, TorchEstimatorBase):
                     f"(e.g. np.unique(y_all)), since a chunk may lack some; {type(self).__name__} is not fitted yet."
                 )
             return self.classes_
-        classes = unique_labels(classes)
+        classes = _sorted_labels(np.asarray(classes), "classes")
         if not first and not np.array_equal(classes, self.classes_):
             raise ValueError(
                 f"classes={classes.tolist()} differs from the classes_ of the previous calls, "
@@ -977,8 +1064,7 @@ class TorchClassifierBase(ClassifierMixin, TorchEstimatorBase):
         classes = self._chunk_classes(classes, first)
         X, y = validate_data(self, X, y, reset=first, accept_sparse=False, dtype=[np.float64, np.float32])
         X = np.asarray(X, dtype=np.float64)
-        check_classification_targets(y)
-        unknown = set(np.unique(y).tolist()) - set(classes.tolist())
+        unknown = set(_sorted_labels(y, "y").tolist()) - set(classes.tolist())
         if unknown:
             raise ValueError(
                 f"y holds labels {sorted(unknown, key=str)} that are not among the classes {classes.tolist()} "
@@ -986,12 +1072,11 @@ class TorchClassifierBase(ClassifierMixin, TorchEstimatorBase):
             )
         if not first:
             self._check_same_network("partial_fit", "Call fit to build a new network.")
-        if sample_weight is not None:
-            sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
+        sample_weight = self._positive_weights(sample_weight, X, name)
         y_enc = np.searchsorted(classes, y)
         weight = sample_weight
         if self.class_weight is not None:
-            per_class = compute_class_weight(self.class_weight, classes=classes, y=y)
+            per_class = _unit_max(compute_class_weight(self.class_weight, classes=classes, y=y))
             weight = per_class[y_enc] if weight is None else weight * per_class[y_enc]
         if weight is not None and not np.any(weight > 0):
             raise ValueError(f"{name}: no sample of this chunk has a positive weight (sample_weight x class_weight).")
@@ -1070,6 +1155,28 @@ class TorchClassifierBase(ClassifierMixin, TorchEstimatorBase):
         idx = (out[:, 0] > 0).astype(int) if out.shape[1] == 1 else out.argmax(axis=1)
         return self.classes_[idx]
 
+    def score(self, X, y, sample_weight=None):
+        """Mean accuracy of :meth:`predict` on ``(X, y)``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Raw inputs (the fitted input scaling is applied).
+        y : array-like of shape (n_samples,)
+            True labels.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Weight of every sample (rescaled by a power of two first, so that
+            weights up to the largest float64 do not overflow their sum).
+
+        Returns
+        -------
+        float
+            The (weighted) fraction of correctly classified samples.
+        """
+        if sample_weight is not None:
+            sample_weight = _unit_max(_check_sample_weight(sample_weight, X, dtype=np.float64))
+        return super().score(X, y, sample_weight=sample_weight)
+
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.classifier_tags.multi_class = True
@@ -1127,19 +1234,22 @@ class TorchRegressorBase(RegressorMixin, TorchEstimatorBase):
         name = type(self).__name__
         if Y.shape[1] == 0:
             raise ValueError(f"{name}: y has no columns; it needs at least one output.")
+        if sample_weight is not None:  # the moments count the weights on their own scale (chunks merge by it)
+            sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
+        moments = Moments.of(Y, sample_weight) if sample_weight is None or np.any(sample_weight > 0) else None
         sample_weight = self._positive_weights(sample_weight, X, name)
         if not reset and Y.shape[1] != self.n_outputs_:
             raise ValueError(
                 f"y has {Y.shape[1]} output(s) but {name} was fitted with {self.n_outputs_}; "
                 "the readout keeps its outputs (set warm_start=False, or call fit to start afresh)."
             )
-        return _Data(X, Y, sample_weight), (Y, y.ndim == 1), sample_weight
+        return _Data(X, Y, sample_weight), (Y, y.ndim == 1, moments), sample_weight
 
     def _fit_targets(self, targets, sample_weight) -> None:
-        Y, one_column = targets
+        Y, one_column, moments = targets
         self.n_outputs_ = int(Y.shape[1])
         self._y_1d = bool(one_column)
-        self._target_moments = Moments.of(Y, sample_weight)
+        self._target_moments = moments
         self.target_mean_ = self._target_moments.mean
         self.target_scale_ = self._target_moments.scale()
 
@@ -1153,7 +1263,7 @@ class TorchRegressorBase(RegressorMixin, TorchEstimatorBase):
         moments = getattr(self, "_target_moments", None)
         if moments is None:  # pickled before the moments were kept: the scaling stays as it is
             return
-        self._target_moments = moments.merge(Moments.of(targets[0], sample_weight))
+        self._target_moments = moments.merge(targets[2])
         mean, scale = self._target_moments.mean, self._target_moments.scale()
         ratio = self.target_scale_ / scale
         if np.array_equal(mean, self.target_mean_) and np.all(ratio == 1.0):
@@ -1170,7 +1280,8 @@ class TorchRegressorBase(RegressorMixin, TorchEstimatorBase):
         return self.n_outputs_
 
     def _targets(self, data: _Data, device) -> torch.Tensor:
-        return torch.from_numpy((data.y - self.target_mean_) / self.target_scale_).to(device)
+        half = 0.5 * data.y - 0.5 * self.target_mean_  # (y - mean) / 2, which cannot overflow
+        return torch.from_numpy(half / self.target_scale_ * 2.0).to(device)
 
     @available_if(partial_fit_available)
     @_fit_context(prefer_skip_nested_validation=True)
@@ -1238,7 +1349,13 @@ class TorchRegressorBase(RegressorMixin, TorchEstimatorBase):
             One column per output, in the shape of the training targets (1-D
             when ``y`` was 1-D).
         """
-        out = self._outputs(X) * self.target_scale_ + self.target_mean_
+        with np.errstate(over="ignore"):  # halves first: no overflow short of predictions beyond float64
+            out = (self._outputs(X) * (0.5 * self.target_scale_) + 0.5 * self.target_mean_) * 2.0
+        if not np.all(np.isfinite(out)):
+            raise ValueError(
+                f"{type(self).__name__}'s predictions overflow float64: the targets it was fitted on (scale "
+                f"{np.max(self.target_scale_):.3g}) are too close to the largest float64 value. Rescale the targets."
+            )
         return out[:, 0] if self._y_1d else out
 
     def score(self, X, y, sample_weight=None):
@@ -1258,9 +1375,19 @@ class TorchRegressorBase(RegressorMixin, TorchEstimatorBase):
         float
             :func:`sklearn.metrics.r2_score` of :meth:`predict`, averaged
             uniformly over the outputs: 1 for a perfect fit, 0 for the
-            constant mean, negative for worse.
+            constant mean, negative for worse.  Computed on the targets and
+            predictions divided by a common power of two (and weights by
+            another), so that targets beyond 1e154 (or below 1e-154) and
+            weights up to the largest float64 give the same R² as in units.
         """
-        return super().score(X, y, sample_weight=sample_weight)
+        from sklearn.metrics import r2_score
+
+        pred = self.predict(X)
+        y = check_array(y, ensure_2d=False, dtype=np.float64, input_name="y")
+        if sample_weight is not None:  # weights up to the largest float64: their sums stay finite
+            sample_weight = _unit_max(_check_sample_weight(sample_weight, y, dtype=np.float64))
+        unit = max(float(power_of_two_scale(y)), float(power_of_two_scale(pred)))
+        return float(r2_score(y / unit, pred / unit, sample_weight=sample_weight))
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -389,6 +389,10 @@ class _DEQNetwork:
         self.deq_coefficients_ = deq_ck_coefficients(act, self.sigma_a2, tau0)
         self.center_ = float(self.deq_coefficients_.moments.mean)
 
+    def _hidden_weight_shapes(self, n_features):
+        m = int(self.n_hidden)
+        return [(m, m), (m, int(n_features))]  # A and B
+
     def _make_features(self, n_features, generator, dtype, device):
         return DEQLayer(
             n_features,
@@ -628,6 +632,10 @@ class _ExplicitNetwork:
     def _describe_layers(self) -> str:
         """How the layers came about, for messages."""
         return f"layers={self.layers!r}"
+
+    def _hidden_weight_shapes(self, n_features):
+        m = int(self.n_hidden)
+        return [(m, int(n_features))] + [(m, m)] * (len(self.layers_) - 1)
 
     def _make_features(self, n_features, generator, dtype, device):
         L = len(self.layers_)

@@ -53,12 +53,12 @@ def data():
     return X[:200], y[:200]
 
 
-def _fit(est, X, y):
+def _fit(est, X, y, **fit_params):
     if isinstance(est, TRANSFORMERS):
         return est.fit(X)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        return est.fit(X, y)
+        return est.fit(X, y, **fit_params)
 
 
 def _out(est, X):
@@ -260,9 +260,64 @@ def test_overflowing_inputs_are_clear_errors_never_nan(data, name):
     np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-6)
     with pytest.raises(ValueError, match="too large for the theory"):
         _fit(ALL[name](input_scaling="none"), X * 1e200, y)
+    with pytest.raises(ValueError, match="too small for the theory"):  # tau0^2 underflows
+        _fit(ALL[name](input_scaling="none"), X * 1e-300, y)
     fitted = _fit(ALL[name](), X, y)
-    with pytest.raises(ValueError, match=r"overflow float64|too large for dtype"):
+    with pytest.raises(ValueError, match=r"overflow float64|too large for dtype") as info:
         _out(fitted, X * 1e300)
+    # the advice fits the case: the scaling in use already is input_scaling='global'
+    assert "far outside" in str(info.value) and "use input_scaling='global'" not in str(info.value)
+
+
+@pytest.mark.parametrize("name", list(CLASSIFIERS) + list(REGRESSORS))
+def test_one_sample_weight_of_1e300_names_the_weights_not_the_scaling_in_use(data, name):
+    X, y = data
+    w = np.r_[1e300, np.ones(len(y) - 1)]
+    with pytest.raises(ValueError, match="Sample weights spanning many orders of magnitude") as info:
+        _fit(ALL[name](), X, y, sample_weight=w)
+    assert "use input_scaling='global'" not in str(info.value)
+
+
+@pytest.mark.parametrize("name", list(CLASSIFIERS))
+def test_mixed_string_and_number_labels_get_scikit_learns_message(data, name):
+    X, y = data
+    mixed = np.array(["a" if v % 2 else 1 for v in y], dtype=object)
+    with pytest.raises(ValueError, match=r"Mix of label input types \(string and number\) in y"):
+        _fit(CLASSIFIERS[name](), X, mixed)
+    with pytest.raises(ValueError, match=r"Mix of label input types \(string and number\) in y"):
+        CLASSIFIERS[name]().partial_fit(X, mixed, classes=["1", "a"])
+    with pytest.raises(ValueError, match=r"Mix of label input types \(string and number\) in classes"):
+        CLASSIFIERS[name]().partial_fit(X, y, classes=np.array([0, "a"], dtype=object))
+    with pytest.raises(ValueError, match=r"Mix of label input types .* \['NoneType', 'str'\]"):
+        _fit(CLASSIFIERS[name](), X, np.array(["a" if v % 2 else None for v in y], dtype=object))
+
+
+def test_class_weight_that_leaves_one_class_is_an_error(data):
+    X, y = data
+    with pytest.raises(ValueError, match=r"at least 2 classes with positive weight \(sample_weight x class_weight\)"):
+        _fit(CLASSIFIERS["DEQ"](class_weight={c: 0.0 for c in range(10)}), X, y)
+    with pytest.raises(ValueError, match=r"got 1 \(\[3\]\): check class_weight"):
+        _fit(CLASSIFIERS["DEQ"](class_weight={c: float(c == 3) for c in range(10)}), X, y)
+    weights = {c: 1e308 for c in range(10)}  # their products with sample weights stay finite
+    est = _fit(CLASSIFIERS["DEQ"](class_weight=weights), X, y, sample_weight=np.full(len(y), 1e308))
+    assert est.score(X, y) > 0.9
+
+
+@pytest.mark.parametrize("name", list(CLASSIFIERS) + list(REGRESSORS))
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_a_width_whose_weights_cannot_fit_is_a_memory_error_before_allocation(data, name, dtype):
+    X, y = data
+    m = 2**40
+    est = ALL[name](n_hidden=m, dtype=dtype)
+    with pytest.raises(MemoryError, match=rf"n_hidden={m}\) on 64 features: its hidden weights .* in {dtype}") as info:
+        _fit(est, X, y)
+    assert not hasattr(est, "module_")
+    if "matched" not in name:  # (the matched net's depth depends on its activation)
+        itemsize = 4 if dtype == "float32" else 8
+        n_weights = m * 64 + (m * m if name.startswith("DEQ") else 0)  # B (m x p), and A (m x m) of a DEQ
+        readout = (m + 1) * (10 if name in CLASSIFIERS else 1) * 8
+        draws = 0 if dtype == "float64" else 8 * n_weights  # drawn in float64, then cast
+        assert f"({n_weights * itemsize + readout + draws} bytes)" in str(info.value)
 
 
 @pytest.mark.parametrize("name", list(ALL))

@@ -794,7 +794,8 @@ def test_class_weight_multiplies_sample_weight_and_rejects_unknown_labels(monkey
     monkeypatch.setattr(base, "train", spy)
     cw = {0: 3.0, 2: 0.5}  # class 1 keeps weight 1
     _small(DEQClassifier, class_weight=cw).fit(X, y, sample_weight=w)
-    np.testing.assert_allclose(seen[-1], w * np.array([3.0, 1.0, 0.5])[y])
+    expected = w * np.array([3.0, 1.0, 0.5])[y]  # up to a common factor (weights are rescaled by a power of two)
+    np.testing.assert_allclose(seen[-1] / seen[-1].max(), expected / expected.max())
     _small(DEQClassifier).fit(X, y)
     assert seen[-1] is None  # no weights: the unweighted fast path
     monkeypatch.undo()

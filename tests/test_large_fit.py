@@ -53,17 +53,17 @@ def test_float32_features_are_cached_as_float32_and_fit_as_a_float64_copy_would(
 
 def test_features_that_do_not_fit_in_memory_are_a_clear_error(blobs, monkeypatch):
     X, y = blobs
-    monkeypatch.setattr(base, "_available_memory_bytes", lambda: 300 * 48 * 4 - 1)
+    monkeypatch.setattr(base, "available_memory_bytes", lambda: 300 * 48 * 4 - 1)
     est = DEQClassifier(n_hidden=48, random_state=0)
-    with pytest.raises(MemoryError, match=r"300 x 48 float32 values need .* Train in chunks with partial_fit"):
+    with pytest.raises(MemoryError, match=r"300 x 48 float32 values need: .* Train in chunks with partial_fit"):
         est.fit(X, y)
     assert not hasattr(est, "solver_info_")  # raised before computing features
-    monkeypatch.setattr(base, "_available_memory_bytes", lambda: 300 * 48 * 4)
+    monkeypatch.setattr(base, "available_memory_bytes", lambda: 300 * 48 * 4)
     DEQClassifier(n_hidden=48, random_state=0, max_epochs=50).fit(X, y)
     # float64 networks cache float64 features; trained hidden weights cache nothing
     with pytest.raises(MemoryError, match="float64"):
         DEQClassifier(n_hidden=48, dtype="float64", random_state=0).fit(X, y)
-    monkeypatch.setattr(base, "_available_memory_bytes", lambda: 0)
+    monkeypatch.setattr(base, "available_memory_bytes", lambda: 40000)  # the network's 32280 bytes, no cache
     DEQClassifier(n_hidden=48, trainable="all", max_epochs=1, random_state=0).fit(X, y)
 
 
@@ -74,9 +74,9 @@ def test_a_frozen_network_sees_the_inputs_one_chunk_at_a_time(cls, blobs, monkey
     seen = []
     to_tensor = base.TorchClassifierBase._to_tensor
 
-    def spy(self, X, device):
+    def spy(self, X, device, *args):
         seen.append(len(X))
-        return to_tensor(self, X, device)
+        return to_tensor(self, X, device, *args)
 
     monkeypatch.setattr(base.TorchClassifierBase, "_chunk_rows", lambda self: 64)
     monkeypatch.setattr(base.TorchClassifierBase, "_to_tensor", spy)

@@ -347,3 +347,78 @@ def test_lbfgs_backs_off_from_trial_points_where_the_fixed_point_diverges():
         model.w.fill_(2.0)  # a divergent starting point is the user's error
     with pytest.raises(DEQDivergenceError):
         train(model, X, y, optimizer="lbfgs", loss="squared", max_epochs=5)
+
+
+# ---------------------------------------------------------------------------
+# targets and weights at the ends of float64
+
+
+@pytest.mark.parametrize("cls", REGRESSORS)
+@pytest.mark.parametrize("factor", [1e-300, 1e200, 1e300])
+def test_targets_anywhere_in_float64_give_the_model_in_units(cls, factor, friedman):
+    X, y = friedman
+    units = _small(cls, n_hidden=16).fit(X, y)
+    scaled = _small(cls, n_hidden=16).fit(X, y * factor)  # (y - mean)^2 overflowed (NaN) or underflowed (R² 1)
+    np.testing.assert_allclose(scaled.target_scale_ / factor, units.target_scale_, rtol=1e-12)
+    np.testing.assert_allclose(scaled.predict(X) / factor, units.predict(X), rtol=1e-6)
+    assert scaled.score(X, y * factor) == pytest.approx(units.score(X, y), rel=1e-9)
+    assert 0.5 < units.score(X, y) < 1
+
+
+def test_target_moments_of_constant_and_extreme_columns():
+    from sk_deq._inputs import Moments
+
+    y = np.linspace(-1, 1, 200)
+    Y = np.column_stack([np.full(200, 1e308), y * 1.7e308, y * 1e-310, np.full(200, -3.0)])
+    m = Moments.of(Y)
+    np.testing.assert_allclose(m.mean / [1e308, 1.7e308, 1e-310, 1.0], [1, 0, 0, -3.0], atol=1e-15)
+    np.testing.assert_allclose(m.scale(), [1.0, np.std(y) * 1.7e308, np.std(y) * 1e-310, 1.0], rtol=1e-6)
+    weighted = Moments.of(Y[:, 1:2], np.r_[np.ones(100), np.zeros(100)])
+    alone = Moments.of(Y[:100, 1:2])
+    np.testing.assert_allclose([weighted.mean, weighted.scale()], [alone.mean, alone.scale()], rtol=1e-12)  # weight 0: absent
+
+
+def test_target_moments_merge_chunks_weighted_on_different_scales():
+    """Chunks whose weights differ by 1e300 merge in proportion to their weights, without overflow."""
+    from sk_deq._inputs import Moments
+
+    rng = np.random.default_rng(0)
+    Y, w = rng.normal(size=(300, 2)) * [1.0, 1e200], rng.uniform(0.5, 2, 300) * np.repeat([1.0, 1e300, 1e-300], 100)
+    merged = Moments.of(Y[:100], w[:100]).merge(Moments.of(Y[100:200], w[100:200])).merge(Moments.of(Y[200:], w[200:]))
+    whole = Moments.of(Y, w)
+    np.testing.assert_allclose(merged.mean / [1, 1e200], whole.mean / [1, 1e200], rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(merged.scale(), whole.scale(), rtol=1e-12)
+    np.testing.assert_allclose(whole.mean / [1, 1e200], np.average(Y[100:200] / [1, 1e200], axis=0, weights=w[100:200]))
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered in reduce:RuntimeWarning")  # sklearn's finite check
+def test_predictions_beyond_float64_are_an_error_not_inf(friedman):
+    X, y = friedman
+    y = np.where(y > np.median(y), 1.7e308, -1.7e308)
+    reg = _small(DEQRegressor, n_hidden=16, alpha=0.0).fit(X, y)
+    try:
+        pred = reg.predict(X)
+    except ValueError as exc:
+        assert "predictions overflow float64" in str(exc)
+    else:
+        assert np.all(np.isfinite(pred))
+
+
+def test_score_takes_weights_up_to_the_largest_float64(friedman):
+    X, y = friedman
+    reg = _small(DEQRegressor, n_hidden=16).fit(X, y)
+    expected = reg.score(X, y)
+    assert reg.score(X, y, sample_weight=np.full(len(y), 1e308)) == pytest.approx(expected, rel=1e-12)
+    clf = _small(DEQClassifier, n_hidden=16).fit(X, y > np.median(y))
+    accuracy = clf.score(X, y > np.median(y))
+    assert clf.score(X, y > np.median(y), sample_weight=np.full(len(y), 1e308)) == pytest.approx(accuracy)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_sample_weights_up_to_the_largest_float64_are_the_unweighted_fit(friedman, dtype):
+    X, y = friedman
+    plain = _small(DEQRegressor, n_hidden=16, dtype=dtype).fit(X, y, sample_weight=np.ones(len(y)))
+    for w in (1e308, 1e-310):  # their sums overflowed (NaN mean, "samples are identical") or were subnormal
+        big = _small(DEQRegressor, n_hidden=16, dtype=dtype).fit(X, y, sample_weight=np.full(len(y), w))
+        np.testing.assert_allclose(big.input_scale_, plain.input_scale_, rtol=1e-12)
+        np.testing.assert_allclose(big.predict(X), plain.predict(X), rtol=1e-7, atol=1e-7)
