@@ -22,9 +22,9 @@ from sk_deq.activations import ACTIVATION_NAMES, get_activation
 from sk_deq.nn import block_rows, map_row_blocks
 
 #: Batch sizes of the sweep: around the block sizes (16, 64, 1024) and up to the whole pool.
-SIZES = (1, 3, 16, 17, 63, 64, 65, 128, 299, 300)
+SIZES = (1, 7, 16, 17, 63, 64, 65, 255, 300)
 #: Rows predicted one at a time (the others go through in every larger batch size).
-SINGLE_ROWS = 24
+SINGLE_ROWS = 16
 
 
 @pytest.fixture(scope="module")
@@ -35,12 +35,14 @@ def digits():
 
 def _models(width, dtype):
     common = dict(n_hidden=width, dtype=dtype, random_state=0)
-    return {
+    models = {
         "deq": DEQClassifier("relu", 0.2, **common),
-        "deq_tanh_anderson": DEQRegressor("tanh", 0.5, solver="anderson", **common),
         "matched": MatchedExplicitClassifier("tanh", 0.3, **common),
         "explicit": ExplicitClassifier(("gelu", "silu"), **common),
     }
+    if width <= 256:  # Anderson's per-sample least squares (batched products of their own); slow when wide
+        models["deq_tanh_anderson"] = DEQRegressor("tanh", 0.5, solver="anderson", **common)
+    return models
 
 
 @pytest.fixture(
@@ -67,6 +69,8 @@ def _outputs(model, X):
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("name", ["deq", "deq_tanh_anderson", "matched", "explicit"])
 def test_outputs_do_not_depend_on_batch_size_or_row_order(fitted, digits, name, threads):
+    if name not in fitted:
+        pytest.skip(f"{name} is swept at the small width only")
     model, pool = fitted[name], digits[2]
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
