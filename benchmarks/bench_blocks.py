@@ -42,7 +42,7 @@ import sk_deq._torch_base as torch_base
 from sk_deq import DEQClassifier, MatchedExplicitClassifier
 from sk_deq.nn import block_rows, map_row_blocks
 
-BLOCKS = (16, 64, 256, 1024)
+BLOCKS = (16, 32, 64, 256, 1024)
 
 
 def _fit(model, X, y):

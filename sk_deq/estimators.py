@@ -125,9 +125,10 @@ _CLASSIFIER_TRAINING_DOC = """    readout : {'logistic', 'ridge'}, default='logi
         float64 below 2**20 feature entries (then weighted and repeated
         samples give the same fit) and in the features' dtype above, where
         they are bound by memory traffic (see :mod:`sk_deq.nn.readout`).
-        (On GPUs, whose libraries may pick kernels by shape, float32 outputs
-        can differ between batch sizes in the last bits; float64 keeps them
-        within about 1e-13.)
+        On the CPU a sample's outputs do not depend on its batch, bitwise,
+        in either dtype (see :ref:`batch-invariance`); on a GPU, whose
+        libraries may choose kernels by more than the shape, they may differ
+        in the last bits.
     device : None, str or torch.device, default='auto'
         ``'auto'`` uses CUDA when available, else the CPU; ``None`` and
         ``'cpu'`` the CPU; ``'cuda'`` or ``'cuda:N'`` that GPU.  The same
@@ -207,9 +208,10 @@ _REGRESSOR_TRAINING_DOC = """    optimizer : {'auto', 'lbfgs', 'adam', 'sgd'}, d
         float64 below 2**20 feature entries (then weighted and repeated
         samples give the same fit) and in the features' dtype above, where
         they are bound by memory traffic (see :mod:`sk_deq.nn.readout`).
-        (On GPUs, whose libraries may pick kernels by shape, float32 outputs
-        can differ between batch sizes in the last bits; float64 keeps them
-        within about 1e-13.)
+        On the CPU a sample's outputs do not depend on its batch, bitwise,
+        in either dtype (see :ref:`batch-invariance`); on a GPU, whose
+        libraries may choose kernels by more than the shape, they may differ
+        in the last bits.
     device : None, str or torch.device, default='auto'
         ``'auto'`` uses CUDA when available, else the CPU; ``None`` and
         ``'cpu'`` the CPU; ``'cuda'`` or ``'cuda:N'`` that GPU.  The same

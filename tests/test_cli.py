@@ -271,8 +271,8 @@ INAPPLICABLE = [
     (["compare", "--activations", "relu,tanh,relu"], "argument --activations: relu given more than once"),
     (["spectrum", "--sizes", "100,100"], "argument --sizes: 100 given more than once"),
     (["compare", "--cv", "1"], "argument --cv: expected an integer of at least 2 folds, got '1'"),
-    (["compare", "--device", "mps"], "argument --device: device must be 'auto', 'cpu', 'cuda' or 'cuda:N'"),
-    (["compare", "--device", "gpu"], "argument --device: device must be"),
+    (["compare", "--device", "mps"], "argument --device: --device mps is not supported: MPS devices have no float64"),
+    (["compare", "--device", "gpu"], "argument --device: --device gpu names no device"),
 ]
 
 
@@ -292,7 +292,7 @@ def test_the_options_the_sphere_run_uses_are_accepted(capsys):
 def test_sizes_that_cannot_fit_are_refused_before_allocating(capsys, monkeypatch):
     import sk_deq.kernels.memory as memory
 
-    monkeypatch.setattr(memory, "_available_memory_bytes", lambda: 2**30)
+    monkeypatch.setattr(memory, "available_memory_bytes", lambda: 2**30)
     for argv in (["spectrum", "--data", "sphere"], ["spectrum"]):
         assert main([*argv, "--sizes", "100,20000", "--no-progress"]) == 2
         err = capsys.readouterr().err

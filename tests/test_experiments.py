@@ -223,7 +223,9 @@ def test_cli_compare_bad_arguments_are_usage_errors(capsys, argv, message):
 def test_cli_out_must_be_a_directory(tmp_path, capsys):
     f = tmp_path / "file.txt"
     f.write_text("x")
-    assert main(["compare", "--quick", "--datasets", "digits", "--out", str(f)]) == 2
+    with pytest.raises(SystemExit) as exit_:  # an argument error, before the run
+        main(["compare", "--quick", "--datasets", "digits", "--out", str(f)])
+    assert exit_.value.code == 2
     assert "--out must be a directory" in capsys.readouterr().err
 
 
