@@ -145,8 +145,10 @@ def main(argv=None) -> None:
         torch.set_num_threads(args.threads)
     print(HEADER)
     collect(quick=args.quick, repeats=args.repeats, widths=args.widths, show=lambda r: print(_row(r), flush=True))
-    print("* the default block of the width (sk_deq.nn.block_rows); ratios: to the batch run (4096 rows), "
-          "to the 16-row block (1 row)")
+    print(
+        "* the default block of the width (sk_deq.nn.block_rows); ratios: to the batch run (4096 rows), "
+        "to the 16-row block (1 row)"
+    )
 
 
 if __name__ == "__main__":

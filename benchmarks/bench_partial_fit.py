@@ -59,10 +59,20 @@ from sk_deq import (
 
 #: task -> (loader, training rows, chunk rows, target score, {model: class})
 STREAMS = {
-    "digits": (load_digits, 1500, 250, 0.96, {"deq": DEQClassifier, "matched": MatchedExplicitClassifier,
-                                              "explicit": ExplicitClassifier}),
-    "diabetes": (load_diabetes, 350, 50, 0.45, {"deq": DEQRegressor, "matched": MatchedExplicitRegressor,
-                                                "explicit": ExplicitRegressor}),
+    "digits": (
+        load_digits,
+        1500,
+        250,
+        0.96,
+        {"deq": DEQClassifier, "matched": MatchedExplicitClassifier, "explicit": ExplicitClassifier},
+    ),
+    "diabetes": (
+        load_diabetes,
+        350,
+        50,
+        0.45,
+        {"deq": DEQRegressor, "matched": MatchedExplicitRegressor, "explicit": ExplicitRegressor},
+    ),
 }
 PASSES = 5
 
@@ -119,11 +129,23 @@ def run_seed(task, seed, args) -> list[dict]:
             est = cls(n_hidden=args.width, learning_rate=lr, random_state=seed)
             score, seconds = stream_model(est, data, chunk, **first)
             rows.append(
-                {"task": task, "model": name, "seed": seed, "learning_rate": lr, "partial_fit": score,
-                 "partial_fit_s": seconds, "fit": fit, "sgd": sgd, "sgd_s": sgd_s, "target": target}
+                {
+                    "task": task,
+                    "model": name,
+                    "seed": seed,
+                    "learning_rate": lr,
+                    "partial_fit": score,
+                    "partial_fit_s": seconds,
+                    "fit": fit,
+                    "sgd": sgd,
+                    "sgd_s": sgd_s,
+                    "target": target,
+                }
             )
-            print(f"  {task} {name} seed {seed} lr {lr}: partial_fit {score:.3f}, fit {fit:.3f}, SGD {sgd:.3f}",
-                  flush=True)
+            print(
+                f"  {task} {name} seed {seed} lr {lr}: partial_fit {score:.3f}, fit {fit:.3f}, SGD {sgd:.3f}",
+                flush=True,
+            )
     return rows
 
 
@@ -156,18 +178,22 @@ def summarise(rows) -> list[dict]:
 
 
 def print_summary(records, seeds):
-    head = (f"| {'stream':<8} | {'model':<8} | {'lr':>6} | {'partial_fit mean':>16} | {'worst':>6} | "
-            f"{'fit mean':>8} | {'fit worst':>9} | {'worst pf - fit':>14} | {'SGD mean':>8} | {'SGD worst':>9} | "
-            f"{'pf s':>6} | {'target':>6} | met |")
+    head = (
+        f"| {'stream':<8} | {'model':<8} | {'lr':>6} | {'partial_fit mean':>16} | {'worst':>6} | "
+        f"{'fit mean':>8} | {'fit worst':>9} | {'worst pf - fit':>14} | {'SGD mean':>8} | {'SGD worst':>9} | "
+        f"{'pf s':>6} | {'target':>6} | met |"
+    )
     print(f"\nover seeds {seeds} (accuracy for digits, R² for diabetes), median seconds of the 5 passes")
     print(head)
     print("|" + "|".join("-" * len(c) for c in head.split("|")[1:-1]) + "|")
     for r in records:
-        print(f"| {r['task']:<8} | {r['model']:<8} | {r['learning_rate']:>6} | {r['partial_fit_mean']:>16.3f} | "
-              f"{r['partial_fit_worst']:>6.3f} | {r['fit_mean']:>8.3f} | {r['fit_worst']:>9.3f} | "
-              f"{r['worst_gap_to_fit']:>+14.3f} | {r['sgd_mean']:>8.3f} | "
-              f"{r['sgd_worst']:>9.3f} | {r['partial_fit_s']:>6.1f} | {r['target']:>6.2f} | "
-              f"{'yes' if r['met'] else 'NO':>3} |")
+        print(
+            f"| {r['task']:<8} | {r['model']:<8} | {r['learning_rate']:>6} | {r['partial_fit_mean']:>16.3f} | "
+            f"{r['partial_fit_worst']:>6.3f} | {r['fit_mean']:>8.3f} | {r['fit_worst']:>9.3f} | "
+            f"{r['worst_gap_to_fit']:>+14.3f} | {r['sgd_mean']:>8.3f} | "
+            f"{r['sgd_worst']:>9.3f} | {r['partial_fit_s']:>6.1f} | {r['target']:>6.2f} | "
+            f"{'yes' if r['met'] else 'NO':>3} |"
+        )
 
 
 def _namespace(quick, seeds, models=("deq", "matched", "explicit"), learning_rates=("auto",), width=None):
@@ -204,8 +230,9 @@ def collect(quick=False, repeats=3, threads=1):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--models", nargs="+", default=["deq", "matched", "explicit"],
-                        choices=["deq", "matched", "explicit"])
+    parser.add_argument(
+        "--models", nargs="+", default=["deq", "matched", "explicit"], choices=["deq", "matched", "explicit"]
+    )
     parser.add_argument("--width", type=int, default=None, help="n_hidden (default: the estimators' 1024)")
     parser.add_argument("--learning-rates", nargs="+", default=["auto"], help="'auto' or numbers")
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2, 3, 4])
@@ -217,13 +244,21 @@ def main(argv=None):
     args = _namespace(cli.quick, seeds, cli.models, cli.learning_rates, cli.width)
     if cli.threads:
         torch.set_num_threads(cli.threads)
-    print(f"# partial_fit at its defaults: {PASSES} passes; torch {torch.__version__}, "
-          f"{torch.get_num_threads()} thread(s), width {args.width}")
+    print(
+        f"# partial_fit at its defaults: {PASSES} passes; torch {torch.__version__}, "
+        f"{torch.get_num_threads()} thread(s), width {args.width}"
+    )
     out = measure(args)
     print_summary(out["records"], args.seeds)
-    out = {"benchmark": "partial_fit", **out,
-           "environment": {"torch": torch.__version__, "threads": torch.get_num_threads(),
-                           "python": platform.python_version()}}
+    out = {
+        "benchmark": "partial_fit",
+        **out,
+        "environment": {
+            "torch": torch.__version__,
+            "threads": torch.get_num_threads(),
+            "python": platform.python_version(),
+        },
+    }
     path = Path(cli.json)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(out, indent=2))

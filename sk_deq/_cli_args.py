@@ -164,7 +164,9 @@ def _option(parser, flag: str, defaults: dict, help: str, *, deferred: bool = Fa
     default = defaults[dest]
     if deferred:
         parser.set_defaults(_deferred={**(parser.get_default("_deferred") or {}), dest: default})
-    parser.add_argument(flag, default=None if deferred else default, help=f"{help} (default: {_text(default)})", **kwargs)
+    parser.add_argument(
+        flag, default=None if deferred else default, help=f"{help} (default: {_text(default)})", **kwargs
+    )
 
 
 def fill_deferred(args) -> set:

@@ -312,8 +312,7 @@ class TorchEstimatorBase(BaseEstimator):
         """What to do about inputs too large after scaling: it depends on the scaling and on what is computed."""
         if self.input_mean_ is None:  # fitted with input_scaling='none'
             return (
-                "use input_scaling='global' (fitted on data of the same scale), dtype='float64', or rescale the "
-                "inputs."
+                "use input_scaling='global' (fitted on data of the same scale), dtype='float64', or rescale the inputs."
             )
         scaling = (
             f"input_scaling='global' divides by the (weighted) spread {self.input_scale_:.3g} of the data it was "

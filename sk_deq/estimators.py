@@ -810,8 +810,7 @@ class _MatchedLayers(_ExplicitNetwork):
 
     def _describe_layers(self):
         return (
-            f"the match of activation={self.activation!r}, sigma_a2={self.sigma_a2!r} is one "
-            f"{self.match_.family} layer"
+            f"the match of activation={self.activation!r}, sigma_a2={self.sigma_a2!r} is one {self.match_.family} layer"
         )
 
 

@@ -321,7 +321,9 @@ class ComparisonResult(JSONResult):
         if per_fold:
             lines += ["", "Per-fold scores:"]
             for name, s, bad in zip(self.names, self.scores, self.failed):
-                lines.append(f"  {name:<{width}} " + " ".join("failed" if f else f"{v:.{dec}f}" for v, f in zip(s, bad)))
+                lines.append(
+                    f"  {name:<{width}} " + " ".join("failed" if f else f"{v:.{dec}f}" for v, f in zip(s, bad))
+                )
         if self.pairwise:
             ratio = float(np.mean(self.n_test) / np.mean(self.n_train))
             lines += [
@@ -354,7 +356,9 @@ class ComparisonResult(JSONResult):
         notes = []
         if self.failed.any():
             counts = ", ".join(
-                f"{name} on {int(bad.sum())} of {self.n_folds}" for name, bad in zip(self.names, self.failed) if bad.any()
+                f"{name} on {int(bad.sum())} of {self.n_folds}"
+                for name, bad in zip(self.names, self.failed)
+                if bad.any()
             )
             notes.append(
                 f"Failed fits or scorings ({counts} folds) are left out: each pair is tested on the folds where "

@@ -208,7 +208,9 @@ def test_compare_cv_runs_compare_estimators_per_width(capsys, tmp_path):
     assert out.count("corrected resampled t-test") == 2 and "deq - matched" in out
     assert (tmp_path / "compare_cv.json").exists()
     assert (tmp_path / "compare_cv_digits_tanh_64.png").stat().st_size > 0
-    assert "DEQ vs matched: significant (p < 0.05) in " in out and out.index("DEQ vs matched") > out.rindex("deq - matched")
+    assert "DEQ vs matched: significant (p < 0.05) in " in out and out.index("DEQ vs matched") > out.rindex(
+        "deq - matched"
+    )
 
 
 # ---------------------------------------------------------------------------

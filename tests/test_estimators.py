@@ -442,7 +442,9 @@ def test_warm_start_and_partial_fit_refuse_a_changed_network_definition(cls, cha
         est.fit(X, y)
         before = est.decision_function(X)
         name = next(iter(change))
-        with pytest.raises(ValueError, match=rf"warm_start keeps the network of the previous fit \({name}=.*; got {name}="):
+        with pytest.raises(
+            ValueError, match=rf"warm_start keeps the network of the previous fit \({name}=.*; got {name}="
+        ):
             est.set_params(**change).fit(X, y)
         with pytest.raises(ValueError, match=rf"partial_fit keeps the network .*{name}=.*Call fit to build"):
             est.partial_fit(X, y)
@@ -483,7 +485,7 @@ def test_trainable_hidden_without_hidden_weights_is_an_error(cls, params, what, 
     est = _small(cls, trainable="hidden", optimizer="adam", **params)
     with pytest.raises(ValueError, match=rf"trainable='hidden' trains the weights W_2 \.\. W_L.*{what}"):
         est.fit(X, y)
-    with pytest.raises(ValueError, match="only the readout would train. Use trainable='readout'"):
+    with pytest.raises(ValueError, match=r"only the readout would train\. Use trainable='readout'"):
         _small(cls, trainable="hidden", **params).partial_fit(X, y, classes=[0, 1, 2])
     assert _small(cls, trainable="all", optimizer="adam", max_epochs=2, **params).fit(X, y).n_iter_ == 2
 

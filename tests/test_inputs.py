@@ -102,7 +102,9 @@ def test_squared_norms():
 
 def test_squared_norms_overflow_is_a_clear_error():
     X = np.array([[1.0, 2.0], [3e154, 0.0]])
-    with pytest.raises(ValueError, match=r"samples of Y overflow float64 \(largest \|value\| 3e\+154, after any input scaling\)"):
+    with pytest.raises(
+        ValueError, match=r"samples of Y overflow float64 \(largest \|value\| 3e\+154, after any input scaling\)"
+    ):
         squared_norms(X, "Y")
 
 

@@ -569,7 +569,10 @@ def test_to_frame_holds_every_fold_of_every_estimator(iris):
 @pytest.mark.parametrize(
     "kwargs,message",
     [
-        ({"cv": [(np.arange(10), np.arange(140, 160))] * 2}, r"cv split 0: the test set holds indices outside \[0, 150\)"),
+        (
+            {"cv": [(np.arange(10), np.arange(140, 160))] * 2},
+            r"cv split 0: the test set holds indices outside \[0, 150\)",
+        ),
         ({"cv": [(np.arange(100), np.array([], dtype=int))] * 2}, "cv split 0: the test set must be a non-empty"),
         # a boolean mask would have been counted as n_samples training rows
         ({"cv": [(np.arange(150) < 100, np.arange(100, 150))] * 2}, "training set must be a non-empty 1-D array"),

@@ -375,7 +375,9 @@ def test_target_moments_of_constant_and_extreme_columns():
     np.testing.assert_allclose(m.scale(), [1.0, np.std(y) * 1.7e308, np.std(y) * 1e-310, 1.0], rtol=1e-6)
     weighted = Moments.of(Y[:, 1:2], np.r_[np.ones(100), np.zeros(100)])
     alone = Moments.of(Y[:100, 1:2])
-    np.testing.assert_allclose([weighted.mean, weighted.scale()], [alone.mean, alone.scale()], rtol=1e-12)  # weight 0: absent
+    np.testing.assert_allclose(
+        [weighted.mean, weighted.scale()], [alone.mean, alone.scale()], rtol=1e-12
+    )  # weight 0: absent
 
 
 def test_target_moments_merge_chunks_weighted_on_different_scales():

@@ -302,7 +302,10 @@ def cv_verdict(runs) -> str:
         significantly (p < 0.05), and where; empty if no test has a p-value.
     """
     rows = [
-        {**{k: run[k] for k in ("dataset", "activation", "width")}, "tests": {"matched": run["result"].test("deq", "matched").to_dict()}}
+        {
+            **{k: run[k] for k in ("dataset", "activation", "width")},
+            "tests": {"matched": run["result"].test("deq", "matched").to_dict()},
+        }
         for run in runs
         if run["result"].pairwise
     ]
