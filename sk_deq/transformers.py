@@ -422,7 +422,13 @@ class ImplicitCKKernel(Kernel):
     sigma_a2 : float, default=0.2
         Recurrent weight variance, in (0, 1).
     sigma_a2_bounds : pair of floats or 'fixed', default=(1e-3, 0.9)
-        Bounds of ``sigma_a2`` for hyperparameter optimisation.
+        Bounds of ``sigma_a2`` for hyperparameter optimisation.  The CK is
+        computed across them for every named activation, at any input scale
+        (``tests/test_kernel_solvers.py``).  The NTK needs ``sigma_a2 * E[phi'(u)^2] < 1`` at every sample's
+        pre-activation scale: for ``'erf'`` (``E[phi'^2] -> 4/pi`` at small
+        inputs) keep the upper bound below ``pi/4`` when inputs come near
+        zero; beyond it the kernel raises a ``ValueError`` naming the
+        measured contraction.
     kernel : {'ck', 'feature', 'ntk'}, default='ck'
         Which kernel (see :class:`ImplicitCKTransformer`).
     tau0 : float, default=1.0
