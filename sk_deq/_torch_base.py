@@ -245,7 +245,7 @@ class TorchEstimatorBase(BaseEstimator):
         """Learn what the task needs from the targets of a new fit (classes, target scaling)."""
         raise NotImplementedError
 
-    def _continue_targets(self, targets, sample_weight) -> None:
+    def _continue_targets(self, targets) -> None:
         """Update what :meth:`_fit_targets` learnt with a later ``partial_fit`` chunk (nothing by default)."""
 
     def _n_outputs(self) -> int:
@@ -267,19 +267,25 @@ class TorchEstimatorBase(BaseEstimator):
         return False
 
     @staticmethod
-    def _positive_weights(sample_weight, X, name: str):
-        """Validated ``sample_weight``, rescaled by :func:`_unit_max` (None stays None); all zero is an error.
-
-        Every use of the weights is a weighted average, which their scale
-        does not change; rescaled below 2, their sums cannot overflow
-        (weights up to the largest float64).
-        """
+    def _checked_weights(sample_weight, X, name: str):
+        """Validated ``sample_weight`` on its own scale (None stays None); all zero is an error."""
         if sample_weight is None:
             return None
         sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
         if not np.any(sample_weight > 0):
             raise ValueError(f"{name}: all sample weights are zero; at least one must be positive.")
-        return _unit_max(sample_weight)
+        return sample_weight
+
+    @classmethod
+    def _positive_weights(cls, sample_weight, X, name: str):
+        """:meth:`_checked_weights`, rescaled by :func:`_unit_max`.
+
+        Every use of the weights is a weighted average, which their scale
+        does not change; rescaled below 2, their sums cannot overflow
+        (weights up to the largest float64).
+        """
+        sample_weight = cls._checked_weights(sample_weight, X, name)
+        return None if sample_weight is None else _unit_max(sample_weight)
 
     # ---------------------------------------------------------------- helpers
     @property
@@ -705,7 +711,7 @@ class TorchEstimatorBase(BaseEstimator):
             self._stream = Stream(np.random.RandomState(seeds[2]))
         else:
             self._initialize(data.X, targets, sample_weight, None, device, warm=True)
-            self._continue_targets(targets, sample_weight)
+            self._continue_targets(targets)
         t_start = time.perf_counter()
         result = self._train_chunk(data.positive(), device)
         self._record_chunk(result, time.perf_counter() - t_start)
@@ -1233,10 +1239,9 @@ class TorchRegressorBase(RegressorMixin, TorchEstimatorBase):
         name = type(self).__name__
         if Y.shape[1] == 0:
             raise ValueError(f"{name}: y has no columns; it needs at least one output.")
-        if sample_weight is not None:  # the moments count the weights on their own scale (chunks merge by it)
-            sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
-        moments = Moments.of(Y, sample_weight) if sample_weight is None or np.any(sample_weight > 0) else None
-        sample_weight = self._positive_weights(sample_weight, X, name)
+        sample_weight = self._checked_weights(sample_weight, X, name)
+        moments = Moments.of(Y, sample_weight)  # the weights on their own scale: chunks merge by it
+        sample_weight = None if sample_weight is None else _unit_max(sample_weight)
         if not reset and Y.shape[1] != self.n_outputs_:
             raise ValueError(
                 f"y has {Y.shape[1]} output(s) but {name} was fitted with {self.n_outputs_}; "
@@ -1252,7 +1257,7 @@ class TorchRegressorBase(RegressorMixin, TorchEstimatorBase):
         self.target_mean_ = self._target_moments.mean
         self.target_scale_ = self._target_moments.scale()
 
-    def _continue_targets(self, targets, sample_weight) -> None:
+    def _continue_targets(self, targets) -> None:
         """Merge a chunk's targets into the running standardisation; rescale the readout to keep its predictions.
 
         The readout's outputs ``o`` predict ``o * target_scale_ +
