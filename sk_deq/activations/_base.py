@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from .. import _gaussian
+from . import gaussian
 from ._duals import DualFormula
 
 __all__ = ["Activation", "GaussianMoments"]
@@ -401,7 +401,7 @@ class Activation:
             ``E[phi0(t xi)]`` for ``xi ~ N(0, 1)`` (``phi0(0)`` for an odd
             activation).
         """
-        return self._value_at_zero() if self.odd else _gaussian.expect(self, t, self.breakpoints)
+        return self._value_at_zero() if self.odd else gaussian.expect(self, t, self.breakpoints)
 
     def variance(self, t: float) -> float:
         """``Var_t[phi0]`` (two-pass, so a large mean costs no precision).
@@ -419,7 +419,7 @@ class Activation:
         """
         with np.errstate(all="ignore"):
             m = self.mean(t)
-            v = _gaussian.expect(lambda x: (self(x) - m) ** 2, t, self.breakpoints)
+            v = gaussian.expect(lambda x: (self(x) - m) ** 2, t, self.breakpoints)
         return v if np.isfinite(v) else np.inf
 
     def moments(self, t: float) -> GaussianMoments:
@@ -453,17 +453,17 @@ class Activation:
         # Overflow inside a user's function shows up as a non-finite moment,
         # reported below with a clear message.
         with np.errstate(all="ignore"):
-            m = self._value_at_zero() if self.odd else _gaussian.expect(self, t, bp)
+            m = self._value_at_zero() if self.odd else gaussian.expect(self, t, bp)
 
             def centred_sq(x):
                 c = self(x) - m
                 return c * c
 
-            var = _gaussian.expect(centred_sq, t, bp)
-            d1 = _gaussian.stein_d1(self, t, bp)
-            d2 = 0.0 if self.odd else _gaussian.stein_d2(self, t, bp)
-            sq_d2 = _gaussian.stein_d2(centred_sq, t, bp)
-            d1_sq = _gaussian.expect(lambda x: self.derivative(x) ** 2, t, bp)
+            var = gaussian.expect(centred_sq, t, bp)
+            d1 = gaussian.stein_d1(self, t, bp)
+            d2 = 0.0 if self.odd else gaussian.stein_d2(self, t, bp)
+            sq_d2 = gaussian.stein_d2(centred_sq, t, bp)
+            d1_sq = gaussian.expect(lambda x: self.derivative(x) ** 2, t, bp)
         out = GaussianMoments(t, m, var, d1, d2, sq_d2, d1_sq)
         _check_finite_moments(self, out)
         return out

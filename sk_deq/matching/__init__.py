@@ -37,6 +37,7 @@ fluctuations of the sample norms (see :ref:`theory-matching`).
 
 from .families import FAMILIES, LAYER_KINDS
 from ._match import match_explicit
+from ._problem import EQUATIONS
 from ._result import MatchingError, MatchResult
 
 __all__ = [
@@ -45,4 +46,5 @@ __all__ = [
     "match_explicit",
     "FAMILIES",
     "LAYER_KINDS",
+    "EQUATIONS",
 ]

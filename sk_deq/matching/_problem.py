@@ -13,6 +13,7 @@ from ..theory import (
 )
 
 
+#: Names of the matching equations, in the order of ``KernelCoefficients.equations()``.
 EQUATIONS = ("M1", "M2", "M3", "M4")
 
 #: Powers of ``tau0`` in the natural scale ``D / tau0^k`` of M1-M4 (``D`` the
