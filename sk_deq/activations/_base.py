@@ -287,12 +287,12 @@ class Activation:
         Parameters
         ----------
         x : array-like of float
-            Points, of any shape (converted to a float64 array).
+            Where to differentiate: any shape, converted to float64.
 
         Returns
         -------
         ndarray
-            ``phi0'(x)``, of the shape of ``x``.
+            The slopes ``phi0'(x)``, one per entry of ``x``.
         """
         x = np.asarray(x, dtype=float)
         if self._derivative is not None:

@@ -87,7 +87,16 @@ def _elu_d(x):
 
 
 class _ClosedFormFamily(Activation):
-    """A parametric family whose Gaussian moments have closed forms (``_moments_at``, ``_mean_at``)."""
+    """A parametric family whose Gaussian moments have closed forms (``_moments_at``, ``_mean_at``).
+
+    Subclasses define the numpy form ``_f``, its derivative ``_fprime`` and
+    the torch form ``_ftorch``.
+    """
+
+    def _init_forms(self, name: str, breakpoints: tuple = (), odd: bool | None = None) -> None:
+        super().__init__(
+            self._f, name=name, derivative=self._fprime, breakpoints=breakpoints, torch_func=self._ftorch, odd=odd
+        )
 
     def _variance_at(self, t):
         return self.moments(t).var
@@ -124,14 +133,7 @@ class LeakyReLU(_ClosedFormFamily):
 
     def __init__(self, a: float = 1.0, b: float = 0.0, name: str | None = None):
         self.a, self.b = float(a), float(b)
-        super().__init__(
-            self._f,
-            name=name or "leaky_relu",
-            derivative=self._fprime,
-            breakpoints=(0.0,),
-            torch_func=self._ftorch,
-            odd=(self.a == self.b),
-        )
+        self._init_forms(name or "leaky_relu", (0.0,), odd=(self.a == self.b))
 
     def _f(self, x):
         return np.where(x >= 0, self.a * x, self.b * x)
@@ -200,14 +202,7 @@ class HardTanh(_ClosedFormFamily):
         self.a, self.c = float(a), float(c)
         if not self.c > 0:
             raise ValueError(f"HardTanh threshold c must be positive, got {c!r}.")
-        super().__init__(
-            self._f,
-            name=name or "hard_tanh",
-            derivative=self._fprime,
-            breakpoints=(-self.c, self.c),
-            torch_func=self._ftorch,
-            odd=True,
-        )
+        self._init_forms(name or "hard_tanh", (-self.c, self.c), odd=True)
 
     def _f(self, x):
         return self.a * np.clip(x, -self.c, self.c)
@@ -270,9 +265,7 @@ class Quadratic(_ClosedFormFamily):
 
     def __init__(self, c2: float = 0.0, c1: float = 1.0, name: str | None = None):
         self.c2, self.c1 = float(c2), float(c1)
-        super().__init__(
-            self._f, name=name or "quadratic", derivative=self._fprime, torch_func=self._ftorch, odd=(self.c2 == 0.0)
-        )
+        self._init_forms(name or "quadratic", odd=(self.c2 == 0.0))
 
     def _f(self, x):
         return (self.c2 * x + self.c1) * x
