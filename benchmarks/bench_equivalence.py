@@ -43,7 +43,7 @@ from sklearn.model_selection import train_test_split
 
 from sk_deq import DEQClassifier, ExplicitClassifier, MatchedExplicitClassifier
 from sk_deq.datasets import load_mnist_digits
-from sk_deq.matching import clear_match_cache
+from sk_deq.matching import match_explicit
 
 MODELS = ("deq", "matched", "unmatched")
 
@@ -72,7 +72,7 @@ def make(model, width, seed, args):
 def run_one(model, width, seed, data, args):
     X_tr, X_te, y_tr, y_te = data
     est = make(model, width, seed, args)
-    clear_match_cache()
+    match_explicit.cache_clear()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ConvergenceWarning)
         t0 = time.perf_counter()

@@ -74,7 +74,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from sk_deq import DEQClassifier, MatchedExplicitClassifier
-from sk_deq.matching import clear_match_cache
+from sk_deq.matching import match_explicit
 from sk_deq.nn.solvers import SolverInfo, fixed_point_iteration
 
 ACTIVATION = "relu"
@@ -240,7 +240,7 @@ def _same_network(ref, est) -> bool:
 def run_contestant(name, width, seed, data, cfg):
     """One fit + predict of one contestant; returns its measurements and the fitted estimator."""
     if name == "matched":
-        clear_match_cache()
+        match_explicit.cache_clear()
         est = MatchedExplicitClassifier(cfg["activation"], SIGMA_A2, n_hidden=width, random_state=seed, kernel="ck")
         out = _timed_fit_predict(est, data)
         return out, est

@@ -27,15 +27,7 @@ _LAZY = {
 }
 
 __all__ = [
-    "DEQClassifier",
-    "DEQRegressor",
-    "ExplicitClassifier",
-    "ExplicitRegressor",
-    "MatchedExplicitClassifier",
-    "MatchedExplicitRegressor",
-    "ImplicitCKTransformer",
-    "ImplicitCKKernel",
-    "ImplicitCKNystroem",
+    *_LAZY,
     "Activation",
     "get_activation",
     "make_gaussian_mixture",

@@ -16,7 +16,7 @@ import tempfile
 
 from .activations import ACTIVATION_NAMES
 from .experiments import DATASETS
-from .matching import FAMILIES, LAYER_KINDS, parse_family
+from .matching.families import FAMILIES, LAYER_KINDS, parse_family
 
 # Library parameters in error messages, and the options that set them here.
 _OPTIONS = {

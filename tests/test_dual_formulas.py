@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import special
 
-from sk_deq import _gaussian
+from sk_deq.activations import gaussian
 from sk_deq.activations import ACTIVATIONS, Activation, DualFormula, HardTanh, LeakyReLU, Quadratic, get_activation
 from sk_deq.kernels import ImplicitKernelEngine, explicit_kernel, implicit_kernel
 from sk_deq.theory import deq_ck_coefficients, explicit_kernel_entry, implicit_kernel_entry
@@ -56,8 +56,8 @@ def test_formula_matches_quadrature(act, ai, aj, rho):
     G = rho * math.sqrt(ai * aj)
     bp = act.breakpoints
     F, D = act.dual.expectations(G, ai, aj)
-    F_ref = _gaussian.expect_pair(act, act, ai, aj, G, bp, bp)
-    D_ref = _gaussian.expect_pair(act.derivative, act.derivative, ai, aj, G, bp, bp)
+    F_ref = gaussian.expect_pair(act, act, ai, aj, G, bp, bp)
+    D_ref = gaussian.expect_pair(act.derivative, act.derivative, ai, aj, G, bp, bp)
     # hard-tanh's formula is a quadrature itself, accurate to about 1e-10; the others are exact
     tol = 1e-9 if isinstance(act, HardTanh) else 1e-10
     assert float(F) == pytest.approx(F_ref, rel=tol, abs=tol)
@@ -65,7 +65,7 @@ def test_formula_matches_quadrature(act, ai, aj, rho):
         assert float(D) == pytest.approx(D_ref, rel=tol, abs=tol)
     for a in (ai, aj):
         assert float(act.dual.mean(np.array([a]))[0]) == pytest.approx(
-            _gaussian.expect(act, math.sqrt(a), bp), rel=1e-11, abs=1e-13
+            gaussian.expect(act, math.sqrt(a), bp), rel=1e-11, abs=1e-13
         )
 
 
@@ -75,7 +75,7 @@ def test_centred_pair_is_the_pair_of_the_centred_activation(act):
     G = rho * math.sqrt(ai * aj)
     bp = act.breakpoints
     F, D = act.dual.centred_pair(np.array([G]), np.array([ai]), np.array([aj]), c)
-    ref = _gaussian.expect_pair(lambda x: act(x) - c, lambda x: act(x) - c, ai, aj, G, bp, bp)
+    ref = gaussian.expect_pair(lambda x: act(x) - c, lambda x: act(x) - c, ai, aj, G, bp, bp)
     assert float(F[0]) == pytest.approx(ref, rel=1e-9, abs=1e-10)
     assert float(D[0]) == pytest.approx(act.dual.expectations(G, ai, aj)[1], rel=1e-15)
 

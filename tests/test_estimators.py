@@ -22,6 +22,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 from sk_deq import DEQClassifier, ExplicitClassifier, MatchedExplicitClassifier, make_gaussian_mixture
 from sk_deq.activations import Activation, get_activation
 from sk_deq.kernels import relative_spectral_error
+from sk_deq.matching import match_explicit
 
 ESTIMATORS = (DEQClassifier, ExplicitClassifier, MatchedExplicitClassifier)
 
@@ -155,20 +156,18 @@ def test_explicit_coefficients_describe_the_fitted_layers(blobs):
     )
 
 
-def test_refits_with_the_same_configuration_do_not_solve_the_matching_again(blobs, monkeypatch):
-    import sk_deq.matching as matching
-
-    monkeypatch.setattr(matching, "_CACHE", matching._MatchCache())
+def test_refits_with_the_same_configuration_do_not_solve_the_matching_again(blobs):
+    match_explicit.cache_clear()
     X, y = blobs
     first = _small(MatchedExplicitClassifier, activation="tanh").fit(X, y)
-    assert matching.match_cache_info()[:2] == (0, 1)  # (hits, misses): solved once
+    assert match_explicit.cache_info()[:2] == (0, 1)  # (hits, misses): solved once
     # the match depends on activation, sigma_a2, kernel, family, match_tol and the data scale only
     again = _small(MatchedExplicitClassifier, activation="tanh", n_hidden=16, random_state=5).fit(X[::-1], y[::-1])
     first.fit(X, y)
-    assert matching.match_cache_info()[:2] == (2, 1)
+    assert match_explicit.cache_info()[:2] == (2, 1)
     assert again.match_ is first.match_
     _small(MatchedExplicitClassifier, activation="tanh", sigma_a2=0.3).fit(X, y)
-    assert matching.match_cache_info()[:2] == (2, 2)
+    assert match_explicit.cache_info()[:2] == (2, 2)
 
 
 def test_trainable_modes_change_the_right_weights(blobs):

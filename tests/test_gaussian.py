@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import integrate, special
 
-from sk_deq import _gaussian as G
+from sk_deq.activations import gaussian as G
 
 # scipy's adaptive reference occasionally reports round-off at 1e-13 requested accuracy
 pytestmark = pytest.mark.filterwarnings("ignore::scipy.integrate.IntegrationWarning")

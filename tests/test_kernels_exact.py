@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from scipy import integrate, stats
 
-from sk_deq import _gaussian
+from sk_deq.activations import gaussian
 from sk_deq.activations import HardTanh, LeakyReLU, Quadratic, get_activation
 from sk_deq.datasets import load_mnist_digits, make_gaussian_mixture
 from sk_deq.kernels import (
@@ -123,8 +123,8 @@ def test_gelu_closed_form_matches_quadrature():
     for a, b, r in [(0.7, 1.3, 0.3), (2.0, 0.5, -0.6), (1.0, 1.0, 0.95), (0.2, 3.0, -0.99)]:
         G = r * math.sqrt(a * b)
         F, D = eng.dual.pair(np.array([G]), eng.dual.pre(np.array([a]), np.array([b])))
-        assert F[0] == pytest.approx(_gaussian.expect_pair(gelu, gelu, a, b, G), abs=1e-13)
-        assert D[0] == pytest.approx(_gaussian.expect_pair(gelu.derivative, gelu.derivative, a, b, G), abs=1e-13)
+        assert F[0] == pytest.approx(gaussian.expect_pair(gelu, gelu, a, b, G), abs=1e-13)
+        assert D[0] == pytest.approx(gaussian.expect_pair(gelu.derivative, gelu.derivative, a, b, G), abs=1e-13)
 
 
 def test_polar_quadrature_near_correlation_one_with_kinks():
@@ -304,7 +304,7 @@ def test_explicit_kernel_hard_tanh_layer_matches_scalar_references():
     """Hard-tanh layers (the matched family of odd DEQs) against 2-D quadrature."""
     import math
 
-    from sk_deq._gaussian import expect_pair
+    from sk_deq.activations.gaussian import expect_pair
     from sk_deq.activations import HardTanh
 
     act = HardTanh(0.76, 1.2)

@@ -6,15 +6,9 @@ import numpy as np
 import pytest
 
 from sk_deq.activations import Activation, HardTanh, LeakyReLU, Quadratic
-from sk_deq.matching import (
-    FAMILIES,
-    MatchingError,
-    _Problem,
-    clear_match_cache,
-    match_cache_info,
-    match_explicit,
-    matching_targets,
-)
+from sk_deq.matching import FAMILIES, MatchingError, match_explicit
+from sk_deq.matching._match import matching_targets
+from sk_deq.matching._problem import _Problem, equation_scales
 from sk_deq.theory import explicit_coefficients
 
 
@@ -150,7 +144,7 @@ def test_result_carries_what_a_network_needs():
 
 
 def test_same_random_state_same_result_and_cache(monkeypatch):
-    import sk_deq.matching as matching
+    import sk_deq.matching._match as matching
 
     a = match_explicit("gelu", 0.25, 0.9, random_state=3)
     assert match_explicit("gelu", 0.25, 0.9, random_state=3) is a  # cached
@@ -171,7 +165,7 @@ def test_same_random_state_same_result_and_cache(monkeypatch):
 @pytest.fixture
 def solves(monkeypatch):
     """An empty cache, and a list that records every solve of the matching equations."""
-    import sk_deq.matching as matching
+    import sk_deq.matching._match as matching
 
     monkeypatch.setattr(matching, "_CACHE", matching._MatchCache())
     calls = []
@@ -186,25 +180,25 @@ def solves(monkeypatch):
 
 
 def test_cache_info_counts_hits_and_solves(solves):
-    assert match_cache_info() == (0, 0, 256, 0)
+    assert match_explicit.cache_info() == (0, 0, 256, 0)
     a = match_explicit("tanh", 0.2, 1.0)
     assert match_explicit("tanh", 0.2, np.float32(1.0), "ck", ["hard_tanh"]) is not a  # another family
     assert match_explicit("tanh", np.float64(0.2), 1, family="auto") is a  # same numbers, other types
     assert len(solves) == 2
-    assert match_cache_info() == (1, 2, 256, 2)
-    clear_match_cache()
-    assert match_cache_info() == (0, 0, 256, 0)
+    assert match_explicit.cache_info() == (1, 2, 256, 2)
+    match_explicit.cache_clear()
+    assert match_explicit.cache_info() == (0, 0, 256, 0)
     assert match_explicit("tanh", 0.2, 1.0) is not a and len(solves) == 3
 
 
 def test_cache_drops_its_oldest_result_when_full(solves, monkeypatch):
-    import sk_deq.matching as matching
+    import sk_deq.matching._match as matching
 
     monkeypatch.setattr(matching, "_CACHE", matching._MatchCache(maxsize=2))
     first = match_explicit("tanh", 0.2, 1.0)
     match_explicit("tanh", 0.3, 1.0)
     match_explicit("tanh", 0.4, 1.0)
-    assert match_cache_info().currsize == 2 and len(solves) == 3
+    assert match_explicit.cache_info().currsize == 2 and len(solves) == 3
     assert match_explicit("tanh", 0.4, 1.0) is match_explicit("tanh", 0.4, 1.0)
     assert match_explicit("tanh", 0.2, 1.0) is not first and len(solves) == 4
 
@@ -218,7 +212,7 @@ def test_unhashable_activations_are_matched_without_the_cache(solves):
     with pytest.raises(TypeError):
         hash(act)
     a, b = match_explicit(act, 0.2, 1.0), match_explicit(act, 0.2, 1.0)
-    assert a is not b and len(solves) == 2 and match_cache_info() == (0, 0, 256, 0)
+    assert a is not b and len(solves) == 2 and match_explicit.cache_info() == (0, 0, 256, 0)
     assert a.family == b.family == "hard_tanh" and [dict(p) for p in a.params] == [dict(p) for p in b.params]
     ref = match_explicit("tanh", 0.2, 1.0)
     np.testing.assert_allclose(params(a), params(ref), rtol=1e-6)
@@ -306,8 +300,6 @@ def test_residuals_are_relative_to_each_equations_scale_not_to_one():
 
 
 def test_equation_scales_floor_zero_targets_at_a_thousandth_of_their_natural_size():
-    from sk_deq.matching import equation_scales
-
     targets, _ = matching_targets("tanh", 0.2, 3.0)  # odd: M2 = M3 = 0
     scales = equation_scales(targets)
     assert targets.norm == targets.inner == 0

@@ -5,7 +5,7 @@ by :mod:`sk_deq.nn`), its derivative, its breakpoints (kinks or jumps, so the
 Gaussian engine integrates it exactly) and its Gaussian moments at an input
 scale ``t``.  The parametric families used for matching (leaky-ReLU, hard-tanh,
 quadratic) compute their moments in closed form (see :ref:`theory-explicit`);
-all others go through the quadrature engine of :mod:`sk_deq._gaussian`.
+all others go through the quadrature engine of :mod:`sk_deq.activations.gaussian`.
 
 Centring (see :ref:`theory-deq`): the networks use
 ``phi(x) = phi0(x) - E_t[phi0]`` with ``t`` the scale of the pre-activation (``tau`` for a DEQ, ``tau_{l-1}`` for

@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from .. import _gaussian
+from . import gaussian
 from ._duals import DualFormula
 
 __all__ = ["Activation", "GaussianMoments"]
@@ -287,12 +287,12 @@ class Activation:
         Parameters
         ----------
         x : array-like of float
-            Points, of any shape (converted to a float64 array).
+            Where to differentiate: any shape, converted to float64.
 
         Returns
         -------
         ndarray
-            ``phi0'(x)``, of the shape of ``x``.
+            The slopes ``phi0'(x)``, one per entry of ``x``.
         """
         x = np.asarray(x, dtype=float)
         if self._derivative is not None:
@@ -401,7 +401,10 @@ class Activation:
             ``E[phi0(t xi)]`` for ``xi ~ N(0, 1)`` (``phi0(0)`` for an odd
             activation).
         """
-        return self._value_at_zero() if self.odd else _gaussian.expect(self, t, self.breakpoints)
+        return self._mean_at(t)
+
+    def _mean_at(self, t: float) -> float:
+        return self._value_at_zero() if self.odd else gaussian.expect(self, t, self.breakpoints)
 
     def variance(self, t: float) -> float:
         """``Var_t[phi0]`` (two-pass, so a large mean costs no precision).
@@ -409,7 +412,7 @@ class Activation:
         Parameters
         ----------
         t : float
-            Standard deviation of the Gaussian input ``N(0, t^2)``.
+            Input scale: the activation's input is ``N(0, t^2)``.
 
         Returns
         -------
@@ -417,9 +420,12 @@ class Activation:
             ``E_t[(phi0 - E_t[phi0])^2]``; ``inf`` where the activation
             overflows.
         """
+        return self._variance_at(t)
+
+    def _variance_at(self, t: float) -> float:
         with np.errstate(all="ignore"):
             m = self.mean(t)
-            v = _gaussian.expect(lambda x: (self(x) - m) ** 2, t, self.breakpoints)
+            v = gaussian.expect(lambda x: (self(x) - m) ** 2, t, self.breakpoints)
         return v if np.isfinite(v) else np.inf
 
     def moments(self, t: float) -> GaussianMoments:
@@ -427,7 +433,9 @@ class Activation:
 
         Computed by Stein's identities with composite Gauss-Legendre
         quadrature (panel edges at the breakpoints), so no second derivative
-        is needed (see :ref:`theory-equations`).
+        is needed (see :ref:`theory-equations`); in closed form for the
+        parametric families (:class:`LeakyReLU`, :class:`HardTanh`,
+        :class:`Quadratic`).
 
         Parameters
         ----------
@@ -449,24 +457,28 @@ class Activation:
         t = float(t)
         if not (np.isfinite(t) and t > 0):
             raise ValueError(f"input scale t must be positive and finite, got {t!r}.")
+        out = self._moments_at(t)
+        _check_finite_moments(self, out)
+        return out
+
+    def _moments_at(self, t: float) -> GaussianMoments:
+        """The moments at a valid ``t``, by quadrature (the closed-form families override it)."""
         bp = self.breakpoints
         # Overflow inside a user's function shows up as a non-finite moment,
         # reported below with a clear message.
         with np.errstate(all="ignore"):
-            m = self._value_at_zero() if self.odd else _gaussian.expect(self, t, bp)
+            m = self._value_at_zero() if self.odd else gaussian.expect(self, t, bp)
 
             def centred_sq(x):
                 c = self(x) - m
                 return c * c
 
-            var = _gaussian.expect(centred_sq, t, bp)
-            d1 = _gaussian.stein_d1(self, t, bp)
-            d2 = 0.0 if self.odd else _gaussian.stein_d2(self, t, bp)
-            sq_d2 = _gaussian.stein_d2(centred_sq, t, bp)
-            d1_sq = _gaussian.expect(lambda x: self.derivative(x) ** 2, t, bp)
-        out = GaussianMoments(t, m, var, d1, d2, sq_d2, d1_sq)
-        _check_finite_moments(self, out)
-        return out
+            var = gaussian.expect(centred_sq, t, bp)
+            d1 = gaussian.stein_d1(self, t, bp)
+            d2 = 0.0 if self.odd else gaussian.stein_d2(self, t, bp)
+            sq_d2 = gaussian.stein_d2(centred_sq, t, bp)
+            d1_sq = gaussian.expect(lambda x: self.derivative(x) ** 2, t, bp)
+        return GaussianMoments(t, m, var, d1, d2, sq_d2, d1_sq)
 
     # -- misc ---------------------------------------------------------------
     def __repr__(self) -> str:

@@ -87,50 +87,19 @@ def _elu_d(x):
 
 
 class _ClosedFormFamily(Activation):
-    """A parametric family whose Gaussian moments have closed forms (``_closed_form_moments``)."""
+    """A parametric family whose Gaussian moments have closed forms (``_moments_at``, ``_mean_at``).
 
-    def variance(self, t):
-        """``Var_t[phi0]`` in closed form (see the class documentation).
+    Subclasses define the numpy form ``_f``, its derivative ``_fprime`` and
+    the torch form ``_ftorch``.
+    """
 
-        Parameters
-        ----------
-        t : float
-            Standard deviation of the Gaussian input ``N(0, t^2)``.
+    def _init_forms(self, name: str, breakpoints: tuple = (), odd: bool | None = None) -> None:
+        super().__init__(
+            self._f, name=name, derivative=self._fprime, breakpoints=breakpoints, torch_func=self._ftorch, odd=odd
+        )
 
-        Returns
-        -------
-        float
-            ``Var_t[phi0]``.
-        """
+    def _variance_at(self, t):
         return self.moments(t).var
-
-    def moments(self, t):
-        """Gaussian moments at input scale ``t``, in closed form (see the class documentation).
-
-        Parameters
-        ----------
-        t : float
-            Standard deviation of the Gaussian input ``N(0, t^2)``; positive
-            and finite.
-
-        Returns
-        -------
-        GaussianMoments
-            The mean, variance and derivative moments at ``t``, the
-            activation centred at ``t``.
-
-        Raises
-        ------
-        ValueError
-            If ``t`` is not positive and finite.
-        """
-        t = float(t)
-        if not (np.isfinite(t) and t > 0):
-            raise ValueError(f"input scale t must be positive and finite, got {t!r}.")
-        return self._closed_form_moments(t)
-
-    def _closed_form_moments(self, t: float) -> GaussianMoments:  # pragma: no cover - interface
-        raise NotImplementedError
 
 
 class LeakyReLU(_ClosedFormFamily):
@@ -164,40 +133,16 @@ class LeakyReLU(_ClosedFormFamily):
 
     def __init__(self, a: float = 1.0, b: float = 0.0, name: str | None = None):
         self.a, self.b = float(a), float(b)
-        super().__init__(self._f, name=name or "leaky_relu", breakpoints=(0.0,), odd=(self.a == self.b))
+        self._init_forms(name or "leaky_relu", (0.0,), odd=(self.a == self.b))
 
     def _f(self, x):
         return np.where(x >= 0, self.a * x, self.b * x)
 
-    def derivative(self, x):
-        """Slope ``a`` for ``x >= 0`` and ``b`` below (``a`` at the kink).
-
-        Parameters
-        ----------
-        x : array-like of float
-            Points, of any shape.
-
-        Returns
-        -------
-        ndarray
-            The derivative at ``x``, of the shape of ``x``.
-        """
+    def _fprime(self, x):
         x = np.asarray(x, dtype=float)
         return np.where(x >= 0, self.a, self.b)
 
-    def torch(self, x):
-        """``a x`` for ``x >= 0`` and ``b x`` below, on a tensor.
-
-        Parameters
-        ----------
-        x : torch.Tensor
-            Pre-activations, of any shape, dtype and device.
-
-        Returns
-        -------
-        torch.Tensor
-            The activation of ``x``, differentiable, of the shape of ``x``.
-        """
+    def _ftorch(self, x):
         import torch
 
         return torch.where(x >= 0, self.a * x, self.b * x)
@@ -212,22 +157,10 @@ class LeakyReLU(_ClosedFormFamily):
         """The arc-cosine closed forms for these slopes."""
         return LeakyReLUDual(self.a, self.b)
 
-    def mean(self, t):
-        """``E_t[phi0] = (a - b) t / sqrt(2 pi)``.
-
-        Parameters
-        ----------
-        t : float
-            Standard deviation of the Gaussian input ``N(0, t^2)``.
-
-        Returns
-        -------
-        float
-            The centring constant ``E_t[phi0]``.
-        """
+    def _mean_at(self, t):
         return (self.a - self.b) * float(t) / _SQRT_2PI
 
-    def _closed_form_moments(self, t: float) -> GaussianMoments:
+    def _moments_at(self, t: float) -> GaussianMoments:
         a, b = self.a, self.b
         sq_d2 = ((a * a + b * b) * (math.pi - 1.0) + 2.0 * a * b) / math.pi
         return GaussianMoments(
@@ -269,40 +202,16 @@ class HardTanh(_ClosedFormFamily):
         self.a, self.c = float(a), float(c)
         if not self.c > 0:
             raise ValueError(f"HardTanh threshold c must be positive, got {c!r}.")
-        super().__init__(self._f, name=name or "hard_tanh", breakpoints=(-self.c, self.c), odd=True)
+        self._init_forms(name or "hard_tanh", (-self.c, self.c), odd=True)
 
     def _f(self, x):
         return self.a * np.clip(x, -self.c, self.c)
 
-    def derivative(self, x):
-        """``a`` inside ``(-c, c)``, 0 outside (0 at the kinks).
-
-        Parameters
-        ----------
-        x : array-like of float
-            Points, of any shape.
-
-        Returns
-        -------
-        ndarray
-            The derivative at ``x``, of the shape of ``x``.
-        """
+    def _fprime(self, x):
         x = np.asarray(x, dtype=float)
         return np.where(np.abs(x) < self.c, self.a, 0.0)
 
-    def torch(self, x):
-        """``a * clamp(x, -c, c)`` on a tensor.
-
-        Parameters
-        ----------
-        x : torch.Tensor
-            Pre-activations, of any shape, dtype and device.
-
-        Returns
-        -------
-        torch.Tensor
-            The activation of ``x``, differentiable, of the shape of ``x``.
-        """
+    def _ftorch(self, x):
         import torch
 
         return self.a * torch.clamp(x, -self.c, self.c)
@@ -317,22 +226,10 @@ class HardTanh(_ClosedFormFamily):
         """The Gauss-Legendre quadrature of closed-form conditionals (explicit layers only)."""
         return HardTanhDual(self.a, self.c)
 
-    def mean(self, t):
-        """``E_t[phi0] = 0``: the activation is odd.
-
-        Parameters
-        ----------
-        t : float
-            Standard deviation of the Gaussian input ``N(0, t^2)``.
-
-        Returns
-        -------
-        float
-            The centring constant ``E_t[phi0]``.
-        """
+    def _mean_at(self, t):
         return 0.0
 
-    def _closed_form_moments(self, t: float) -> GaussianMoments:
+    def _moments_at(self, t: float) -> GaussianMoments:
         a, c = self.a, self.c
         r = c / (math.sqrt(2.0) * t)
         erf_r, erfc_r, e = math.erf(r), math.erfc(r), math.exp(-r * r)
@@ -368,39 +265,15 @@ class Quadratic(_ClosedFormFamily):
 
     def __init__(self, c2: float = 0.0, c1: float = 1.0, name: str | None = None):
         self.c2, self.c1 = float(c2), float(c1)
-        super().__init__(self._f, name=name or "quadratic", odd=(self.c2 == 0.0))
+        self._init_forms(name or "quadratic", odd=(self.c2 == 0.0))
 
     def _f(self, x):
         return (self.c2 * x + self.c1) * x
 
-    def derivative(self, x):
-        """``2 c2 x + c1``.
-
-        Parameters
-        ----------
-        x : array-like of float
-            Points, of any shape.
-
-        Returns
-        -------
-        ndarray
-            The derivative at ``x``, of the shape of ``x``.
-        """
+    def _fprime(self, x):
         return 2.0 * self.c2 * np.asarray(x, dtype=float) + self.c1
 
-    def torch(self, x):
-        """``c2 x^2 + c1 x`` on a tensor.
-
-        Parameters
-        ----------
-        x : torch.Tensor
-            Pre-activations, of any shape, dtype and device.
-
-        Returns
-        -------
-        torch.Tensor
-            The activation of ``x``, differentiable, of the shape of ``x``.
-        """
+    def _ftorch(self, x):
         return (self.c2 * x + self.c1) * x
 
     @property
@@ -413,22 +286,10 @@ class Quadratic(_ClosedFormFamily):
         """The polynomial closed forms for these coefficients."""
         return QuadraticDual(self.c2, self.c1)
 
-    def mean(self, t):
-        """``E_t[phi0] = c2 t^2``.
-
-        Parameters
-        ----------
-        t : float
-            Standard deviation of the Gaussian input ``N(0, t^2)``.
-
-        Returns
-        -------
-        float
-            The centring constant ``E_t[phi0]``.
-        """
+    def _mean_at(self, t):
         return self.c2 * float(t) ** 2
 
-    def _closed_form_moments(self, t: float) -> GaussianMoments:
+    def _moments_at(self, t: float) -> GaussianMoments:
         c2, c1, t2 = self.c2, self.c1, t * t
         return GaussianMoments(
             t=t,

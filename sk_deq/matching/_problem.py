@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.optimize import least_squares
 
-from ._families import LAYER_KINDS
+from .families import LAYER_KINDS
 from ..theory import (
     ExplicitCoefficients,
     KernelCoefficients,
@@ -13,6 +13,7 @@ from ..theory import (
 )
 
 
+#: Names of the matching equations, in the order of ``KernelCoefficients.equations()``.
 EQUATIONS = ("M1", "M2", "M3", "M4")
 
 #: Powers of ``tau0`` in the natural scale ``D / tau0^k`` of M1-M4 (``D`` the
@@ -46,7 +47,7 @@ def equation_scales(targets: KernelCoefficients) -> np.ndarray:
     Parameters
     ----------
     targets : KernelCoefficients
-        DEQ-side coefficients, e.g. from :func:`matching_targets`.
+        DEQ-side coefficients (``MatchResult.targets``).
 
     Returns
     -------
@@ -55,12 +56,11 @@ def equation_scales(targets: KernelCoefficients) -> np.ndarray:
 
     Examples
     --------
-    >>> from sk_deq.matching import equation_scales, matching_targets
-    >>> t1, _ = matching_targets("relu", 0.2, 1.0)
-    >>> t2, _ = matching_targets("relu", 0.2, 1e3)
-    >>> (t1.equations() / equation_scales(t1)).round(6).tolist()
+    >>> from sk_deq.matching import match_explicit
+    >>> m1, m2 = match_explicit("relu", 0.2, 1.0), match_explicit("relu", 0.2, 1e3)
+    >>> (m1.targets.equations() / m1.scales).round(6).tolist()
     [1.0, 1.0, 1.0, 1.0]
-    >>> bool(abs(equation_scales(t2)[2] / equation_scales(t1)[2] - 1e-6) < 1e-18)
+    >>> bool(abs(m2.scales[2] / m1.scales[2] - 1e-6) < 1e-18)
     True
     """
     t = targets.equations()

@@ -28,7 +28,6 @@ from ._coefficients import (
     tau_fixed_point,
 )
 from ._entries import explicit_kernel_entry, implicit_kernel_entry
-from ._gmm import GMMStatistics as GMMStatistics
 from ._gmm import gmm_equivalent_kernel, gmm_statistics
 from ._sphere import (
     SphereCoefficients,

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .. import _gaussian
+from ..activations.gaussian import expect_pair
 from .._inputs import EXPLICIT_KERNELS, check_kernel
 from ..activations import Activation, get_activation
 from ._coefficients import deq_ck_coefficients, explicit_coefficients
@@ -21,7 +21,7 @@ def _pair(act: Activation, center: float, a: float, b: float, c: float, derivati
         def f(x):
             return act(x) - center
 
-    return _gaussian.expect_pair(f, f, a, b, c, act.breakpoints, act.breakpoints)
+    return expect_pair(f, f, a, b, c, act.breakpoints, act.breakpoints)
 
 
 def _scalar_fixed_point(

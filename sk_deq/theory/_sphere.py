@@ -25,20 +25,9 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from .._gaussian import expect
+from ..activations.gaussian import expect
 from .._inputs import check_kernel, check_sigma_a2
 from ..activations import get_activation
-
-__all__ = [
-    "SphereCoefficients",
-    "SphereQuadraticMatch",
-    "normalized_relu_dual",
-    "sphere_ck_map",
-    "sphere_ntk_map",
-    "sphere_deq_coefficients",
-    "sphere_explicit_coefficients",
-    "sphere_quadratic_match",
-]
 
 _SPHERE_KERNELS = ("ck", "ntk")
 
@@ -363,7 +352,7 @@ def sphere_deq_coefficients(sigma_a2: float, n_features: int, kernel: str = "ck"
 
 def _uncentred_moments(activation):
     """``E[s], E[s'], E[s''], E[s^2], E[s'^2]`` at ``z ~ N(0, 1)`` of an uncentred activation."""
-    from .._gaussian import stein_d1, stein_d2
+    from ..activations.gaussian import stein_d1, stein_d2
 
     if isinstance(activation, (tuple, list, np.ndarray)) and len(activation) == 3:
         a2, a1, a0 = (float(v) for v in activation)  # quadratic a2 t^2 + a1 t + a0: closed forms

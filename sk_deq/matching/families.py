@@ -1,4 +1,4 @@
-"""Families of explicit networks: layer kinds, their parameters and symmetries, family names."""
+"""Families of explicit networks: layer kinds, their parameters and symmetries, family names (:func:`parse_family`)."""
 
 from __future__ import annotations
 
@@ -98,7 +98,7 @@ def parse_family(name: str) -> tuple | None:
 
     Examples
     --------
-    >>> from sk_deq.matching import parse_family
+    >>> from sk_deq.matching.families import parse_family
     >>> parse_family("leaky_relux3")
     ('leaky_relu', 'leaky_relu', 'leaky_relu')
     >>> parse_family("hard_tanh_leaky_relu")
