@@ -41,7 +41,7 @@ importable from ``sk_deq.kernels``.
 from __future__ import annotations
 
 from .._inputs import data_tau0
-from .duals import MEHLER_MAX_DEGREE as MEHLER_MAX_DEGREE
+from .mehler import MEHLER_MAX_DEGREE as MEHLER_MAX_DEGREE
 from .engine import ImplicitKernelEngine, implicit_kernel, implicit_kernel_diagonal
 from .explicit import explicit_kernel
 from .linearized import linearized_block as linearized_block
