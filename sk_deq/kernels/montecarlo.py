@@ -198,7 +198,7 @@ def monte_carlo_implicit_kernel(
     random_state : int, RandomState instance or None, default=None
         Seed of the random weights.
     dtype : numpy dtype, default=float64
-        Precision of the simulation (float32 is about twice as fast).
+        Precision of the simulation (float32 is faster and less accurate).
     Y : array-like of shape (n_Y, p), optional
         Second data set: returns the cross kernel ``K(X, Y)``, the features of
         both sets computed by the same random networks (the draws are those

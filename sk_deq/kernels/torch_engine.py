@@ -12,13 +12,10 @@ once and solves every block there in float64:
   table in ``v = sqrt(h(1) - r)`` with Newton steps near ``rho = -1``;
 * every other activation, those with closed forms (erf, GELU) included:
   the Hermite (Mehler) route, ``F_c(G) = sum_k h_k(i) h_k(j) rho^k``, solved
-  by Newton on the truncated series.  As in the numpy engine, the degree
-  follows the exact truncation bounds from the Parseval tails: the whole
-  block at the degree of a split correlation, the entries above it gathered,
-  sorted and solved in groups at their own degrees, and the few entries no
-  degree up to ``MEHLER_MAX_DEGREE`` resolves by two-dimensional quadrature
-  (in numpy, on the host).  Duplicate samples and zero-norm rows get the
-  exact values the numpy engine gives them.
+  by the numpy engine's own code, :class:`~sk_deq.kernels.series.HermiteSeries`,
+  run on tensors (:data:`TORCH_OPS`): the degrees follow the exact
+  truncation bounds, and the few entries no degree resolves go to
+  two-dimensional quadrature (in numpy, on the host).
 
 Every entry is solved to the engine's ``tol`` either way, so the kernels
 agree with the numpy engine's to about ``1e-12`` of the kernel's scale.
