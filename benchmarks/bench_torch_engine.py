@@ -48,7 +48,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_kernels import digits_784
 
-from sk_deq.kernels import ImplicitKernelEngine, data_tau0
+from sk_deq._inputs import data_tau0
+from sk_deq.kernels import ImplicitKernelEngine
 
 ACTIVATIONS = ("relu", "tanh", "gelu")
 SIGMA_A2 = 0.2

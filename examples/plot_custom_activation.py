@@ -30,7 +30,6 @@ import numpy as np
 
 from sk_deq import Activation, deq_ck_coefficients, make_gaussian_mixture, match_explicit
 from sk_deq.kernels import (
-    data_tau0,
     explicit_kernel,
     implicit_kernel,
     monte_carlo_explicit_kernel,
@@ -57,7 +56,7 @@ act = Activation(kinked_relu, "kinked_relu", derivative=kinked_relu_derivative, 
 # pre-activation scale ``tau`` and its kernel coefficients ``alpha1..alpha3``
 # follow from ``tau0``, the activation and ``sigma_a2``:
 X, y = make_gaussian_mixture(300, 240, random_state=0)
-tau0 = data_tau0(X)
+tau0 = float(np.sqrt(np.mean(np.sum(X**2, axis=1))))
 sigma_a2 = 0.2
 deq = deq_ck_coefficients(act, sigma_a2, tau0)
 print(f"tau0 = {tau0:.4f}")

@@ -157,7 +157,7 @@ def data_tau0(X) -> float:
     Examples
     --------
     >>> import numpy as np
-    >>> from sk_deq.kernels import data_tau0
+    >>> from sk_deq._inputs import data_tau0
     >>> data_tau0(np.array([[3.0, 4.0], [0.0, 5.0]]))
     5.0
     """

@@ -63,10 +63,10 @@ class GaussianMixtureStats:
         Examples
         --------
         >>> from sk_deq.datasets import make_gaussian_mixture
-        >>> from sk_deq.kernels import data_tau0
+        >>> import numpy as np
         >>> from sk_deq.theory import deq_ck_coefficients
         >>> X, y, stats = make_gaussian_mixture(40, 32, random_state=0, return_stats=True)
-        >>> coef = deq_ck_coefficients("relu", 0.2, data_tau0(X)).implicit_kernel()
+        >>> coef = deq_ck_coefficients("relu", 0.2, np.sqrt(np.mean(np.sum(X**2, axis=1)))).implicit_kernel()
         >>> stats.equivalent_kernel(coef, X, y).shape
         (40, 40)
         """

@@ -98,16 +98,16 @@ def test_prepared_samples_serve_both_engines():
 
 
 def test_entries_no_hermite_degree_resolves_go_to_quadrature(monkeypatch):
-    from sk_deq.kernels import torch_engine
+    from sk_deq.kernels.mehler import MehlerDual
 
     calls = []
-    solve = torch_engine._HermiteBlocks._polar_solve
+    solve = MehlerDual.polar_solve
 
     def counting(self, rho0, *args):
         calls.append(len(rho0))
         return solve(self, rho0, *args)
 
-    monkeypatch.setattr(torch_engine._HermiteBlocks, "_polar_solve", counting)
+    monkeypatch.setattr(MehlerDual, "polar_solve", counting)
     rng = np.random.default_rng(3)
     X = rng.standard_normal((12, 4)) / 2.0
     X[1] = X[0] + 1e-6 * rng.standard_normal(4)  # correlation 1 - O(1e-12): a kinked activation needs quadrature
@@ -286,3 +286,24 @@ def test_benchmark_collects_json_records(monkeypatch):
     for r in res["records"]:
         assert r["kernel_seconds"] > 0 and r["gemm_seconds"] > 0
         assert r["max_rel_diff_to_numpy"] <= TOL
+
+
+def test_one_newton_serves_numpy_and_torch():
+    # the engines share numerics.newton: the same iterates on either library, the bracketed fallback included
+    from sk_deq.kernels.numerics import newton
+
+    target = np.linspace(-0.9, 0.9, 11)
+
+    def make(xp):
+        t = target if xp is np else torch.from_numpy(target)
+
+        def fun(rho):
+            return xp.sin(rho) + 2.0 * rho - t, xp.cos(rho) + 2.0
+
+        return fun
+
+    for kw in ({}, {"max_iter": 1}):
+        r_np = newton(make(np), np.zeros(11), tol=1e-14, **kw)
+        r_t = newton(make(torch), torch.zeros(11, dtype=torch.float64), tol=1e-14, xp=torch, **kw)
+        np.testing.assert_array_equal(r_t.numpy(), r_np)
+        np.testing.assert_allclose(np.sin(r_np) + 2.0 * r_np, target, atol=1e-14)

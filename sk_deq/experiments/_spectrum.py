@@ -351,7 +351,8 @@ def _mixtures(sizes, ratio, random_state) -> list:
 
 def _equivalence_errors(result, mixtures, activations, sigma_a2, mc, random_state, ticker):
     """``result.errors``: every implicit kernel against its high-dimensional equivalent."""
-    from ..kernels import data_tau0, relative_spectral_error
+    from .._inputs import data_tau0
+    from ..kernels import relative_spectral_error
     from ..theory import deq_ck_coefficients, deq_ntk_coefficients
 
     for act in activations:
@@ -369,7 +370,8 @@ def _equivalence_errors(result, mixtures, activations, sigma_a2, mc, random_stat
 
 def _matched_errors(result, mixtures, matched, matched_kernels, sigma_a2, mc, random_state, ticker):
     """``result.matched``: the DEQ's feature kernel or NTK against the matched network's and a plain layer's."""
-    from ..kernels import data_tau0, relative_spectral_error
+    from .._inputs import data_tau0
+    from ..kernels import relative_spectral_error
     from ..matching import match_explicit
 
     for act in matched:
@@ -418,7 +420,8 @@ def _spectrum_sets(gmm_size, mnist_samples, mnist_digits, random_state) -> list:
 
 def _eigenvalues(result, sets, sigma_a2, mc, random_state, ticker):
     """``result.spectra``: eigenvalues of the Implicit-CK and of its equivalent on every set, for ReLU and tanh."""
-    from ..kernels import data_tau0, relative_spectral_error
+    from .._inputs import data_tau0
+    from ..kernels import relative_spectral_error
     from ..theory import deq_ck_coefficients, gmm_equivalent_kernel
 
     for name, Xs, ys, means, covs in sets:

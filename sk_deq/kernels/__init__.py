@@ -29,8 +29,9 @@ weights (inputs are expected with ``||x||^2`` of order one), activations
 centred at their input scale.
 
 The package has one module per concern: ``montecarlo`` (random networks),
-``engine`` (the exact implicit kernels) with ``duals`` (its per-activation
-solvers), ``numerics`` (their quadrature and root finding) and
+``engine`` (the exact implicit kernels) with ``duals`` (its closed-form
+solvers), ``mehler`` and ``series`` (the Hermite expansion and its Newton,
+written once for numpy and torch), ``numerics`` (quadrature and root finding) and
 ``torch_engine`` (the kernel blocks in torch, imported only for a device),
 ``linearized``, ``explicit`` (exact kernels of explicit networks),
 ``sphere`` (the unit-sphere kernels of the workshop paper),
@@ -40,8 +41,7 @@ importable from ``sk_deq.kernels``.
 
 from __future__ import annotations
 
-from .._inputs import data_tau0
-from .duals import MEHLER_MAX_DEGREE as MEHLER_MAX_DEGREE
+from .mehler import MEHLER_MAX_DEGREE as MEHLER_MAX_DEGREE
 from .engine import ImplicitKernelEngine, implicit_kernel, implicit_kernel_diagonal
 from .explicit import explicit_kernel
 from .linearized import linearized_block as linearized_block
@@ -59,7 +59,6 @@ from .montecarlo import (
 
 __all__ = [
     "relative_spectral_error",
-    "data_tau0",
     "anderson_fixed_point",
     "monte_carlo_implicit_kernel",
     "monte_carlo_explicit_kernel",

@@ -6,7 +6,7 @@ The recursions are those of :ref:`theory-exact` and :ref:`theory-ntk`.
 ``sigma_b2``, the training scale and the kernel; it prepares per-sample
 quantities once and assembles kernel matrices block by block (optionally in
 parallel through joblib), each block solved by the activation's dual solver
-(:mod:`sk_deq.kernels.duals`).  :func:`implicit_kernel` and
+(:mod:`sk_deq.kernels.duals`, :mod:`sk_deq.kernels.mehler`).  :func:`implicit_kernel` and
 :func:`implicit_kernel_diagonal` are its plain-function forms.
 """
 
@@ -21,12 +21,28 @@ from threadpoolctl import threadpool_limits
 
 from .._device import resolve_device
 from .._inputs import check_kernel, check_samples, check_tau0, data_tau0
-from ..activations import get_activation
+from ..activations import Activation, get_activation
 from ..theory import deq_ck_coefficients
-from .duals import Samples, dual_for
+from .duals import Samples, _ClosedFormDual, _Dual, _ReluDual
+from .mehler import MehlerDual
 from .memory import auto_block_size, check_kernel_fits_in_memory
 
-__all__ = ["ImplicitKernelEngine", "implicit_kernel", "implicit_kernel_diagonal"]
+__all__ = ["ImplicitKernelEngine", "dual_for", "implicit_kernel", "implicit_kernel_diagonal"]
+
+
+def dual_for(act: Activation, sa: float, sb: float, c: float, tol: float) -> _Dual:
+    """The solver of ``act``, chosen by its :class:`~sk_deq.activations.DualFormula` (``act.dual``).
+
+    The table inversion for piecewise-linear formulas (``slopes``), the
+    formula's closed forms for the others the engine may use
+    (``implicit``), and the Hermite expansion where there is no formula.
+    """
+    formula = act.dual
+    if formula is None or not formula.implicit:
+        return MehlerDual(act, sa, sb, c, tol)
+    if formula.slopes is not None:
+        return _ReluDual(act, sa, sb, c, tol, formula)
+    return _ClosedFormDual(act, sa, sb, c, tol, formula)
 
 
 class ImplicitKernelEngine:

@@ -6,6 +6,17 @@ Averages over random networks (those of :ref:`theory-deq` and
 :class:`MonteCarloDEQSampler` (fixed networks, features of any data set) and
 :func:`monte_carlo_explicit_kernel`.  The DEQ features are found by Anderson
 acceleration (:func:`anderson_fixed_point`).
+
+Why a numpy Anderson here besides the torch one of :mod:`sk_deq.nn.solvers`:
+not accuracy (in float64 the torch solver reaches the same fixed points to
+its tolerance), but the layering.  ``kernels`` sits below ``nn`` and is
+numpy only (``import sk_deq.kernels`` does not import torch; only a
+``device`` brings in :mod:`sk_deq.kernels.torch_engine`), so it cannot call
+up into ``nn``.  The two also solve different problems: here the whole
+``m x n`` feature matrix is one vector with one residual, there every
+sample is frozen on its own residual, on a device, for the DEQ layer's
+forward and backward passes.  This one also serves the tests as a reference
+written independently of the torch solver.
 """
 
 from __future__ import annotations
@@ -198,7 +209,7 @@ def monte_carlo_implicit_kernel(
     random_state : int, RandomState instance or None, default=None
         Seed of the random weights.
     dtype : numpy dtype, default=float64
-        Precision of the simulation (float32 is about twice as fast).
+        Precision of the simulation (float32 is faster and less accurate).
     Y : array-like of shape (n_Y, p), optional
         Second data set: returns the cross kernel ``K(X, Y)``, the features of
         both sets computed by the same random networks (the draws are those

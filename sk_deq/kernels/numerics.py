@@ -203,13 +203,14 @@ def chebyshev_interpolation_matrix(x: np.ndarray, m: int) -> np.ndarray:
 
 def safeguarded_newton(
     fun,
-    rho: np.ndarray,
+    rho,
     *,
     tol: float,
     max_iter: int = 100,
     what: str = "kernel",
     strict: bool = True,
     full: bool = False,
+    xp=np,
 ):
     """Root in [-1, 1] of increasing functions, entrywise.
 
@@ -222,34 +223,44 @@ def safeguarded_newton(
     and the last step, so callers can correct values computed at the
     previous iterate to first order instead of evaluating again.  The error
     on failure blames ``sigma_a2`` only where the measured slope ``dg`` is
-    not positive (the recursion does not contract there).
+    not positive (the recursion does not contract there).  ``xp`` is the
+    array namespace of ``rho`` (``numpy`` or ``torch``).
     """
-    rho = np.clip(rho, -1.0, 1.0)
-    lo = np.full_like(rho, -1.0)
-    hi = np.full_like(rho, 1.0)
-    prev, prev2 = np.full_like(rho, np.inf), np.full_like(rho, np.inf)
+    rho = xp.clip(rho, -1.0, 1.0)
+    lo = xp.full_like(rho, -1.0)
+    hi = xp.full_like(rho, 1.0)
+    prev, prev2 = xp.full_like(rho, np.inf), xp.full_like(rho, np.inf)
     stop = max(tol, _RHO_RESOLUTION)
     delta = np.inf
     for _ in range(max_iter):
         ev = fun(rho)
         g, dg = ev[0], ev[1]
         neg = g < 0
-        np.copyto(lo, rho, where=neg)
-        np.copyto(hi, rho, where=~neg)
+        lo = xp.where(neg, rho, lo)
+        hi = xp.where(neg, hi, rho)
         with np.errstate(divide="ignore", invalid="ignore"):
             new = rho - g / dg
-        ok = (new >= lo) & (new <= hi) & (np.abs(new - rho) <= 0.5 * prev2)
+        ok = (new >= lo) & (new <= hi) & (abs(new - rho) <= 0.5 * prev2)
         if not ok.all():
-            new = np.where(ok, new, 0.5 * (lo + hi))
+            new = xp.where(ok, new, 0.5 * (lo + hi))
         step = new - rho
-        delta = float(np.max(np.abs(step))) if new.size else 0.0
-        prev2, prev = prev, np.abs(step)
+        delta = _abs_max(step)
+        prev2, prev = prev, abs(step)
         rho = new
         if delta <= stop:
             return (rho, ev, step) if full else rho
     if strict:
-        raise ValueError(_correlation_failure(what, delta, rho, ev[1]))
+        raise ValueError(_correlation_failure(what, delta, _host(rho), _host(ev[1])))
     return (rho, ev, step) if full else rho
+
+
+def _abs_max(x) -> float:
+    """``max |x|`` as a float (0 when empty), of a numpy array or a tensor."""
+    return float(abs(x).max()) if math.prod(x.shape) else 0.0
+
+
+def _host(x) -> np.ndarray:
+    return x if isinstance(x, np.ndarray) else x.cpu().numpy()
 
 
 #: Absolute resolution of a correlation in [-1, 1]: a few ulps of 1.
@@ -273,10 +284,10 @@ def _correlation_failure(what: str, delta: float, rho, dg) -> str:
     )
 
 
-def newton(fun, rho: np.ndarray, *, tol: float, max_iter: int = 30, strict: bool = True, full: bool = False):
+def newton(fun, rho, *, tol: float, max_iter: int = 30, strict: bool = True, full: bool = False, xp=np):
     """Entrywise Newton iteration clipped to [-1, 1]; falls back to the
     bracketed :func:`safeguarded_newton` (from the same start) when it does
-    not converge in ``max_iter`` steps.  Same returns as that function.
+    not converge in ``max_iter`` steps.  Same returns and ``xp`` as that function.
 
     Newton converges quadratically: after a step ``delta`` the error is about
     ``C delta^2`` with ``C = |g'' / (2 g')|`` (below 0.2 for the kernel
@@ -284,24 +295,24 @@ def newton(fun, rho: np.ndarray, *, tol: float, max_iter: int = 30, strict: bool
     therefore stops once ``max |delta| <= 0.1 sqrt(tol)`` (or ``tol``,
     whichever is larger), which leaves an error below ``tol / 100``.
     """
-    start = np.clip(rho, -1.0, 1.0)
+    start = xp.clip(rho, -1.0, 1.0)
     rho = start
     stop = max(tol, 0.1 * math.sqrt(tol), _RHO_RESOLUTION)
     for _ in range(max_iter):
         ev = fun(rho)
         new = ev[0] / ev[1]
-        np.subtract(rho, new, out=new)
-        np.clip(new, -1.0, 1.0, out=new)
+        xp.subtract(rho, new, out=new)
+        xp.clip(new, -1.0, 1.0, out=new)
         step = new - rho
-        delta = float(np.max(np.abs(step))) if step.size else 0.0
-        if not np.isfinite(delta):
+        delta = _abs_max(step)
+        if not math.isfinite(delta):
             break
         rho = new
         if delta <= stop:
             return (rho, ev, step) if full else rho
-    if not strict and np.isfinite(delta):
+    if not strict and math.isfinite(delta):
         return (rho, ev, step) if full else rho
-    return safeguarded_newton(fun, start, tol=tol, strict=strict, full=full)
+    return safeguarded_newton(fun, start, tol=tol, strict=strict, full=full, xp=xp)
 
 
 def vector_fixed_point(update, x0: np.ndarray, *, tol: float = 1e-15, max_iter: int = 10_000) -> np.ndarray:

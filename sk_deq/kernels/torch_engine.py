@@ -12,13 +12,10 @@ once and solves every block there in float64:
   table in ``v = sqrt(h(1) - r)`` with Newton steps near ``rho = -1``;
 * every other activation, those with closed forms (erf, GELU) included:
   the Hermite (Mehler) route, ``F_c(G) = sum_k h_k(i) h_k(j) rho^k``, solved
-  by Newton on the truncated series.  As in the numpy engine, the degree
-  follows the exact truncation bounds from the Parseval tails: the whole
-  block at the degree of a split correlation, the entries above it gathered,
-  sorted and solved in groups at their own degrees, and the few entries no
-  degree up to ``MEHLER_MAX_DEGREE`` resolves by two-dimensional quadrature
-  (in numpy, on the host).  Duplicate samples and zero-norm rows get the
-  exact values the numpy engine gives them.
+  by the numpy engine's own code, :class:`~sk_deq.kernels.series.HermiteSeries`,
+  run on tensors (:data:`TORCH_OPS`): the degrees follow the exact
+  truncation bounds, and the few entries no degree resolves go to
+  two-dimensional quadrature (in numpy, on the host).
 
 Every entry is solved to the engine's ``tol`` either way, so the kernels
 agree with the numpy engine's to about ``1e-12`` of the kernel's scale.
@@ -33,75 +30,29 @@ import math
 import numpy as np
 import torch
 
-from .duals import MEHLER_MAX_DEGREE, Samples, _MehlerDual, _ReluDual
-from .numerics import _RHO_RESOLUTION, _correlation_failure, polar_expectation, safeguarded_newton
+from .duals import Samples, _ReluDual
+from .mehler import MEHLER_MAX_DEGREE, MehlerDual
+from .series import ArrayOps
 
 __all__ = ["TorchKernelSolver"]
 
 _DTYPE = torch.float64
-_MARGIN = 0.05  # correlation margin of the degree choice (as the numpy engine)
-_PRE_TOL = 1e-8  # truncation tolerance of the low-degree pre-solve
-_SPLITS = (0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 _HERMITE_FIELDS = ("H", "tail", "dtail", "d2")
 
 
 # ---------------------------------------------------------------------------
-# root finding on tensors (the iterations of sk_deq.kernels.numerics)
+# the array operations torch spells its own way (for the shared Hermite-series Newton)
 
-
-def _safeguarded_newton(fun, rho, *, tol, max_iter=100):
-    """Bracketed Newton in [-1, 1] for increasing functions (the rule of :func:`numerics.safeguarded_newton`).
-
-    Bisection where a Newton step leaves the bracket or is more than half the step before last.
-    """
-    rho = rho.clamp(-1.0, 1.0)
-    lo = torch.full_like(rho, -1.0)
-    hi = torch.full_like(rho, 1.0)
-    prev = prev2 = torch.full_like(rho, math.inf)
-    stop = max(tol, _RHO_RESOLUTION)
-    delta = math.inf
-    for _ in range(max_iter):
-        ev = fun(rho)
-        g, dg = ev[0], ev[1]
-        neg = g < 0
-        lo = torch.where(neg, rho, lo)
-        hi = torch.where(neg, hi, rho)
-        new = rho - g / dg
-        ok = (new >= lo) & (new <= hi) & ((new - rho).abs() <= 0.5 * prev2)
-        new = torch.where(ok, new, 0.5 * (lo + hi))
-        step = new - rho
-        delta = float(step.abs().max()) if step.numel() else 0.0
-        prev2, prev = prev, step.abs()
-        rho = new
-        if delta <= stop:
-            return rho, ev, step
-    raise ValueError(_correlation_failure("kernel", delta, rho.cpu().numpy(), ev[1].cpu().numpy()))
-
-
-def _newton(fun, rho, *, tol, max_iter=30, strict=True):
-    """Newton clipped to [-1, 1], stopping at a step below ``max(tol, 0.1 sqrt(tol))``.
-
-    Returns the iterate, the last evaluation ``(g, dg, *extra)`` (at the
-    previous iterate) and the last step.  Falls back to the bracketed
-    iteration when it does not converge (unless not ``strict``).
-    """
-    start = rho.clamp(-1.0, 1.0)
-    rho = start
-    stop = max(tol, 0.1 * math.sqrt(tol), _RHO_RESOLUTION)
-    ev, step, delta = None, None, math.inf
-    for _ in range(max_iter):
-        ev = fun(rho)
-        new = (rho - ev[0] / ev[1]).clamp_(-1.0, 1.0)
-        step = new - rho
-        delta = float(step.abs().max()) if step.numel() else 0.0
-        if not math.isfinite(delta):
-            break
-        rho = new
-        if delta <= stop:
-            return rho, ev, step
-    if not strict and math.isfinite(delta):
-        return rho, ev, step
-    return _safeguarded_newton(fun, start, tol=tol)
+#: :class:`~sk_deq.kernels.series.ArrayOps` of torch.
+TORCH_OPS = ArrayOps(
+    torch,
+    lambda t, a, b: t.addr_(a, b),
+    lambda t, a, b: t.addcmul_(a, b),
+    lambda mask: torch.nonzero(mask, as_tuple=True),
+    lambda x: x.cpu().numpy(),
+    lambda x, like: torch.as_tensor(x, dtype=like.dtype, device=like.device),
+    False,
+)
 
 
 # ---------------------------------------------------------------------------
@@ -151,9 +102,9 @@ class _LeakyReluBlocks:
         return rho
 
     def block(self, R, C, hR, hC, kernel):
-        r = torch.addmm(R["sx"] @ C["sx"].T, R["aux_left"], C["aux_right"].T)
+        r = torch.addmm(R.sx @ C.sx.T, R.aux_left, C.aux_right.T)
         rho = self._invert(r)
-        si, sj = R["s"][:, None], C["s"][None, :]
+        si, sj = R.s[:, None], C.s[None, :]
         if kernel == "ck":
             return rho.mul_(si).mul_(sj)
         feat = (rho - r).mul_(si * (1.0 / self.sa)).mul_(sj)
@@ -169,245 +120,6 @@ class _LeakyReluBlocks:
         D += al * be + (al - be) ** 2 / 2.0
         D.mul_(-self.sa).add_(1.0)
         return feat.div_(D)
-
-
-# ---------------------------------------------------------------------------
-# any activation: the Hermite (Mehler) expansion
-
-
-class _OuterTerms:
-    """Coefficients ``c_k = Hr[:, k] Hc[:, k]^T`` of a block (never stored: added in place)."""
-
-    def __init__(self, Hr, Hc):
-        self.Hr, self.Hc = Hr, Hc
-
-    def first(self, k):
-        return torch.outer(self.Hr[:, k], self.Hc[:, k])
-
-    def add_(self, t, k):
-        return t.addr_(self.Hr[:, k], self.Hc[:, k])
-
-
-class _PairedTerms(_OuterTerms):
-    """Coefficients ``c_k = Hr[:, k] * Hc[:, k]`` of gathered entries (row ``e`` of both is entry ``e``)."""
-
-    def first(self, k):
-        return self.Hr[:, k] * self.Hc[:, k]
-
-    def add_(self, t, k):
-        return t.addcmul_(self.Hr[:, k], self.Hc[:, k])
-
-
-class _HermiteBlocks:
-    """Blocks of any activation through its Hermite expansion (see the module docstring)."""
-
-    fields = ("X", "n_sq", "a", "s", "H", "d2")
-    _GROUP = 16384  # near entries solved per group (sorted by correlation)
-
-    def __init__(self, act, sa, sb, c, tol, max_degree):
-        self.act, self.sa, self.sb, self.c, self.tol = act, sa, sb, c, tol
-        self.K = int(max_degree)
-        self.bps = tuple(act.breakpoints)
-        phi_zero = float(np.asarray(act(np.zeros(1)), dtype=np.float64)[0])
-        self.odd = bool(act.odd) and abs(c - phi_zero) <= 1e-15 * max(1.0, abs(c))
-
-    # -- degrees (on the host, from the exact truncation bounds) ----------------
-    def _degrees(self, rho_abs, bounds, tol=None):
-        """Smallest degree meeting the tolerance for each correlation bound (``K + 1`` where none does)."""
-        tail_r, tail_c, dtail_r, dtail_c, scale, ntk = bounds
-        K = np.arange(self.K + 1)
-        rho_abs = np.minimum(np.atleast_1d(np.asarray(rho_abs, dtype=np.float64)), 1.0)
-        with np.errstate(under="ignore", divide="ignore"):
-            lr = np.log(np.maximum(rho_abs, 1e-300))[:, None]
-            bound = self.sa * np.exp(lr * (K + 1)) * np.sqrt(tail_r * tail_c)
-            if ntk:
-                bound = np.maximum(bound, self.sa * np.exp(lr * K) * np.sqrt(dtail_r * dtail_c) * scale)
-        ok = bound <= (self.tol if tol is None else tol) * scale
-        return np.where(ok.any(axis=1), ok.argmax(axis=1), self.K + 1)
-
-    def _degree(self, rho_abs, bounds, tol=None):
-        return int(self._degrees(min(1.0, rho_abs), bounds, tol)[0])
-
-    def _ks(self, K):
-        # odd activations (phi0 - c odd) have vanishing even coefficients
-        return list(range(1, K + 1, 2)) if self.odd else list(range(K + 1))
-
-    # -- the truncated series -------------------------------------------------
-    def _series(self, rho, terms, K):
-        """Value and rho-derivative of ``sum_k c_k rho^k`` over the degrees used up to ``K`` (Horner)."""
-        ks = self._ks(K)[::-1]
-        if self.odd:  # rho q(rho^2)
-            y = rho * rho
-            q, dq = terms.first(ks[0]), torch.zeros_like(rho)
-            for k in ks[1:]:
-                dq.mul_(y).add_(q)
-                terms.add_(q.mul_(y), k)
-            dq.mul_(2.0 * y).add_(q)
-            return q.mul_(rho), dq
-        p, dp = terms.first(ks[0]), torch.zeros_like(rho)
-        for k in ks[1:]:
-            dp.mul_(rho).add_(p)
-            terms.add_(p.mul_(rho), k)
-        return p, dp
-
-    def _solve(self, rho0, s, rhs, terms, K, K_pre, exact_derivative):
-        """Newton on the degree-``K`` equation, started from the solution of the degree-``K_pre`` one.
-
-        ``terms`` gives the coefficients ``c_k`` (:class:`_OuterTerms` or
-        :class:`_PairedTerms`).
-        """
-        sa = self.sa
-
-        def make(kmax):
-            def fun(rho):
-                p, dp = self._series(rho, terms, kmax)
-                g = p * -sa
-                g += s * rho
-                g -= rhs
-                dg = dp * -sa
-                dg += s
-                return g, dg, p, dp
-
-            return fun
-
-        if K_pre is not None and K_pre < K - 2:
-            rho0, _, _ = _newton(make(max(K_pre, 1)), rho0, tol=_PRE_TOL, max_iter=8, strict=False)
-        rho, (_, _, p, dp), step = _newton(make(K), rho0, tol=self.tol)
-        if exact_derivative:  # the NTK needs E[phi' phi'] at the returned iterate
-            p, dp = self._series(rho, terms, K)
-        else:  # values at the previous iterate, moved to the returned one to first order
-            p = p + dp * step
-        return rho, p, dp
-
-    # -- one block ----------------------------------------------------------------
-    def block(self, R, C, hR, hC, kernel):
-        sa, sb = self.sa, self.sb
-        P = R["X"] @ C["X"].T
-        s = R["s"][:, None] * C["s"][None, :]
-        rhs = sb * P
-        nsum = R["n_sq"][:, None] + C["n_sq"][None, :]
-        dup = (nsum - 2.0 * P) <= 1e-13 * nsum
-        zero = s <= 1e-300
-        special = dup | zero
-        has_special = bool(special.any())
-        s_safe = torch.where(zero, torch.ones_like(s), s) if has_special else s
-        Hr, Hc = R["H"], C["H"]
-        rho0 = (rhs + sa * torch.outer(Hr[:, 0], Hc[:, 0])) / (s_safe - sa * torch.outer(Hr[:, 1], Hc[:, 1]))
-        rho0.clamp_(-1.0, 1.0)
-        if has_special:
-            rho0.masked_fill_(special, 0.0)
-        scale = float(max(np.max(hR.a, initial=0.0), np.max(hC.a, initial=0.0), 1e-300))
-        ntk = kernel == "ntk"
-        bounds = (
-            np.max(hR.tail, axis=0, initial=0.0),
-            np.max(hC.tail, axis=0, initial=0.0),
-            np.max(hR.dtail, axis=0, initial=0.0),
-            np.max(hC.dtail, axis=0, initial=0.0),
-            scale,
-            ntk,
-        )
-        abs0 = rho0.abs()
-        # bulk: the whole block at the degree of a split correlation chosen to
-        # minimise (block size x degree + 2 x near entries x their degrees)
-        cands = np.array(_SPLITS)
-        Kc = self._degrees(np.minimum(cands + _MARGIN, 1.0), bounds)
-        cut = torch.as_tensor(cands, dtype=_DTYPE, device=abs0.device)
-        hist = torch.bincount(torch.bucketize(abs0.reshape(-1), cut), minlength=len(cands) + 1).cpu().numpy()
-        above = hist[::-1].cumsum()[::-1]  # above[i]: entries in buckets >= i
-        top = float(abs0.max()) if abs0.numel() else 0.0
-        k_top = min(self._degree(top + _MARGIN, bounds), self.K)
-        best = None
-        for i, (cand, k_c) in enumerate(zip(cands, Kc)):
-            if k_c > self.K:
-                continue
-            n_near = int(above[i + 1])  # |rho0| > cand
-            cost = abs0.numel() * max(k_c, 1) + 2 * n_near * k_top
-            if best is None or cost < best[0]:
-                best = (cost, float(cand), int(k_c))
-        split, K_bulk = (0.0, 1) if best is None else best[1:]
-        K_pre = self._degree(split + _MARGIN, bounds, tol=_PRE_TOL)
-        K_bulk = max(K_bulk, 1)
-        rho, p, dp = self._solve(rho0, s_safe, rhs, _OuterTerms(Hr, Hc), K_bulk, K_pre, ntk)
-        near = (rho.abs() > split + _MARGIN) | (abs0 > split)
-        if has_special:
-            near &= ~special
-        if bool(near.any()):
-            ii, jj = torch.nonzero(near, as_tuple=True)
-            vals = self._near(rho[ii, jj], s_safe[ii, jj], rhs[ii, jj], R, C, hR, hC, ii, jj, ntk, bounds)
-            rho[ii, jj], p[ii, jj], dp[ii, jj] = vals
-        if kernel == "ck":
-            out = s * rho
-        elif kernel == "feature":
-            out = p
-        else:
-            dp = (dp / s_safe).mul_(-sa).add_(1.0)
-            out = p / dp
-        if has_special:
-            if bool(dup.any()):
-                di, dj = torch.nonzero(dup, as_tuple=True)
-                a = R["a"][di]
-                if kernel == "ck":
-                    out[di, dj] = a
-                else:
-                    feat = (a - sb * R["n_sq"][di]) / sa
-                    out[di, dj] = feat if kernel == "feature" else feat / (1.0 - sa * R["d2"][di])
-            if bool(zero.any()):
-                feat0 = torch.outer(Hr[:, 0], Hc[:, 0])[zero]
-                out[zero] = sa * feat0 + rhs[zero] if kernel == "ck" else feat0
-        return out
-
-    def _near(self, rho0, s, rhs, R, C, hR, hC, ii, jj, ntk, bounds):
-        """Entries with large correlations: sorted groups at their own degree,
-        two-dimensional quadrature where the Hermite bound is not met."""
-        rho, p, dp = torch.empty_like(rho0), torch.empty_like(rho0), torch.empty_like(rho0)
-        order = torch.argsort(rho0.abs())
-        polar = []
-        scale = bounds[4]
-        for g0 in range(0, len(order), self._GROUP):
-            idx = order[g0 : g0 + self._GROUP]
-            rmax = min(1.0, float(rho0[idx].abs().max()) + _MARGIN)
-            K = max(1, min(self._degree(rmax, bounds), self.K))
-            K_pre = self._degree(rmax, bounds, tol=_PRE_TOL)
-            gi, gj = ii[idx], jj[idx]
-            Hr, Hc = R["H"][gi, : K + 1], C["H"][gj, : K + 1]
-            r_, p_, dp_ = self._solve(rho0[idx], s[idx], rhs[idx], _PairedTerms(Hr, Hc), K, K_pre, ntk)
-            # exact per-entry bound at the final correlation
-            ar = r_.abs()
-            bound = self.sa * ar ** (K + 1) * torch.sqrt(R["tail"][gi, K] * C["tail"][gj, K])
-            if ntk:
-                bound = torch.maximum(
-                    bound, self.sa * ar**K * torch.sqrt(R["dtail"][gi, K] * C["dtail"][gj, K]) * s[idx]
-                )
-            bad = bound > self.tol * max(scale, 1e-300)
-            rho[idx], p[idx], dp[idx] = r_, p_, dp_
-            if bool(bad.any()):
-                polar.append(idx[bad])
-        if polar:
-            k = torch.cat(polar)
-            host = [t.cpu().numpy() for t in (rho[k], s[k], rhs[k], R["s"][ii[k]], C["s"][jj[k]])]
-            vals = self._polar_solve(*host)
-            rho[k], p[k], dp[k] = (torch.as_tensor(v, dtype=_DTYPE, device=rho.device) for v in vals)
-        return rho, p, dp
-
-    def _polar_solve(self, rho0, s, rhs, si, sj):
-        """The entries no Hermite degree resolves, by polar quadrature (numpy, on the host)."""
-        sa = self.sa
-
-        def f(x):
-            return self.act(x) - self.c
-
-        df = self.act.derivative
-
-        def fun(rho):
-            p = polar_expectation(f, f, si, sj, rho, self.bps)
-            dp = polar_expectation(df, df, si, sj, rho, self.bps) * s
-            return s * rho - sa * p - rhs, s - sa * dp
-
-        with np.errstate(all="ignore"):
-            rho = safeguarded_newton(fun, rho0, tol=self.tol)
-            p = polar_expectation(f, f, si, sj, rho, self.bps)
-            dp = polar_expectation(df, df, si, sj, rho, self.bps) * s
-        return rho, p, dp
 
 
 # ---------------------------------------------------------------------------
@@ -442,8 +154,8 @@ class TorchKernelSolver:
             self._hermite = None
         else:
             self.route = "hermite"
-            self._blocks = _HermiteBlocks(activation, sa, sb, c, tol, MEHLER_MAX_DEGREE)
-            self._hermite = _MehlerDual(activation, sa, sb, c, tol, max_degree=MEHLER_MAX_DEGREE)
+            self._hermite = MehlerDual(activation, sa, sb, c, tol, max_degree=MEHLER_MAX_DEGREE)
+            self._blocks = _HermiteBlocks(self._hermite.solver(TORCH_OPS, group=16384))
 
     def with_hermite(self, S: Samples) -> Samples:
         """``S`` with the Hermite data of its samples (computed here if the engine's dual did not)."""
@@ -452,11 +164,13 @@ class TorchKernelSolver:
         extra = self._hermite.extra(S.X, S.n_sq, S.a)
         return Samples(**{**S.arrays, **{k: extra[k] for k in _HERMITE_FIELDS}})
 
-    def _to_device(self, S: Samples) -> dict:
-        names = self._blocks.fields
-        if self.route == "hermite":
-            names = (*names, "tail", "dtail")
-        return {k: torch.as_tensor(np.ascontiguousarray(S.arrays[k]), dtype=_DTYPE, device=self.device) for k in names}
+    def _to_device(self, S: Samples) -> Samples:
+        return Samples(
+            **{
+                k: torch.as_tensor(np.ascontiguousarray(S.arrays[k]), dtype=_DTYPE, device=self.device)
+                for k in self._blocks.fields
+            }
+        )
 
     def default_block_size(self, n: int, m: int) -> int:
         """Rows (= columns) per block: the whole problem on a GPU when it fits, else a square of the memory budget.
@@ -480,26 +194,19 @@ class TorchKernelSolver:
         TX = self._to_device(SX)
         TY = TX if symmetric else self._to_device(SY)
         hY = SX if symmetric else SY
-        sl = {}
         with torch.inference_mode():
             for bi, bj in pairs:
-                R = {k: v[bi] for k, v in TX.items()}
-                C = {k: v[bj] for k, v in TY.items()}
-                hR = sl.setdefault(("x", bi.start, bi.stop), _host_view(SX, bi))
-                hC = sl.setdefault(("y", bj.start, bj.stop), _host_view(hY, bj))
-                blk = self._blocks.block(R, C, hR, hC, kernel)
+                blk = self._blocks.block(TX.take(bi), TY.take(bj), SX.take(bi), hY.take(bj), kernel)
                 yield bi, bj, blk.cpu().numpy()
 
 
-class _HostRows:
-    """The host-side (numpy) per-sample data a block's degree choice needs."""
+class _HermiteBlocks:
+    """Blocks of any activation through its Hermite expansion: the shared :class:`~sk_deq.kernels.series.HermiteSeries`."""
 
-    def __init__(self, a, tail=None, dtail=None):
-        self.a, self.tail, self.dtail = a, tail, dtail
+    fields = ("X", "n_sq", "a", "s", "H", "d2", "tail", "dtail")
 
+    def __init__(self, series):
+        self.series = series
 
-def _host_view(S: Samples, rows: slice) -> _HostRows:
-    arr = S.arrays
-    if "tail" in arr:
-        return _HostRows(arr["a"][rows], arr["tail"][rows], arr["dtail"][rows])
-    return _HostRows(arr["a"][rows])
+    def block(self, R, C, hR, hC, kernel):
+        return self.series.block(R.X @ C.X.T, R, C, hR, hC, kernel)

@@ -1,0 +1,403 @@
+"""The Hermite-series Newton of the exact implicit engine, written once for numpy and torch.
+
+An activation without a closed-form dual (and every activation on a torch
+device except leaky ReLU) has its dual written as the Mehler series
+``F_c(G) = sum_k h_k(i) h_k(j) rho^k``, ``h_k(i)`` the normalised Hermite
+coefficients of ``phi0(sqrt(a_i) xi) - c`` (see
+:class:`~sk_deq.kernels.mehler.MehlerDual`).  The truncation error after
+degree ``K`` is at most ``|rho|^(K+1) sqrt(tail_i(K) tail_j(K))`` with the
+exact tails from Parseval, so the degree follows each entry's correlation:
+the whole block at the degree of a split correlation, the entries above it
+gathered, sorted and solved in groups at their own degrees, and the few
+entries no degree up to the largest resolves by two-dimensional quadrature
+(on the host).  Duplicate samples and zero-norm rows get exact values.
+
+:class:`HermiteSeries` solves a block for arrays of either library: its
+:class:`ArrayOps` names the namespace (``numpy`` or ``torch``) and the few
+operations the two spell differently (:data:`NUMPY_OPS` here, the torch
+counterpart in :mod:`sk_deq.kernels.torch_engine`).  The degree choice
+always runs on the host, in numpy.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, NamedTuple
+from collections.abc import Callable
+
+import numpy as np
+
+from .numerics import newton
+
+__all__ = ["NUMPY_OPS", "ArrayOps", "HermiteSeries"]
+
+_MARGIN = 0.05  # correlation margin of the degree choice
+_PRE_TOL = 1e-8  # truncation tolerance of the low-degree pre-solve
+_START_TOL = 1e-4  # truncation tolerance of the first Newton step
+_SPLITS = (0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
+
+
+class ArrayOps(NamedTuple):
+    """The array namespace a :class:`HermiteSeries` computes in, and what it spells its own way.
+
+    Attributes
+    ----------
+    xp : module
+        ``numpy`` or ``torch``: ``where``, ``outer``, ``clip``, ``subtract``,
+        ``sqrt``, ``maximum``, ``argsort``, ``concatenate``, ``zeros_like`` and
+        ``empty_like`` are taken from it.
+    addr_ : callable
+        ``addr_(t, a, b)`` adds the outer product of ``a`` and ``b`` to ``t`` in place.
+    addcmul_ : callable
+        ``addcmul_(t, a, b)`` adds ``a * b`` to ``t`` in place.
+    nonzero : callable
+        ``nonzero(mask)``: the tuple of index arrays of the true entries.
+    to_host : callable
+        ``to_host(x)``: ``x`` as a numpy array.
+    from_host : callable
+        ``from_host(x, like)``: the numpy array ``x`` as an array like ``like``.
+    cache_terms : bool
+        Whether the series coefficients of a block are kept once computed
+        (else recomputed in place at every evaluation: no memory beyond the block's).
+    """
+
+    xp: Any
+    addr_: Callable
+    addcmul_: Callable
+    nonzero: Callable
+    to_host: Callable
+    from_host: Callable
+    cache_terms: bool
+
+
+def _np_addr(t, a, b):
+    t += np.multiply.outer(a, b)
+    return t
+
+
+def _np_addcmul(t, a, b):
+    t += a * b
+    return t
+
+
+#: :class:`ArrayOps` of numpy (the engine without a device).
+NUMPY_OPS = ArrayOps(np, _np_addr, _np_addcmul, np.nonzero, lambda x: x, lambda x, like: x, True)
+
+
+class _OuterTerms:
+    """Coefficients ``c_k = Hr[:, k] Hc[:, k]^T`` of a block.
+
+    Kept once computed where ``ops.cache_terms`` (small numpy chunks, which
+    the Newton iterations evaluate again and again); else never stored, added
+    in place (the large blocks of a device).
+    """
+
+    def __init__(self, ops, Hr, Hc):
+        self.ops, self.Hr, self.Hc = ops, Hr, Hc
+        self._cache = {} if ops.cache_terms else None
+
+    def _product(self, k):
+        return self.ops.xp.outer(self.Hr[:, k], self.Hc[:, k])
+
+    def _add(self, t, k):
+        return self.ops.addr_(t, self.Hr[:, k], self.Hc[:, k])
+
+    def _cached(self, k):
+        c = self._cache.get(k)
+        if c is None:
+            c = self._cache[k] = self._product(k)
+        return c
+
+    def first(self, k):
+        return self._product(k) if self._cache is None else self._cached(k).copy()
+
+    def add_(self, t, k):
+        if self._cache is None:
+            return self._add(t, k)
+        t += self._cached(k)
+        return t
+
+    def take(self, mask):
+        ii, jj = self.ops.nonzero(mask)
+        return _PairedTerms(self.ops, self.Hr[ii], self.Hc[jj])
+
+
+class _PairedTerms(_OuterTerms):
+    """Coefficients ``c_k = Hr[:, k] * Hc[:, k]`` of gathered entries (row ``e`` of both is entry ``e``)."""
+
+    def _product(self, k):
+        return self.Hr[:, k] * self.Hc[:, k]
+
+    def _add(self, t, k):
+        return self.ops.addcmul_(t, self.Hr[:, k], self.Hc[:, k])
+
+    def take(self, mask):
+        return _PairedTerms(self.ops, self.Hr[mask], self.Hc[mask])
+
+
+class _Bounds(NamedTuple):
+    """What the truncation bound of a block needs (host arrays): the largest tails of its rows and columns."""
+
+    tail_r: np.ndarray
+    tail_c: np.ndarray
+    dtail_r: np.ndarray
+    dtail_c: np.ndarray
+    scale: float
+    ntk: bool
+
+
+def _amax(x) -> float:
+    return float(x.max()) if math.prod(x.shape) else 0.0
+
+
+class HermiteSeries:
+    """Kernel blocks from the truncated Hermite series, by Newton on each entry's correlation.
+
+    Parameters
+    ----------
+    sa, sb : float
+        Weight variances ``sigma_a2`` and ``sigma_b2``.
+    tol : float
+        Tolerance of every entry.
+    max_degree : int
+        Largest degree of the series.
+    odd : bool
+        Whether ``phi0 - c`` is odd (its even coefficients vanish).
+    polar : callable
+        ``polar(rho0, s, rhs, si, sj) -> (rho, p, dp)`` in numpy: the entries
+        no degree resolves, by quadrature.
+    ops : ArrayOps
+        The array library of the blocks.
+    group : int
+        Entries above the split solved per group.
+    """
+
+    # largest final correction taken with the pre-solve's derivative: its error is
+    # the correction times the relative error of that derivative (below ~1e-5),
+    # so at most ~1e-12 and typically far less
+    _ACCEPT = 1e-7
+
+    def __init__(self, sa, sb, tol, max_degree, odd, polar, ops, group):
+        self.sa, self.sb, self.tol, self.K, self.odd = sa, sb, tol, int(max_degree), odd
+        self.polar, self.ops, self.group = polar, ops, group
+
+    # -- degrees (on the host, from the exact truncation bounds) ----------------
+    def _degrees(self, rho_abs, b: _Bounds, tol=None):
+        """Smallest degree meeting the tolerance for each correlation bound (``K + 1`` where none does)."""
+        K = np.arange(self.K + 1)
+        rho_abs = np.minimum(np.atleast_1d(np.asarray(rho_abs, dtype=np.float64)), 1.0)
+        with np.errstate(under="ignore", divide="ignore"):
+            lr = np.log(np.maximum(rho_abs, 1e-300))[:, None]
+            bound = self.sa * np.exp(lr * (K + 1)) * np.sqrt(b.tail_r * b.tail_c)
+            if b.ntk:
+                bound = np.maximum(bound, self.sa * np.exp(lr * K) * np.sqrt(b.dtail_r * b.dtail_c) * b.scale)
+        ok = bound <= (self.tol if tol is None else tol) * b.scale
+        return np.where(ok.any(axis=1), ok.argmax(axis=1), self.K + 1)
+
+    def _degree(self, rho_abs, b: _Bounds, tol=None) -> int:
+        return int(self._degrees(min(1.0, rho_abs), b, tol)[0])
+
+    def _ks(self, K, top=None):
+        """The degrees in use up to ``K`` (at least one; up to ``top`` when given)."""
+        ks = list(range(1, K + 1, 2)) if self.odd else list(range(K + 1))
+        return ks if top is None else ks[: max(1, sum(k <= top for k in ks))]
+
+    def _split(self, abs0, b: _Bounds):
+        """Split correlation and bulk degree minimising (entries x degree + 2 x near entries x their degree)."""
+        Kc = self._degrees(np.minimum(np.array(_SPLITS) + _MARGIN, 1.0), b)
+        k_top = min(self._degree(_amax(abs0) + _MARGIN, b), self.K)
+        best = None
+        for cand, k_c in zip(_SPLITS, Kc):
+            if k_c > self.K:
+                continue
+            cost = math.prod(abs0.shape) * max(k_c, 1) + 2 * int((abs0 > cand).sum()) * k_top
+            if best is None or cost < best[0]:
+                best = (cost, cand, int(k_c))
+        return (0.0, 1) if best is None else best[1:]
+
+    # -- the truncated series -------------------------------------------------
+    def _series(self, rho, terms, ks, derivative=True):
+        """Value and (unless not ``derivative``) rho-derivative of ``sum_{k in ks} c_k rho^k`` (Horner)."""
+        x = rho * rho if self.odd else rho  # odd: rho q(rho^2)
+        p = terms.first(ks[-1])
+        dp = self.ops.xp.zeros_like(p) if derivative else None
+        for k in ks[-2::-1]:
+            if derivative:
+                dp *= x
+                dp += p
+            p *= x
+            terms.add_(p, k)
+        if self.odd:
+            if derivative:
+                dp *= 2.0 * x
+                dp += p
+            p *= rho
+        return p, dp
+
+    def _equation(self, s, rhs, terms, ks):
+        """``rho -> (g, dg, p, dp)`` of ``g(rho) = s rho - sa sum_k c_k rho^k - rhs``."""
+        sa = self.sa
+
+        def fun(rho):
+            p, dp = self._series(rho, terms, ks)
+            g = p * -sa
+            g += s * rho
+            g -= rhs
+            dg = dp * -sa
+            dg += s
+            return g, dg, p, dp
+
+        return fun
+
+    def _solve(self, rho0, s, rhs, terms, K, exact_derivative, K_pre=None, K_start=None):
+        """Roots of the degree-``K`` equation.
+
+        Without ``K_pre``: Newton at degree ``K``.  With it: one Newton step at
+        degree ``K_start`` (truncated to ``_START_TOL``), Newton at degree
+        ``K_pre`` (truncated to ``_PRE_TOL``), then one correction with the
+        degree-``K`` value and the pre-solve's last derivative; entries whose
+        correction exceeds ``_ACCEPT`` get full-degree Newton iterations.
+        Returns ``rho`` and the series' value and derivative there (the
+        derivative exactly only with ``exact_derivative``; else that of a
+        point within ~1e-5).
+        """
+        xp, ks = self.ops.xp, self._ks(K)
+        if K_pre is None or K_pre >= K - 2:
+            rho, (_, _, p, dp), step = newton(self._equation(s, rhs, terms, ks), rho0, tol=self.tol, full=True, xp=xp)
+            if exact_derivative:  # the NTK needs E[phi' phi'] at the returned iterate
+                return (rho, *self._series(rho, terms, ks))
+            p += dp * step  # values at the previous iterate, moved to the returned one to first order
+            return rho, p, dp
+        rho = rho0
+        if K_start is not None and K_start < K_pre:
+            g, dg, _, _ = self._equation(s, rhs, terms, self._ks(K, K_start))(rho)
+            g /= dg
+            rho = xp.subtract(rho, g, out=g)
+            xp.clip(rho, -1.0, 1.0, out=rho)
+        pre = self._equation(s, rhs, terms, self._ks(K, K_pre))
+        rho, (_, dg, _, dp), _ = newton(pre, rho, tol=_PRE_TOL, max_iter=8, strict=False, full=True, xp=xp)
+        p, _ = self._series(rho, terms, ks, derivative=False)  # full-degree value, pre-solve derivative
+        g = p * -self.sa
+        g += s * rho
+        g -= rhs
+        g /= dg
+        new = xp.subtract(rho, g, out=g)
+        xp.clip(new, -1.0, 1.0, out=new)
+        step = new - rho
+        p += dp * step
+        rho = new
+        bad = abs(step) > self._ACCEPT
+        if exact_derivative:
+            p, dp = self._series(rho, terms, ks)
+        if bad.any():
+            rho[bad], p[bad], dp[bad] = self._solve(rho[bad], s[bad], rhs[bad], terms.take(bad), K, exact_derivative)
+        return rho, p, dp
+
+    # -- one block ----------------------------------------------------------------
+    def block(self, P, R, C, hR, hC, kernel):
+        """The block of ``kernel`` between rows ``R`` and columns ``C``.
+
+        ``P`` holds their inner products; ``R`` and ``C`` (arrays of the
+        library of ``ops``) carry ``n_sq``, ``a``, ``s``, ``H``, ``d2``,
+        ``tail`` and ``dtail``; ``hR`` and ``hC`` the same samples' ``a``,
+        ``tail`` and ``dtail`` on the host.
+        """
+        xp = self.ops.xp
+        s = R.s[:, None] * C.s[None, :]
+        rhs = self.sb * P
+        nsum = R.n_sq[:, None] + C.n_sq[None, :]
+        dup = (nsum - 2.0 * P) <= 1e-13 * nsum
+        zero = s <= 1e-300
+        special = dup | zero
+        has_special = bool(special.any())
+        s_safe = xp.where(zero, 1.0, s) if has_special else s
+        # start: the linear part of the series, F(G) = h_0 h_0 + h_1 h_1 rho + O(rho^2)
+        rho0 = rhs + self.sa * xp.outer(R.H[:, 0], C.H[:, 0])
+        rho0 /= s_safe - self.sa * xp.outer(R.H[:, 1], C.H[:, 1])
+        xp.clip(rho0, -1.0, 1.0, out=rho0)
+        if has_special:
+            rho0[special] = 0.0
+        scale = float(max(np.max(hR.a, initial=0.0), np.max(hC.a, initial=0.0), 1e-300))
+        tails = [np.max(t, axis=0, initial=0.0) for t in (hR.tail, hC.tail, hR.dtail, hC.dtail)]
+        b = _Bounds(*tails, scale, kernel == "ntk")
+        rho, p, dp = self._correlations(rho0, s_safe, rhs, R, C, special if has_special else None, b)
+        if kernel == "ck":
+            out = s * rho
+        elif kernel == "feature":
+            out = p
+        else:
+            dp /= s_safe
+            dp *= -self.sa
+            dp += 1.0
+            out = p / dp
+        if has_special:
+            self._special_values(out, kernel, dup, zero, R, C, rhs)
+        return out
+
+    def _correlations(self, rho0, s, rhs, R, C, special, b: _Bounds):
+        """Every entry's correlation and series value and slope: the bulk at one degree, then the near entries."""
+        xp = self.ops.xp
+        abs0 = abs(rho0)
+        split, K_bulk = self._split(abs0, b)
+        K_pre = self._degree(split + _MARGIN, b, tol=_PRE_TOL)
+        K_start = self._degree(split + _MARGIN, b, tol=_START_TOL)
+        # entries starting beyond the split are solved again below: kept out of
+        # the bulk iteration (a zero right-hand side), they do not hold up its convergence
+        far = abs0 > split
+        has_far = bool(far.any())
+        rhs_bulk = xp.where(far, 0.0, rhs) if has_far else rhs
+        rho_bulk = xp.where(far, 0.0, rho0) if has_far else rho0
+        terms = _OuterTerms(self.ops, R.H, C.H)
+        rho, p, dp = self._solve(rho_bulk, s, rhs_bulk, terms, max(K_bulk, 1), b.ntk, K_pre, K_start)
+        near = abs(rho) > split + _MARGIN
+        near |= far
+        if special is not None:
+            near &= ~special
+        if near.any():
+            ii, jj = self.ops.nonzero(near)
+            start = xp.where(far[ii, jj], rho0[ii, jj], rho[ii, jj])
+            rho[ii, jj], p[ii, jj], dp[ii, jj] = self._near(start, s[ii, jj], rhs[ii, jj], R, C, ii, jj, b)
+        return rho, p, dp
+
+    def _near(self, rho0, s, rhs, R, C, ii, jj, b: _Bounds):
+        """Entries with large correlations: sorted groups at their own degree,
+        two-dimensional quadrature where the Hermite bound is not met."""
+        xp = self.ops.xp
+        rho, p, dp = xp.empty_like(rho0), xp.empty_like(rho0), xp.empty_like(rho0)
+        order = xp.argsort(abs(rho0))
+        polar = []
+        for g0 in range(0, len(order), self.group):
+            idx = order[g0 : g0 + self.group]
+            rmax = _amax(abs(rho0[idx])) + _MARGIN
+            K = max(1, min(self._degree(rmax, b), self.K))
+            K_pre, K_start = self._degree(rmax, b, tol=_PRE_TOL), self._degree(rmax, b, tol=_START_TOL)
+            gi, gj = ii[idx], jj[idx]
+            terms = _PairedTerms(self.ops, R.H[gi, : K + 1], C.H[gj, : K + 1])
+            r_, p_, dp_ = self._solve(rho0[idx], s[idx], rhs[idx], terms, K, b.ntk, K_pre, K_start)
+            # exact per-entry bound at the final correlation
+            ar = abs(r_)
+            with np.errstate(under="ignore"):
+                bound = self.sa * ar ** (K + 1) * xp.sqrt(R.tail[gi, K] * C.tail[gj, K])
+                if b.ntk:
+                    bound = xp.maximum(bound, self.sa * ar**K * xp.sqrt(R.dtail[gi, K] * C.dtail[gj, K]) * s[idx])
+            bad = bound > self.tol * max(b.scale, 1e-300)
+            rho[idx], p[idx], dp[idx] = r_, p_, dp_
+            if bad.any():
+                polar.append(idx[bad])
+        if polar:
+            k = xp.concatenate(polar)
+            host = [self.ops.to_host(t) for t in (rho[k], s[k], rhs[k], R.s[ii[k]], C.s[jj[k]])]
+            rho[k], p[k], dp[k] = (self.ops.from_host(v, rho) for v in self.polar(*host))
+        return rho, p, dp
+
+    def _special_values(self, out, kernel, dup, zero, R, C, rhs):
+        """Exact values of duplicate samples (the diagonal's) and of zero-norm rows, written into ``out``."""
+        sa, sb = self.sa, self.sb
+        if dup.any():
+            di, dj = self.ops.nonzero(dup)
+            a = R.a[di]
+            feat = (a - sb * R.n_sq[di]) / sa
+            out[di, dj] = a if kernel == "ck" else (feat if kernel == "feature" else feat / (1.0 - sa * R.d2[di]))
+        if zero.any():
+            feat0 = self.ops.xp.outer(R.H[:, 0], C.H[:, 0])[zero]
+            out[zero] = sa * feat0 + rhs[zero] if kernel == "ck" else feat0
