@@ -46,9 +46,16 @@ from .nn.readout import train_readout
 from .nn.solvers import SolverLog
 from .nn.training import make_optimizer, train
 
-__all__ = ["TorchEstimatorBase"]
+__all__ = ["TorchEstimatorBase", "store_params"]
 
 _TRAINABLE = ("readout", "hidden", "all")
+
+
+def store_params(estimator, params: dict) -> None:
+    """Store an ``__init__``'s arguments (its ``locals()``) as the estimator's attributes, unchanged."""
+    for name, value in params.items():
+        if name != "self":
+            setattr(estimator, name, value)
 
 
 class TorchEstimatorBase(NetworkMixin, BaseEstimator):

@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from sk_deq.nn.readout import train_readout
-from sk_deq.nn.readout import LinearReadout, ReadoutObjective, _Preconditioner, fit_readout, ridge_readout
+from sk_deq.nn.readout import ReadoutObjective, _Preconditioner, fit_readout, ridge_readout
 
 
 def _problem(n=300, m=40, k=4, seed=0, dtype=torch.float64, shift=0.5, separation=0.3):

@@ -8,6 +8,7 @@ from typing import ClassVar
 from sklearn.utils._param_validation import Interval
 
 from .._param_validation import ActivationName, SortedStrOptions
+from .._torch_base import store_params
 from .._torch_classifier import TorchClassifierBase
 from .._torch_regressor import TorchRegressorBase
 from ..activations import get_activation
@@ -111,30 +112,7 @@ class DEQClassifier(_DEQNetwork, TorchClassifierBase):
         random_state=None,
         verbose=0,
     ):
-        self.activation = activation
-        self.sigma_a2 = sigma_a2
-        self.n_hidden = n_hidden
-        self.trainable = trainable
-        self.solver = solver
-        self.max_iter = max_iter
-        self.tol = tol
-        self.input_scaling = input_scaling
-        self.readout = readout
-        self.optimizer = optimizer
-        self.learning_rate = learning_rate
-        self.alpha = alpha
-        self.class_weight = class_weight
-        self.batch_size = batch_size
-        self.max_epochs = max_epochs
-        self.early_stopping = early_stopping
-        self.validation_fraction = validation_fraction
-        self.n_iter_no_change = n_iter_no_change
-        self.improvement_tol = improvement_tol
-        self.warm_start = warm_start
-        self.dtype = dtype
-        self.device = device
-        self.random_state = random_state
-        self.verbose = verbose
+        store_params(self, locals())
 
 
 class DEQRegressor(_DEQNetwork, TorchRegressorBase):
@@ -182,25 +160,4 @@ class DEQRegressor(_DEQNetwork, TorchRegressorBase):
         random_state=None,
         verbose=0,
     ):
-        self.activation = activation
-        self.sigma_a2 = sigma_a2
-        self.n_hidden = n_hidden
-        self.trainable = trainable
-        self.solver = solver
-        self.max_iter = max_iter
-        self.tol = tol
-        self.input_scaling = input_scaling
-        self.optimizer = optimizer
-        self.learning_rate = learning_rate
-        self.alpha = alpha
-        self.batch_size = batch_size
-        self.max_epochs = max_epochs
-        self.early_stopping = early_stopping
-        self.validation_fraction = validation_fraction
-        self.n_iter_no_change = n_iter_no_change
-        self.improvement_tol = improvement_tol
-        self.warm_start = warm_start
-        self.dtype = dtype
-        self.device = device
-        self.random_state = random_state
-        self.verbose = verbose
+        store_params(self, locals())

@@ -1,17 +1,45 @@
 """The numpydoc pieces the estimators' docstrings share (training parameters, attributes)."""
 
+# The last parameters of every estimator: precision, device, seeding, output.
+_RUNTIME_DOC = """    dtype : {'float32', 'float64'}, default='float32'
+        Precision of the network.  Either way a sample's outputs do not
+        depend on the batch it comes in: batches go through the network in
+        multiples of 16 rows (padded), so matrix products compute every row
+        the same way, and the readout is float64.  In training, L-BFGS
+        evaluates its loss on the cached features with float64 parameters
+        and accumulation; the two matrix products per evaluation run in
+        float64 below 2**20 feature entries (then weighted and repeated
+        samples give the same fit) and in the features' dtype above, where
+        they are bound by memory traffic (see :mod:`sk_deq.nn.readout`).
+        On the CPU a sample's outputs do not depend on its batch, bitwise,
+        in either dtype (see :ref:`batch-invariance`); on a GPU, whose
+        libraries may choose kernels by more than the shape, they may differ
+        in the last bits.
+    device : None, str or torch.device, default='auto'
+        ``'auto'`` uses CUDA when available, else the CPU; ``None`` and
+        ``'cpu'`` the CPU; ``'cuda'`` or ``'cuda:N'`` that GPU.  The same
+        values as every ``device`` of sk_deq (:func:`sk_deq.resolve_device`):
+        anything else (``'mps'``: no float64), or a GPU this machine lacks,
+        is a ``ValueError`` at ``fit`` and equally at ``predict``, also after
+        ``set_params`` or unpickling (see :ref:`devices`).
+    random_state : int, RandomState instance or None, default=None
+        Seeds the weights, the validation split and the minibatch order.
+    verbose : int, default=0
+        ``1`` prints one line per epoch and progress bars for long feature
+        computations; ``2`` also a progress bar per epoch.
+"""
+
 # The training parameters, in their signature order (regressors have no readout or class_weight).
-_CLASSIFIER_TRAINING_DOC = """    readout : {'logistic', 'ridge'}, default='logistic'
+_CLASSIFIER_TRAINING_DOC = (
+    """    readout : {'logistic', 'ridge'}, default='logistic'
         How the readout is fitted.  ``'logistic'``: the cross-entropy (plus
         ``alpha``), trained by ``optimizer``.  ``'ridge'``: least squares on
         ``-1 / 1`` one-hot targets (plus ``alpha``), solved in closed form on
         the cached features (one Gram matrix and one Cholesky solve, as
         :class:`~sklearn.linear_model.RidgeClassifier`); it needs
         ``trainable='readout'`` and ``early_stopping=False``, and there is
-        no ``predict_proba`` or ``partial_fit``.  On MNIST-4,000 it fitted
-        the readout several times faster than L-BFGS, and its accuracy
-        differed by about 1.5 points, lower at width 1,024 and higher at
-        4,096: see :ref:`readout-speed`.
+        no ``predict_proba`` or ``partial_fit``.  Its speed and accuracy
+        against L-BFGS: see :ref:`readout-speed`.
     optimizer : {'auto', 'lbfgs', 'adam', 'sgd'}, default='auto'
         ``'auto'`` is full-batch L-BFGS when only the readout is trained (a
         convex problem on cached features) and Adam otherwise, and Adam in
@@ -66,35 +94,12 @@ _CLASSIFIER_TRAINING_DOC = """    readout : {'logistic', 'ridge'}, default='logi
         ``layers``, ``kernel``, ``family``, ``input_scaling``,
         ``trainable``) before such a fit, or before ``partial_fit``, is an
         error; solver settings, ``dtype`` and training parameters may change.
-    dtype : {'float32', 'float64'}, default='float32'
-        Precision of the network.  Either way a sample's outputs do not
-        depend on the batch it comes in: batches go through the network in
-        multiples of 16 rows (padded), so matrix products compute every row
-        the same way, and the readout is float64.  In training, L-BFGS
-        evaluates its loss on the cached features with float64 parameters
-        and accumulation; the two matrix products per evaluation run in
-        float64 below 2**20 feature entries (then weighted and repeated
-        samples give the same fit) and in the features' dtype above, where
-        they are bound by memory traffic (see :mod:`sk_deq.nn.readout`).
-        On the CPU a sample's outputs do not depend on its batch, bitwise,
-        in either dtype (see :ref:`batch-invariance`); on a GPU, whose
-        libraries may choose kernels by more than the shape, they may differ
-        in the last bits.
-    device : None, str or torch.device, default='auto'
-        ``'auto'`` uses CUDA when available, else the CPU; ``None`` and
-        ``'cpu'`` the CPU; ``'cuda'`` or ``'cuda:N'`` that GPU.  The same
-        values as every ``device`` of sk_deq (:func:`sk_deq.resolve_device`):
-        anything else (``'mps'``: no float64), or a GPU this machine lacks,
-        is a ``ValueError`` at ``fit`` and equally at ``predict``, also after
-        ``set_params`` or unpickling (see :ref:`devices`).
-    random_state : int, RandomState instance or None, default=None
-        Seeds the weights, the validation split and the minibatch order.
-    verbose : int, default=0
-        ``1`` prints one line per epoch and progress bars for long feature
-        computations; ``2`` also a progress bar per epoch.
 """
+    + _RUNTIME_DOC
+)
 
-_REGRESSOR_TRAINING_DOC = """    optimizer : {'auto', 'lbfgs', 'adam', 'sgd'}, default='auto'
+_REGRESSOR_TRAINING_DOC = (
+    """    optimizer : {'auto', 'lbfgs', 'adam', 'sgd'}, default='auto'
         ``'auto'`` solves for the readout in closed form when only the
         readout is trained (least squares, the exact minimiser: one Gram
         matrix and one Cholesky solve on the cached features; with
@@ -149,33 +154,9 @@ _REGRESSOR_TRAINING_DOC = """    optimizer : {'auto', 'lbfgs', 'adam', 'sgd'}, d
         ``input_scaling``, ``trainable``) before such a fit, or before
         ``partial_fit``, is an error; solver settings, ``dtype`` and
         training parameters may change.
-    dtype : {'float32', 'float64'}, default='float32'
-        Precision of the network.  Either way a sample's outputs do not
-        depend on the batch it comes in: batches go through the network in
-        multiples of 16 rows (padded), so matrix products compute every row
-        the same way, and the readout is float64.  In training, L-BFGS
-        evaluates its loss on the cached features with float64 parameters
-        and accumulation; the two matrix products per evaluation run in
-        float64 below 2**20 feature entries (then weighted and repeated
-        samples give the same fit) and in the features' dtype above, where
-        they are bound by memory traffic (see :mod:`sk_deq.nn.readout`).
-        On the CPU a sample's outputs do not depend on its batch, bitwise,
-        in either dtype (see :ref:`batch-invariance`); on a GPU, whose
-        libraries may choose kernels by more than the shape, they may differ
-        in the last bits.
-    device : None, str or torch.device, default='auto'
-        ``'auto'`` uses CUDA when available, else the CPU; ``None`` and
-        ``'cpu'`` the CPU; ``'cuda'`` or ``'cuda:N'`` that GPU.  The same
-        values as every ``device`` of sk_deq (:func:`sk_deq.resolve_device`):
-        anything else (``'mps'``: no float64), or a GPU this machine lacks,
-        is a ``ValueError`` at ``fit`` and equally at ``predict``, also after
-        ``set_params`` or unpickling (see :ref:`devices`).
-    random_state : int, RandomState instance or None, default=None
-        Seeds the weights, the validation split and the minibatch order.
-    verbose : int, default=0
-        ``1`` prints one line per epoch and progress bars for long feature
-        computations; ``2`` also a progress bar per epoch.
 """
+    + _RUNTIME_DOC
+)
 
 _TRAINING = {"classifier": _CLASSIFIER_TRAINING_DOC, "regressor": _REGRESSOR_TRAINING_DOC}
 
