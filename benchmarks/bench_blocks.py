@@ -38,7 +38,7 @@ import torch
 from sklearn.datasets import load_digits
 from sklearn.exceptions import ConvergenceWarning
 
-import sk_deq._torch_base as torch_base
+import sk_deq._torch_network as torch_network
 from sk_deq import DEQClassifier, MatchedExplicitClassifier
 from sk_deq.nn import block_rows, map_row_blocks
 
@@ -69,7 +69,7 @@ def _whole_batch(fn, x, block, out):
 def _blocks(model, block):
     """``model`` with blocks of ``block`` rows (None: :func:`_whole_batch`) while the context lasts."""
     if block is None:
-        with mock.patch.object(torch_base, "map_row_blocks", _whole_batch):
+        with mock.patch.object(torch_network, "map_row_blocks", _whole_batch):
             yield
         return
     model._block_rows = lambda: block  # an instance attribute: the class's method is untouched

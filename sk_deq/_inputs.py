@@ -65,12 +65,17 @@ def check_kernel(kernel, allowed: tuple = KERNELS) -> str:
     return kernel
 
 
+def _real(value, name: str) -> float:
+    """``value`` as a float, or a ``TypeError`` naming ``name``."""
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must be a real number, got {value!r}.") from None
+
+
 def check_sigma_a2(sigma_a2) -> float:
     """``sigma_a2`` as a float in (0, 1), or a clear error."""
-    try:
-        s = float(sigma_a2)
-    except (TypeError, ValueError):
-        raise TypeError(f"sigma_a2 must be a real number, got {sigma_a2!r}.") from None
+    s = _real(sigma_a2, "sigma_a2")
     if not (np.isfinite(s) and 0.0 < s < 1.0):
         raise ValueError(
             f"sigma_a2 must lie in the open interval (0, 1), got {sigma_a2!r}; the DEQ's weight "
@@ -92,10 +97,7 @@ def check_sigma_b2(sigma_b2, sigma_a2: float) -> float:
 
 def check_tau0(tau0) -> float:
     """The data scale ``tau0`` as a positive finite float, or a clear error."""
-    try:
-        t = float(tau0)
-    except (TypeError, ValueError):
-        raise TypeError(f"tau0 must be a real number, got {tau0!r}.") from None
+    t = _real(tau0, "tau0")
     if not (np.isfinite(t) and t > 0.0):
         raise ValueError(
             f"tau0 must be positive and finite, got {tau0!r}; tau0^2 is the mean squared sample "

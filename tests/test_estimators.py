@@ -503,7 +503,7 @@ def test_verbose_prints_epochs_and_progress(blobs, capsys):
 
 
 def test_feature_progress_bar_on_long_computations(capsys):
-    from sk_deq.nn.training import ProgressBar
+    from sk_deq._progress import ProgressBar
 
     stream = io.StringIO()
     with ProgressBar(4, "features", stream=stream) as bar:
@@ -786,13 +786,13 @@ def test_class_weight_multiplies_sample_weight_and_rejects_unknown_labels(monkey
 
     X, y, w = _weighted_problem()
     seen = []
-    real_train = base.train
+    real_train = base.train_readout
 
     def spy(*args, sample_weight=None, **kwargs):
         seen.append(sample_weight)
         return real_train(*args, sample_weight=sample_weight, **kwargs)
 
-    monkeypatch.setattr(base, "train", spy)
+    monkeypatch.setattr(base, "train_readout", spy)
     cw = {0: 3.0, 2: 0.5}  # class 1 keeps weight 1
     _small(DEQClassifier, class_weight=cw).fit(X, y, sample_weight=w)
     expected = w * np.array([3.0, 1.0, 0.5])[y]  # up to a common factor (weights are rescaled by a power of two)

@@ -6,6 +6,9 @@ import torch
 from sklearn.datasets import make_blobs
 
 import sk_deq._torch_base as base
+import sk_deq._torch_network as network
+from sk_deq._torch_classifier import TorchClassifierBase
+from sk_deq.nn import train
 from sk_deq import DEQClassifier, ExplicitClassifier, MatchedExplicitClassifier
 
 pytestmark = [
@@ -24,16 +27,16 @@ def blobs():
 def _spy_on_train(monkeypatch, upcast_first: bool):
     """Record what the readout is trained on; with ``upcast_first`` train on a float64 copy instead."""
     seen = []
-    original = base.train
+    original = base.train_readout
 
-    def spy(model, X, y, **kw):
-        seen.append(X.dtype)
+    def spy(linear, Z, y, **kw):
+        seen.append(Z.dtype)
         if upcast_first:
-            model, X = model.linear, X.to(torch.float64)
+            Z = Z.to(torch.float64)
             kw["X_val"] = None if kw["X_val"] is None else kw["X_val"].to(torch.float64)
-        return original(model, X, y, **kw)
+        return original(linear, Z, y, **kw)
 
-    monkeypatch.setattr(base, "train", spy)
+    monkeypatch.setattr(base, "train_readout", spy)
     return seen
 
 
@@ -53,17 +56,17 @@ def test_float32_features_are_cached_as_float32_and_fit_as_a_float64_copy_would(
 
 def test_features_that_do_not_fit_in_memory_are_a_clear_error(blobs, monkeypatch):
     X, y = blobs
-    monkeypatch.setattr(base, "available_memory_bytes", lambda: 300 * 48 * 4 - 1)
+    monkeypatch.setattr(network, "available_memory_bytes", lambda: 300 * 48 * 4 - 1)
     est = DEQClassifier(n_hidden=48, random_state=0)
     with pytest.raises(MemoryError, match=r"300 x 48 float32 values need: .* Train in chunks with partial_fit"):
         est.fit(X, y)
     assert not hasattr(est, "solver_info_")  # raised before computing features
-    monkeypatch.setattr(base, "available_memory_bytes", lambda: 300 * 48 * 4)
+    monkeypatch.setattr(network, "available_memory_bytes", lambda: 300 * 48 * 4)
     DEQClassifier(n_hidden=48, random_state=0, max_epochs=50).fit(X, y)
     # float64 networks cache float64 features; trained hidden weights cache nothing
     with pytest.raises(MemoryError, match="float64"):
         DEQClassifier(n_hidden=48, dtype="float64", random_state=0).fit(X, y)
-    monkeypatch.setattr(base, "available_memory_bytes", lambda: 40000)  # the network's 32280 bytes, no cache
+    monkeypatch.setattr(network, "available_memory_bytes", lambda: 40000)  # the network's 32280 bytes, no cache
     DEQClassifier(n_hidden=48, trainable="all", max_epochs=1, random_state=0).fit(X, y)
 
 
@@ -72,14 +75,14 @@ def test_a_frozen_network_sees_the_inputs_one_chunk_at_a_time(cls, blobs, monkey
     X, y = blobs
     whole = cls(n_hidden=48, max_epochs=40, random_state=0).fit(X, y)
     seen = []
-    to_tensor = base.TorchClassifierBase._to_tensor
+    to_tensor = TorchClassifierBase._to_tensor
 
     def spy(self, X, device, *args):
         seen.append(len(X))
         return to_tensor(self, X, device, *args)
 
-    monkeypatch.setattr(base.TorchClassifierBase, "_chunk_rows", lambda self: 64)
-    monkeypatch.setattr(base.TorchClassifierBase, "_to_tensor", spy)
+    monkeypatch.setattr(TorchClassifierBase, "_chunk_rows", lambda self: 64)
+    monkeypatch.setattr(TorchClassifierBase, "_to_tensor", spy)
     chunked = cls(n_hidden=48, max_epochs=40, random_state=0).fit(X, y)
     assert seen == [64, 64, 64, 64, 44]  # no scaled copy of all 300 rows
     np.testing.assert_array_equal(chunked.features(X), whole.features(X))
@@ -92,9 +95,9 @@ def test_train_continues_a_given_optimizer():
     X, y = torch.randn(64, 3, dtype=torch.float64), torch.arange(64) % 2
     model = torch.nn.Linear(3, 2, dtype=torch.float64)
     opt = torch.optim.Adam(model.parameters(), lr=0.1)
-    base.train(model, X, y, optimizer="adam", max_epochs=1, batch_size=16, torch_optimizer=opt)
+    train(model, X, y, optimizer="adam", max_epochs=1, batch_size=16, torch_optimizer=opt)
     assert opt.state[model.weight]["step"] == 4  # the steps went through the given optimizer
-    base.train(model, X, y, optimizer="adam", max_epochs=1, batch_size=16, torch_optimizer=opt)
+    train(model, X, y, optimizer="adam", max_epochs=1, batch_size=16, torch_optimizer=opt)
     assert opt.state[model.weight]["step"] == 8
     with pytest.raises(ValueError, match="torch_optimizer continues a minibatch optimizer; it cannot be used with"):
-        base.train(model, X, y, optimizer="lbfgs", torch_optimizer=opt)
+        train(model, X, y, optimizer="lbfgs", torch_optimizer=opt)

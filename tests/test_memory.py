@@ -8,7 +8,7 @@ import textwrap
 import numpy as np
 import pytest
 
-import sk_deq._torch_base as base
+import sk_deq._torch_network as network
 from sk_deq.kernels import memory
 from sk_deq.kernels.memory import available_memory_bytes, check_fits_in_memory, check_kernel_fits_in_memory
 
@@ -99,7 +99,7 @@ def test_the_estimators_use_the_guard_at_predict_too(monkeypatch):
     rng = np.random.default_rng(0)
     X, y = rng.normal(size=(64, 3)), rng.normal(size=64)
     reg = DEQRegressor(n_hidden=32, random_state=0).fit(X, y)
-    monkeypatch.setattr(base, "available_memory_bytes", lambda: 100 * 32 * 4 - 1)
+    monkeypatch.setattr(network, "available_memory_bytes", lambda: 100 * 32 * 4 - 1)
     reg.predict(X)  # 64 rows fit
     with pytest.raises(MemoryError, match=r"computes the features of the 100 samples on cpu: 100 x 32 float32"):
         reg.predict(np.tile(X, (2, 1))[:100])

@@ -71,9 +71,8 @@ def test_default_stream_is_stdout(capsys):
 
 def test_templates_and_one_class_for_training_and_experiments():
     from sk_deq import nn
-    from sk_deq.nn import training
 
-    assert training.ProgressBar is nn.ProgressBar is ProgressBar
+    assert not hasattr(nn, "ProgressBar")  # one class, in sk_deq._progress
     assert ProgressBar(1).template == BAR
     fields = dict(desc="d", bar="##", n=1, total=2, elapsed=1.0, eta=", ~1s left")
     assert BAR.format(**fields) == "d |##| 1/2 [1.0s]"

@@ -7,8 +7,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from sk_deq.nn import train
-from sk_deq.nn.readout import LinearReadout, ReadoutObjective, _Preconditioner, fit_readout, ridge_readout
+from sk_deq.nn.readout import train_readout
+from sk_deq.nn.readout import ReadoutObjective, _Preconditioner, fit_readout, ridge_readout
 
 
 def _problem(n=300, m=40, k=4, seed=0, dtype=torch.float64, shift=0.5, separation=0.3):
@@ -89,7 +89,7 @@ def test_preconditioned_and_plain_solvers_reach_the_same_optimum(k, separation):
     y = y % 2 if k == 1 else y
     plain, info_p = _fit(Z, y, k, 1e-2, w, precondition=False, tol=1e-8)
     pre, info_q = _fit(Z, y, k, 1e-2, w, precondition=True, tol=1e-8)
-    assert info_p["grad_max"] <= 1e-8 and info_q["grad_max"] <= 1e-8
+    assert info_p.grad_max <= 1e-8 and info_q.grad_max <= 1e-8
     # strictly convex (alpha = 1e-2 bounds the Hessian below): a unique minimiser, and
     # a gradient below 1e-8 puts each solution within 1e-6 of it
     torch.testing.assert_close(pre.weight, plain.weight, rtol=0, atol=2e-6)
@@ -107,8 +107,8 @@ def test_preconditioning_cuts_the_iterations_on_badly_conditioned_features():
     Z, y, _ = _problem(n=600, m=60, shift=3.0)
     _, plain = _fit(Z, y, 4, 1e-4, precondition=False, tol=1e-6, max_iter=3000)
     _, pre = _fit(Z, y, 4, 1e-4, precondition=True, tol=1e-6)
-    assert pre["converged"] and pre["grad_max"] <= 1e-6
-    assert pre["n_iter"] < plain["n_iter"] / 10
+    assert pre.converged and pre.grad_max <= 1e-6
+    assert pre.n_iter < plain.n_iter / 10
 
 
 def test_preconditioner_maps_variables_and_gradients_consistently():
@@ -143,43 +143,30 @@ def test_weights_equal_repeated_rows_at_a_tight_tolerance():
     torch.testing.assert_close(a.weight, b.weight, rtol=0, atol=2e-6)
 
 
-def test_train_uses_the_fused_solver_for_linear_models_and_keeps_its_contract():
+def test_train_readout_runs_the_fused_solver_with_one_epoch_per_iteration():
     Z, y, w = _problem()
     lin = torch.nn.Linear(Z.shape[1], 4, dtype=torch.float64)
     with torch.no_grad():
         lin.weight.zero_()
         lin.bias.zero_()
-    calls = []
-    res = train(
-        LinearReadout(lin),
-        Z,
-        y,
-        sample_weight=w,
-        optimizer="lbfgs",
-        max_epochs=500,
-        alpha=1e-2,
-        penalized=[lin.weight],
-        improvement_tol=1e-8,
-        after_step=lambda: calls.append(1),
-    )
-    assert res.converged and res.n_epochs == len(res.history) == len(calls)
+    res = train_readout(lin, Z, y, sample_weight=w, max_epochs=500, alpha=1e-2, improvement_tol=1e-8)
+    assert res.converged and res.n_epochs == len(res.history) > 1
     _, ref = _fit(Z, y, 4, 1e-2, w, tol=1e-9)
     losses = [h["train_loss"] for h in res.history]
     # stopped by L-BFGS-B's relative reduction test (2.2e-9) at the optimal loss
-    assert losses[-1] == pytest.approx(ref["loss"], rel=1e-7) and losses[-1] < losses[0]
+    assert losses[-1] == pytest.approx(ref.loss, rel=1e-7) and losses[-1] < losses[0]
     assert _autograd(Z, y, 4, 1e-2, w, lin.weight.detach().T, lin.bias.detach())[0] == pytest.approx(losses[-1])
 
 
 def test_validation_stopping_restores_the_best_iterate_with_the_fused_solver():
     Z, y, _ = _problem(n=400)
     lin = torch.nn.Linear(Z.shape[1], 4, dtype=torch.float64)
-    res = train(
+    res = train_readout(
         lin,
         Z[:300],
         y[:300],
         X_val=Z[300:],
         y_val=y[300:],
-        optimizer="lbfgs",
         max_epochs=300,
         alpha=0.0,
         n_iter_no_change=3,
@@ -229,7 +216,7 @@ def test_ridge_readout_equals_scikit_learn_ridge_on_the_same_features(weighted):
     clf = MatchedExplicitClassifier(
         "tanh", 0.2, n_hidden=64, readout="ridge", alpha=1e-3, dtype="float64", random_state=0
     ).fit(X, y, sample_weight=sw)
-    Z = clf._compute_features(X, torch.device("cpu"), "fit")[0].numpy()
+    Z = clf.features(X)
     T = np.where(y[:, None] == clf.classes_[None, :], 1.0, -1.0)
     # ours: 1/2 sum w_i ||r_i||^2 / sum w + alpha/2 ||W||^2  <=>  Ridge(alpha = alpha * sum w)
     total = len(y) if sw is None else sw.sum()

@@ -26,16 +26,13 @@ import torch
 __all__ = ["block_rows", "map_row_blocks"]
 
 #: Rows of a block times the width: a block's product is then about the same
-#: size whatever the width (2^16 entries: 64 rows at width 1024).  Measured by
-#: ``benchmarks/bench_blocks.py`` (user guide, "A sample's outputs do not
-#: depend on its batch"): smaller blocks cost throughput (16-row blocks
-#: predict 2.1x slower than one call on the batch at width 1024, 2.5x at
-#: 4096), larger ones one-sample latency (each row of a block is computed).
+#: size whatever the width (2^16 entries: 64 rows at width 1024).  Smaller
+#: blocks cost throughput, larger ones one-sample latency (each row of a block
+#: is computed); ``benchmarks/bench_blocks.py`` measures both.
 BLOCK_ENTRIES = 1 << 16
 #: The fewest and most rows in a block: below 64 rows a wide product is bound
-#: by reading the weights (at width 4096, 64-row blocks predict 2x faster than
-#: 16-row ones, for 1.8x the one-sample latency); above 1024 rows the padding
-#: of a short batch costs more than the calls it saves.
+#: by reading the weights; above 1024 rows the padding of a short batch costs
+#: more than the calls it saves.
 MIN_BLOCK_ROWS, MAX_BLOCK_ROWS = 64, 1024
 
 

@@ -25,7 +25,7 @@ import torch
 from torch import nn
 
 from ..activations import get_activation
-from .solvers import SolverInfo, get_solver
+from .solvers import SolverInfo, SolverLog, get_solver
 
 __all__ = ["DEQLayer", "DEQDivergenceError"]
 
@@ -83,6 +83,8 @@ class DEQLayer(nn.Module):
         Diagnostics of the last forward solve.
     backward_info : SolverInfo or None
         Diagnostics of the last adjoint solve.
+    solver_log : SolverLog or None
+        Where every solve is recorded while a :class:`~sk_deq.nn.solvers.SolverLog` is open on the layer.
 
     Examples
     --------
@@ -140,6 +142,7 @@ class DEQLayer(nn.Module):
         self.B = nn.Parameter(B.to(dtype=dtype, device=device), requires_grad=bool(train_b))
         self.forward_info: SolverInfo | None = None
         self.backward_info: SolverInfo | None = None
+        self.solver_log: SolverLog | None = None
 
     # ------------------------------------------------------------------
     def extra_repr(self) -> str:
@@ -180,23 +183,6 @@ class DEQLayer(nn.Module):
         out = self.activation._torch_inplace(h)
         return out.sub_(self.center).div_(math.sqrt(self.n_hidden))
 
-    def pre_activation(self, z: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-        """``sqrt(sigma_a2) A z + sqrt(sigma_b2) B x`` (rows are samples).
-
-        Parameters
-        ----------
-        z : torch.Tensor of shape (n, m)
-            Hidden states (e.g. the fixed point ``z*``).
-        x : torch.Tensor of shape (n, p)
-            Inputs.
-
-        Returns
-        -------
-        torch.Tensor of shape (n, m)
-            The pre-activations; at ``z*`` their scale is ``tau``.
-        """
-        return torch.addmm(self.injection(x), z, self.A.T, alpha=math.sqrt(self.sigma_a2))
-
     def step(self, z: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         """One application of the fixed-point map ``f(z; x)`` (differentiable).
 
@@ -210,7 +196,7 @@ class DEQLayer(nn.Module):
         Returns
         -------
         torch.Tensor of shape (n, m)
-            ``(phi0(pre_activation(z, x)) - center) / sqrt(m)``.
+            ``(phi0(sqrt(sigma_a2) A z + sqrt(sigma_b2) B x) - center) / sqrt(m)``.
         """
         return self._map(z, self.injection(x), self.A)
 
@@ -224,6 +210,8 @@ class DEQLayer(nn.Module):
                 "contraction for these inputs. Use a smaller sigma_a2 (the map contracts when "
                 "2 sqrt(sigma_a2) Lip(phi) < 1, e.g. sigma_a2 < 0.25 for ReLU), or smaller inputs."
             )
+        if self.solver_log is not None:
+            self.solver_log.add("forward" if what == "forward" else "adjoint", info)
         return z, info
 
     def solve(self, x: torch.Tensor, z0: torch.Tensor | None = None):

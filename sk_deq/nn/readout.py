@@ -42,10 +42,11 @@ import math
 import numpy as np
 import torch
 
-__all__ = ["LOSSES", "LinearReadout", "ReadoutObjective", "fit_readout", "ridge_readout"]
+from .history import LOSSES, TrainResult, normalised_weights, start_epochs
+from .lbfgs import LBFGSResult, minimize_lbfgs
+from .training import train
 
-#: The losses of a readout: cross-entropy (classification) and squared error (regression).
-LOSSES = ("cross_entropy", "squared")
+__all__ = ["LinearReadout", "ReadoutObjective", "fit_readout", "ridge_readout", "train_readout"]
 
 #: Features with fewer entries than this are copied to float64 (products in float64).
 FLOAT64_BELOW_ENTRIES = 1 << 20
@@ -93,10 +94,9 @@ class LinearReadout(torch.nn.Module):
 def _mm(A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
     """``A @ B``; on the CPU through numpy's matmul (zero-copy views).
 
-    torch's CPU matrix product was up to three times slower than numpy's on
-    the skinny products of the readout (``(n, m) @ (m, k)`` and ``G^T Z``
-    with ``k`` about 10), in both operand orders, even with one numpy
-    thread against two torch threads.
+    numpy's CPU product is the faster on the skinny products of the readout
+    (``(n, m) @ (m, k)`` and ``G^T Z`` with ``k`` about 10); see
+    ``benchmarks/bench_readout.py``.
     """
     if A.device.type == "cpu":
         return torch.from_numpy(np.matmul(A.detach().numpy(), B.detach().numpy()))
@@ -319,10 +319,6 @@ class _Identity:
         return g
 
 
-class _Stop(Exception):
-    pass
-
-
 def fit_readout(
     linear: torch.nn.Linear,
     objective: ReadoutObjective,
@@ -332,8 +328,8 @@ def fit_readout(
     precondition: bool | None = None,
     ftol: float = 2.2e-9,
     callback=None,
-) -> dict:
-    """Train ``linear`` (in place) by L-BFGS-B on ``objective``.
+) -> LBFGSResult:
+    """Train ``linear`` (in place) by L-BFGS-B (:func:`~sk_deq.nn.lbfgs.minimize_lbfgs`) on ``objective``.
 
     Parameters
     ----------
@@ -349,115 +345,134 @@ def fit_readout(
         and ``b``) is at most ``tol``.
     precondition : bool, optional
         Iterate in the preconditioned variables (see the module docstring).
-        By default (None) only where it pays: at least ``2**20`` feature
-        entries (below, an iteration costs little either way) and at most
-        2,048 features (above, the Gram matrix, its factor and the two
-        triangular solves per iteration cost more than the iterations they
-        save; measured on MNIST: 35 instead of 100 iterations at 1,024
-        features, 1.6 to 2 times faster in all, 1.4 times slower at 4,096).
+        By default (None) only where it pays: at least
+        :data:`PRECONDITION_MIN_ENTRIES` feature entries (below, an
+        iteration costs little either way) and at most
+        :data:`PRECONDITION_MAX_FEATURES` features (above, the Gram matrix,
+        its factor and the two triangular solves per iteration cost more
+        than the iterations they save; see ``benchmarks/bench_readout.py``).
     ftol : float, default=2.2e-9
         L-BFGS-B also stops once an iteration reduces the loss by less than
         this fraction (scipy's default).
     callback : callable, optional
-        Called after every iteration with the loss, once ``linear`` holds
-        the iterate; it may raise to stop.
+        ``callback(loss) -> bool`` after every iteration, once ``linear``
+        holds the iterate; True stops the run.
 
     Returns
     -------
-    dict
-        ``n_iter``, ``n_eval`` (loss evaluations), ``converged`` (the
-        gradient test was met), ``message`` and ``grad_max`` (the largest
-        gradient entry at the end).
+    LBFGSResult
+        Iterations, evaluations, ``converged`` (a stopping test was met),
+        ``message``, ``grad_max`` (the largest gradient entry at the end)
+        and ``loss``.
     """
-    from scipy.optimize import minimize
-    from threadpoolctl import threadpool_limits
-
     W0 = linear.weight.detach().T.to(torch.float64)
     b0 = linear.bias.detach().to(torch.float64)
     m, k = W0.shape
     if precondition is None:
         precondition = m <= PRECONDITION_MAX_FEATURES and objective.n * m >= PRECONDITION_MIN_ENTRIES
     pre = _Preconditioner(objective) if precondition else _Identity()
-    shape = (m + 1, k)
-    device = W0.device
-    state = {"x": None, "loss": math.nan, "gmax": math.inf, "n_eval": 0}
 
     def weights(v):
-        V = torch.from_numpy(np.asarray(v, dtype=np.float64).reshape(shape)).to(device)
-        return pre.to_weights(V)
+        return pre.to_weights(torch.from_numpy(np.asarray(v, dtype=np.float64).reshape(m + 1, k)).to(W0.device))
 
     def fun(v):
         Wb = weights(v)
         loss, gW, gb = objective(Wb[:m], Wb[m])
-        g = torch.cat([gW, gb[None, :]])
-        state.update(x=np.array(v, copy=True), loss=loss, gmax=float(g.abs().max()) if g.numel() else 0.0, Wb=Wb)
-        state["n_eval"] += 1
         if not math.isfinite(loss):
             raise FloatingPointError(f"The readout loss became {loss}.")
-        return loss, pre.gradient(g).reshape(-1).cpu().numpy()
+        g = torch.cat([gW, gb[None, :]])
+        return loss, pre.gradient(g).reshape(-1).cpu().numpy(), float(g.abs().max()) if g.numel() else 0.0
 
-    def store(Wb):
+    def store(v):
+        Wb = weights(v)
         with torch.no_grad():
             linear.weight.copy_(Wb[:m].T)
             linear.bias.copy_(Wb[m])
 
-    n_iter = [0]
-
-    def on_iter(vk):
-        n_iter[0] += 1
-        Wb = state["Wb"] if np.array_equal(vk, state["x"]) else weights(vk)
-        store(Wb)
-        if callback is not None:
-            callback(state["loss"])
-        if np.array_equal(vk, state["x"]) and state["gmax"] <= tol:
-            raise _Stop
+    def on_iter(v, loss):
+        store(v)
+        return callback is not None and callback(loss)
 
     v0 = pre.to_variables(torch.cat([W0, b0[None, :]])).reshape(-1).cpu().numpy()
-    loss0, _ = fun(v0)
-    if state["gmax"] <= tol or max_iter <= 0:
-        store(state["Wb"])
-        return {
-            "n_iter": 0,
-            "n_eval": 1,
-            "converged": state["gmax"] <= tol,
-            "message": "converged at the start",
-            "grad_max": state["gmax"],
-            "loss": loss0,
-        }
-    try:
-        # One BLAS thread, numpy's included.  L-BFGS-B's own work is vector operations on the
-        # parameters, where threads do not pay off.  The loss's two products alone run faster
-        # on two (3.2 against 5.4 ms per evaluation, 4,000 x 1,024 float32 features), but
-        # between them come torch's operations, and OpenBLAS's and torch's thread pools, each
-        # waiting for work, took the cores from one another: a whole fit took 1.3-1.8 s with
-        # numpy's threads against 0.6 s without (MatchedExplicitClassifier, tanh, same data).
-        with threadpool_limits(limits=1, user_api="blas"):
-            res = minimize(
-                fun,
-                v0,
-                jac=True,
-                method="L-BFGS-B",
-                callback=on_iter,
-                options={"maxiter": int(max_iter), "gtol": 0.0, "ftol": float(ftol), "maxfun": 20 * int(max_iter) + 20},
-            )
-    except _Stop:
-        return {
-            "n_iter": n_iter[0],
-            "n_eval": state["n_eval"],
-            "converged": True,
-            "message": f"largest gradient entry {state['gmax']:.3g} <= tol={tol:g}",
-            "grad_max": state["gmax"],
-            "loss": state["loss"],
-        }
-    store(weights(res.x))
-    return {
-        "n_iter": n_iter[0],
-        "n_eval": state["n_eval"],
-        "converged": bool(res.success),
-        "message": str(res.message),
-        "grad_max": state["gmax"],
-        "loss": float(res.fun),
-    }
+    res = minimize_lbfgs(fun, v0, max_iter=max_iter, tol=tol, ftol=ftol, callback=on_iter)
+    store(res.x)
+    return res
+
+
+def train_readout(
+    linear: torch.nn.Linear,
+    Z: torch.Tensor,
+    y: torch.Tensor,
+    *,
+    optimizer: str = "lbfgs",
+    sample_weight=None,
+    X_val=None,
+    y_val=None,
+    val_weight=None,
+    alpha: float = 0.0,
+    max_epochs: int = 200,
+    improvement_tol: float = 1e-4,
+    chunk_size=None,
+    loss: str = "cross_entropy",
+    **options,
+) -> TrainResult:
+    """Fit the readout ``linear`` (in place) on the cached features ``Z``, with the history of :func:`train`.
+
+    Parameters
+    ----------
+    linear : torch.nn.Linear
+        The float64 readout; its weights (not its bias) carry the penalty
+        ``alpha/2 ||W||^2``.
+    Z : torch.Tensor of shape (n, m)
+        Features, in any floating dtype (upcast one chunk at a time).
+    y : torch.Tensor of shape (n,) or (n, k)
+        Targets, as :func:`train` takes them.
+    optimizer : {'lbfgs', 'ridge', 'adam', 'sgd'}, default='lbfgs'
+        ``'lbfgs'``: :func:`fit_readout`, one iteration per epoch.
+        ``'ridge'``: the closed-form least-squares readout
+        (:func:`ridge_readout`), recorded as one epoch.  ``'adam'``,
+        ``'sgd'``: minibatches, by :func:`train` on a :class:`LinearReadout`.
+    sample_weight, X_val, y_val, val_weight, alpha, max_epochs, improvement_tol, chunk_size, loss
+        As in :func:`train` (``X_val``: validation features).
+    **options
+        The other keyword arguments of :func:`train` (``n_iter_no_change``,
+        ``verbose``, ``stream``, ``epoch_offset``, and for minibatches
+        ``learning_rate``, ``batch_size``, ``rng``, ``torch_optimizer``).
+
+    Returns
+    -------
+    TrainResult
+        The history of every epoch and how training ended.
+    """
+    common = dict(sample_weight=sample_weight, X_val=X_val, y_val=y_val, val_weight=val_weight, alpha=alpha)
+    if optimizer in ("adam", "sgd"):
+        model = LinearReadout(linear)
+        return train(
+            model, Z, y, optimizer=optimizer, penalized=[linear.weight], max_epochs=max_epochs,
+            improvement_tol=improvement_tol, chunk_size=chunk_size, loss=loss, **common, **options,
+        )  # fmt: skip
+    for key in ("learning_rate", "batch_size", "rng", "torch_optimizer"):
+        options.pop(key, None)
+    epochs = start_epochs(
+        LinearReadout(linear), [linear.weight, linear.bias], X_val=X_val, y_val=y_val, val_weight=val_weight,
+        improvement_tol=improvement_tol, chunk_size=chunk_size, loss=loss, **options,
+    )  # fmt: skip
+    weight = normalised_weights(sample_weight, len(Z), Z.device)
+    if optimizer == "ridge":
+        objective = ReadoutObjective(Z, y, linear.out_features, alpha, weight, chunk_size, loss=loss)
+        W, b, value = ridge_readout(objective)
+        with torch.no_grad():
+            linear.weight.copy_(W.T)
+            linear.bias.copy_(b)
+        epochs.end(value, epochs.t0)
+        epochs.result.converged, epochs.result.message = True, "closed-form least squares"
+        return epochs.finish()
+    if optimizer != "lbfgs":
+        raise ValueError(f"optimizer must be 'lbfgs', 'ridge', 'adam' or 'sgd', got {optimizer!r}.")
+    # all rows in one pass: the loss's temporaries are n x k (logits), not n x m
+    objective = ReadoutObjective(Z, y, linear.out_features, alpha, weight, loss=loss)
+    res = fit_readout(linear, objective, max_iter=max_epochs, tol=improvement_tol, callback=epochs.lbfgs_iteration)
+    return epochs.lbfgs_finish(res, improvement_tol)
 
 
 def ridge_readout(objective: ReadoutObjective) -> tuple[torch.Tensor, torch.Tensor]:

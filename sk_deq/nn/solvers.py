@@ -37,7 +37,7 @@ from collections.abc import Callable
 
 import torch
 
-__all__ = ["SolverInfo", "fixed_point_iteration", "anderson", "SOLVERS", "get_solver"]
+__all__ = ["SolverInfo", "SolverLog", "fixed_point_iteration", "anderson", "SOLVERS", "get_solver"]
 
 _TINY = 1e-30
 
@@ -149,6 +149,102 @@ class SolverInfo:
             "n_samples": self.n_samples,
             "n_not_converged": self.n_not_converged,
         }
+
+
+class SolverLog:
+    """The diagnostics of every fixed-point solve of a fit or a prediction, and their summary.
+
+    Used as a context manager over a network: while it is open, every layer
+    of the network that solves a fixed point (a :class:`~sk_deq.nn.DEQLayer`)
+    adds the :class:`SolverInfo` of each forward and adjoint solve to it.
+
+    Parameters
+    ----------
+    module : torch.nn.Module
+        The network whose solves are recorded (no solve is recorded for a
+        network without fixed points).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from sk_deq.nn import DEQLayer
+    >>> from sk_deq.nn.solvers import SolverLog
+    >>> layer = DEQLayer(3, 16, "tanh", 0.2, 0.0, generator=torch.Generator().manual_seed(0))
+    >>> with SolverLog(layer) as log:
+    ...     _ = layer.solve(torch.zeros(4, 3))
+    >>> log.summary()["n_samples"], log.summary()["converged"]
+    (4, True)
+    """
+
+    def __init__(self, module):
+        self.layers = [m for m in module.modules() if hasattr(m, "solver_log")]
+        self.entries: list = []  # (kind, SolverInfo summary dict)
+        self.n_rows = None
+
+    def __enter__(self) -> SolverLog:
+        for layer in self.layers:
+            layer.solver_log = self
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for layer in self.layers:
+            layer.solver_log = None
+
+    def add(self, kind: str, info: SolverInfo) -> None:
+        """Record one solve (``kind``: ``'forward'`` or ``'adjoint'``), its first :attr:`n_rows` samples only."""
+        self.entries.append((kind, (info if self.n_rows is None else info.head(self.n_rows)).to_dict()))
+
+    def summary(self) -> dict | None:
+        """The forward solves merged (the adjoint ones under ``'adjoint'``); None when nothing was solved.
+
+        Returns
+        -------
+        dict or None
+            ``solver``, ``n_solves``, ``n_iter`` (the largest), ``mean_iter``
+            (per sample), ``rel_residual`` (the largest), ``n_samples``,
+            ``n_not_converged``, ``tol``, ``max_iter`` and ``converged``.
+        """
+        summary = None
+        for kind in ("forward", "adjoint"):
+            infos = [d for k, d in self.entries if k == kind]
+            if not infos:
+                continue
+            n = sum(d["n_samples"] for d in infos)
+            merged = {
+                "solver": infos[0]["solver"],
+                "n_solves": len(infos),
+                "n_iter": max(d["n_iter"] for d in infos),
+                "mean_iter": sum(d["mean_iter"] * d["n_samples"] for d in infos) / max(n, 1),
+                "rel_residual": max(d["rel_residual"] for d in infos),
+                "n_samples": n,
+                "n_not_converged": sum(d["n_not_converged"] for d in infos),
+                "tol": infos[0]["tol"],
+                "max_iter": infos[0]["max_iter"],
+            }
+            merged["converged"] = merged["n_not_converged"] == 0
+            summary = merged if kind == "forward" else {**(summary or {}), "adjoint": merged}
+        return summary
+
+    def warn(self, owner: str, where: str) -> dict | None:
+        """:meth:`summary`, with a ``ConvergenceWarning`` for every kind of solve that did not converge."""
+        import warnings
+
+        from sklearn.exceptions import ConvergenceWarning
+
+        summary = self.summary()
+        for kind, merged in (("forward", summary), ("adjoint", (summary or {}).get("adjoint"))):
+            if merged is None or merged["converged"]:
+                continue
+            what = "fixed-point" if kind == "forward" else "adjoint (backward) fixed-point"
+            warnings.warn(
+                f"{owner}: the DEQ {what} solver {merged['solver']!r} did not reach tol={merged['tol']:g} within "
+                f"max_iter={merged['max_iter']} iterations on {merged['n_not_converged']} of {merged['n_samples']} "
+                f"samples during {where} (largest relative residual {merged['rel_residual']:.3g}). Increase "
+                "max_iter, loosen tol, or use a smaller sigma_a2.",
+                ConvergenceWarning,
+                stacklevel=3,
+            )
+        return summary
 
 
 def _check(tol, max_iter):

@@ -1,0 +1,359 @@
+"""The task of the torch classifiers: labels, class weights, the cross-entropy, probabilities."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import numpy as np
+import torch
+from scipy import special
+from sklearn.base import ClassifierMixin, _fit_context
+from sklearn.utils.metaestimators import available_if
+from sklearn.utils.validation import _check_sample_weight, validate_data
+
+from ._param_validation import SortedStrOptions
+from ._stream import partial_fit_available
+from ._torch_base import TorchEstimatorBase
+from ._torch_targets import Data, checked_weights, class_weighted, sorted_labels, unit_max
+
+__all__ = ["READOUTS", "TorchClassifierBase"]
+
+#: How the readout is fitted: cross-entropy by an optimizer, or least squares in closed form.
+READOUTS = ("logistic", "ridge")
+
+
+def _has_probabilities(est) -> bool:
+    """Probabilities come from the softmax of a cross-entropy readout; a ridge readout has none."""
+    if getattr(est, "readout", "logistic") == "ridge":
+        raise AttributeError(
+            f"{type(est).__name__} with readout='ridge' has no predict_proba: its least-squares outputs are not "
+            "probabilities (as with RidgeClassifier). Use decision_function, or readout='logistic'."
+        )
+    return True
+
+
+class TorchClassifierBase(ClassifierMixin, TorchEstimatorBase):
+    """Base class of the torch classifiers (not meant to be used directly).
+
+    Labels are encoded as ``0 .. n_classes-1`` (``classes_``), the loss is
+    the cross-entropy (``readout='logistic'``) or least squares on ``-1 / 1``
+    one-hot targets (``readout='ridge'``), and ``class_weight`` multiplies
+    the sample weights.
+    """
+
+    _parameter_constraints: ClassVar[dict] = {
+        **TorchEstimatorBase._parameter_constraints,
+        "readout": [SortedStrOptions(set(READOUTS))],
+        "class_weight": [dict, SortedStrOptions({"balanced"}), None],
+    }
+
+    _loss: ClassVar[str] = "cross_entropy"
+
+    _stratify: ClassVar[bool] = True
+
+    def _optimizer(self, partial: bool = False) -> str:
+        return "ridge" if self.readout == "ridge" else super()._optimizer(partial)
+
+    def _check_ridge(self) -> None:
+        """``readout='ridge'`` is a closed-form fit on frozen features: no early stopping, no hidden training."""
+        if self.readout != "ridge":
+            return
+        name = type(self).__name__
+        if self.trainable != "readout":
+            raise ValueError(
+                f"{name}: readout='ridge' solves for the readout in closed form on frozen features; it needs "
+                f"trainable='readout' (got trainable={self.trainable!r}). Use readout='logistic' to train the "
+                "hidden weights."
+            )
+        if self.early_stopping:
+            raise ValueError(
+                f"{name}: readout='ridge' is a closed-form fit with no iterations to stop early; set "
+                "early_stopping=False."
+            )
+
+    def _validate(self, X, y, sample_weight, *, reset: bool, partial: bool = False, classes=None):
+        """Validate ``X``, ``y`` and the weights; encode the labels.
+
+        Returns the training :class:`~sk_deq._torch_targets.Data` (weights:
+        ``sample_weight`` times ``class_weight``, None when all equal), the
+        sorted classes and the validated ``sample_weight`` (None when not
+        given), which the input scaling uses.  A ``partial_fit`` chunk takes
+        its classes from ``classes`` (first call) or ``classes_``, and may
+        hold a single class and a single sample.
+        """
+        name = type(self).__name__
+        if partial:
+            self._check_chunk_options()
+            classes = self._chunk_classes(classes, reset)
+        else:
+            self._check_ridge()
+        X, y = validate_data(
+            self, X, y, reset=reset, accept_sparse=False, dtype=[np.float64, np.float32],
+            ensure_min_samples=1 if partial else 2,
+        )  # fmt: skip
+        X = np.asarray(X, dtype=np.float64)
+        labels = sorted_labels(y, "y")
+        sample_weight = checked_weights(sample_weight, X, name)
+        if partial:
+            self._check_known(labels, classes)
+        else:
+            classes = self._check_fit_classes(labels, y, sample_weight, reset)
+        y_enc = np.searchsorted(classes, y)
+        weight = class_weighted(self.class_weight, classes, y, y_enc, sample_weight)
+        if weight is not None and partial and not np.any(weight > 0):
+            raise ValueError(f"{name}: no sample of this chunk has a positive weight (sample_weight x class_weight).")
+        kept = classes[np.unique(y_enc if weight is None else y_enc[weight > 0])]
+        if not partial and len(kept) < 2:
+            raise ValueError(
+                f"{name} needs samples of at least 2 classes with positive weight (sample_weight x "
+                f"class_weight) to train; got {len(kept)} ({kept.tolist()}): check class_weight."
+            )
+        return Data(X, y_enc, weight), classes, sample_weight
+
+    def _check_fit_classes(self, classes, y, sample_weight, reset: bool) -> np.ndarray:
+        """The classes of a fit: at least two of positive weight, and those of the kept network on a warm start."""
+        weighted = classes if sample_weight is None else np.unique(y[sample_weight > 0])
+        if len(weighted) < 2:
+            what = "" if sample_weight is None else " with positive sample_weight"
+            raise ValueError(
+                f"{type(self).__name__} needs samples of at least 2 classes{what} to train; got 1 class "
+                f"({weighted[0]!r})."
+            )
+        if not reset and not np.array_equal(classes, self.classes_):
+            raise ValueError(
+                "warm_start can only be used where `y` has the same classes as in the previous call "
+                f"to fit. Previously got {self.classes_}, `y` has {classes}."
+            )
+        return classes
+
+    def _fit_targets(self, targets, first: bool) -> int:
+        if first:
+            self.classes_ = targets
+        return 1 if len(self.classes_) == 2 else len(self.classes_)
+
+    def _targets(self, data: Data, device) -> torch.Tensor:
+        return torch.from_numpy(np.asarray(data.y, dtype=np.int64)).to(device)
+
+    @available_if(partial_fit_available)
+    @_fit_context(prefer_skip_nested_validation=True)
+    def partial_fit(self, X, y, classes=None, sample_weight=None):
+        """Train on one chunk of data: one epoch of Adam or SGD over its rows.
+
+        The first call (on an unfitted classifier) fits the input scaling
+        and ``tau0_`` on its chunk and builds the network as :meth:`fit`
+        does; later calls keep them and continue training, and so does a
+        call after :meth:`fit` (a new ``fit`` starts afresh).  The optimizer
+        (``'auto'`` is Adam here; ``'lbfgs'`` has no ``partial_fit``) keeps
+        its state from call to call, so successive chunks act like the
+        minibatches of one long training run.  The readout is trained on
+        the chunk's features; with ``trainable='hidden'`` or ``'all'`` the
+        hidden weights train too, through the network (implicit gradients
+        through a DEQ).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            One chunk of training data (dense).
+        y : array-like of shape (n_samples,)
+            Its labels, all among the classes of the first call; a chunk
+            may hold a single class.
+        classes : array-like of shape (n_classes,), default=None
+            Every label the stream will hold (e.g. ``np.unique(y_all)``),
+            at least two.  Required on the first call; later calls may
+            omit it or pass the same labels.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Non-negative weight of every sample in the loss (times
+            ``class_weight``), and in the input scaling on the first call.
+            Rows of zero weight are dropped from the chunk, exactly as if
+            absent.
+
+        Returns
+        -------
+        object
+            The classifier (``self``).
+
+        Raises
+        ------
+        ValueError
+            When ``classes`` is missing on the first call or differs from
+            ``classes_``, ``y`` holds a label not in ``classes_``, the
+            number of features changes, no sample has a positive weight, or
+            ``class_weight='balanced'``.
+
+        Notes
+        -----
+        ``class_weight='balanced'`` needs the class frequencies of the whole
+        stream, which no chunk has: compute them with
+        :func:`sklearn.utils.class_weight.compute_class_weight` on a
+        representative sample of the labels and pass the dict.
+        ``early_stopping``, ``max_epochs``, ``n_iter_no_change``,
+        ``improvement_tol`` and ``warm_start`` do not apply: every call is one
+        epoch over its chunk.  ``history_`` gains one entry per call (the
+        chunk's mean training loss) and ``n_iter_`` counts them.  A pickled
+        classifier keeps the optimizer's state and the minibatch order's
+        random state: after loading, ``partial_fit`` continues as the
+        original would.
+
+        The readout starts from zero and Adam moves each weight by about
+        the step size per step: ``learning_rate='auto'`` is 0.1 for the
+        readout alone.  On shuffled digits streamed as below (width 1024,
+        1,500 rows) 1e-3, MLPClassifier's, reached 92-93%; 0.1 reached 97.2-
+        97.6% on average over five shuffles (95.3-99.0% each, within 1.3
+        points of ``fit``), and SGDClassifier 94.1% (see
+        :ref:`incremental-learning`).
+
+        Examples
+        --------
+        Five passes over a stream of 250-sample chunks:
+
+        >>> import numpy as np
+        >>> from sklearn.datasets import load_digits
+        >>> from sk_deq import DEQClassifier
+        >>> X, y = load_digits(return_X_y=True)
+        >>> clf = DEQClassifier(n_hidden=256, random_state=0)
+        >>> for epoch in range(5):
+        ...     for start in range(0, 1500, 250):
+        ...         rows = slice(start, start + 250)
+        ...         _ = clf.partial_fit(X[rows], y[rows], classes=np.arange(10))
+        >>> clf.n_iter_
+        30
+        >>> clf.score(X[1500:], y[1500:]) > 0.85
+        True
+        """
+        return self._partial_fit(X, y, sample_weight, classes=classes)
+
+    def _chunk_classes(self, classes, first: bool) -> np.ndarray:
+        """The sorted classes of the stream: ``classes`` on the first call, ``classes_`` afterwards."""
+        if classes is None:
+            if first:
+                raise ValueError(
+                    f"classes must be passed on the first call to partial_fit: every label the stream will hold "
+                    f"(e.g. np.unique(y_all)), since a chunk may lack some; {type(self).__name__} is not fitted yet."
+                )
+            return self.classes_
+        classes = sorted_labels(np.asarray(classes), "classes")
+        if not first and not np.array_equal(classes, self.classes_):
+            raise ValueError(
+                f"classes={classes.tolist()} differs from the classes_ of the previous calls, "
+                f"{self.classes_.tolist()}: partial_fit keeps the classes of its first call (or of fit)."
+            )
+        if len(classes) < 2:
+            raise ValueError(f"classes must hold at least 2 labels; got {classes.tolist()}.")
+        return classes
+
+    def _check_chunk_options(self) -> None:
+        if isinstance(self.class_weight, str) and self.class_weight == "balanced":
+            raise ValueError(
+                "class_weight='balanced' is not supported by partial_fit: a chunk does not know the class "
+                "frequencies of the stream. Compute the weights with compute_class_weight('balanced', "
+                "classes=classes, y=y_sample) on a representative sample of the labels and pass the resulting "
+                "dict as class_weight."
+            )
+
+    def _check_known(self, labels, classes) -> None:
+        unknown = set(labels.tolist()) - set(classes.tolist())
+        if unknown:
+            raise ValueError(
+                f"y holds labels {sorted(unknown, key=str)} that are not among the classes {classes.tolist()} "
+                f"{type(self).__name__} was started with; pass every label of the stream as classes on the first call."
+            )
+
+    # ---------------------------------------------------------------- predict
+    def decision_function(self, X):
+        """Logits of the readout.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Raw inputs (the fitted input scaling is applied).
+
+        Returns
+        -------
+        ndarray of shape (n_samples,) or (n_samples, n_classes)
+            For two classes, the logit of ``classes_[1]`` (positive means
+            ``classes_[1]``); otherwise one column per class.
+        """
+        out = self._outputs(X)
+        return out[:, 0] if out.shape[1] == 1 else out
+
+    @available_if(_has_probabilities)
+    def predict_proba(self, X):
+        """Class probabilities (softmax of the logits; never NaN).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Raw inputs (the fitted input scaling is applied).
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_classes)
+            Probability of every class, columns in the order of ``classes_``.
+        """
+        out = self._outputs(X)
+        if out.shape[1] == 1:
+            p1 = special.expit(out[:, 0])
+            return np.column_stack([1.0 - p1, p1])
+        return special.softmax(out, axis=1)
+
+    @available_if(_has_probabilities)
+    def predict_log_proba(self, X):
+        """Logarithm of :meth:`predict_proba` (``-inf`` where a probability underflows to 0).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Raw inputs (the fitted input scaling is applied).
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_classes)
+            Log-probability of every class, columns in the order of
+            ``classes_``.
+        """
+        with np.errstate(divide="ignore"):
+            return np.log(self.predict_proba(X))
+
+    def predict(self, X):
+        """Predicted class labels.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Raw inputs (the fitted input scaling is applied).
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+            The class of largest logit, from ``classes_``.
+        """
+        out = self._outputs(X)
+        idx = (out[:, 0] > 0).astype(int) if out.shape[1] == 1 else out.argmax(axis=1)
+        return self.classes_[idx]
+
+    def score(self, X, y, sample_weight=None):
+        """Mean accuracy of :meth:`predict` on ``(X, y)``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Raw inputs (the fitted input scaling is applied).
+        y : array-like of shape (n_samples,)
+            True labels.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Weight of every sample (rescaled by a power of two first, so that
+            weights up to the largest float64 do not overflow their sum).
+
+        Returns
+        -------
+        float
+            The (weighted) fraction of correctly classified samples.
+        """
+        if sample_weight is not None:
+            sample_weight = unit_max(_check_sample_weight(sample_weight, X, dtype=np.float64))
+        return super().score(X, y, sample_weight=sample_weight)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.classifier_tags.multi_class = True
+        return tags

@@ -1,0 +1,276 @@
+"""The network of a torch estimator: building it, its features, its memory checks and its pickling.
+
+:class:`NetworkMixin` is the part of :class:`~sk_deq._torch_base.TorchEstimatorBase`
+that deals with the torch module ``module_`` (a :class:`Model`: the feature
+module of the network mixin, a DEQ or an explicit net, and a float64
+readout).  The features of any number of rows are computed chunk by chunk,
+each chunk in blocks of exactly :func:`~sk_deq.nn.block_rows` rows (see
+:mod:`sk_deq.nn.blocks`), so a sample's features do not depend on the other
+rows of its batch.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import ClassVar
+
+import numpy as np
+import torch
+
+from ._inputs import apply_input_scaling
+from ._progress import ProgressBar
+from .kernels.memory import available_memory_bytes, check_fits_in_memory
+from .nn.blocks import block_rows, map_row_blocks
+from ._stream import picklable
+
+__all__ = ["DTYPES", "Model", "NetworkMixin"]
+
+DTYPES = {"float32": torch.float32, "float64": torch.float64}
+
+
+def _device_memory(device: torch.device) -> int | None:
+    """Bytes free on ``device``: CUDA's own count, else :func:`~sk_deq.kernels.memory.available_memory_bytes`."""
+    if device.type == "cuda":
+        return int(torch.cuda.mem_get_info(device)[0])
+    return available_memory_bytes()
+
+
+class Model(torch.nn.Module):
+    """Feature module followed by a linear readout.
+
+    The readout is kept in float64 whatever the network's dtype: it is small
+    (``n_hidden x n_outputs``), its loss is then solved to a precision that
+    makes weighted and repeated samples give the same fit, and its rounding
+    never shows in the outputs.
+    """
+
+    def __init__(self, features: torch.nn.Module, n_hidden: int, n_outputs: int, device):
+        super().__init__()
+        self.features = features
+        # skip_init: no draw from torch's global generator (the readout starts at zero)
+        self.readout = torch.nn.utils.skip_init(
+            torch.nn.Linear, n_hidden, n_outputs, dtype=torch.float64, device=device
+        )
+        with torch.no_grad():  # a convex readout problem: start from zero
+            self.readout.weight.zero_()
+            self.readout.bias.zero_()
+
+    def forward(self, x):
+        return self.readout(self.features(x).to(torch.float64))
+
+
+def _frozen(value):
+    """``value`` with lists turned into tuples (``layers=['relu']`` defines the same network as ``('relu',)``)."""
+    if isinstance(value, (list, tuple)):
+        return tuple(_frozen(v) for v in value)
+    return value
+
+
+def _same_value(a, b) -> bool:
+    """Whether two parameter values are equal (by identity where ``==`` gives no truth value)."""
+    if a is b:
+        return True
+    try:
+        return bool(a == b)
+    except (TypeError, ValueError):
+        return False
+
+
+class NetworkMixin:
+    """Building, running and pickling the network ``module_`` (a mixin of the torch estimators).
+
+    The network mixin of a concrete estimator supplies :meth:`_prepare` (the
+    theory's constants at the data scale), :meth:`_make_features` (the
+    feature module) and :meth:`_sync_runtime_settings`.
+    """
+
+    #: Parameters of every network that define it (the network mixins add theirs as ``_network_params``):
+    #: a warm start or a later ``partial_fit`` keeps the network, so changing one of them is an error.
+    #: The solver settings (``solver``, ``max_iter``, ``tol``) and ``dtype`` are applied to the kept
+    #: network instead, and the rest only concern training.
+    _NETWORK_PARAMS: ClassVar[tuple] = ("n_hidden", "input_scaling", "trainable")
+
+    # ------------------------------------------------------------ network hooks
+    def _prepare(self, tau0: float) -> None:
+        """Compute the theory-side constants (centring, matching) at fit."""
+        raise NotImplementedError
+
+    def _make_features(self, n_features: int, n_outputs: int, generator, dtype, device) -> torch.nn.Module:
+        """Build the feature module (weights drawn from ``generator``) after :meth:`_check_network_fits`."""
+        raise NotImplementedError
+
+    def _sync_runtime_settings(self) -> None:
+        """Copy parameters that may change after fit (solver settings) into the module."""
+
+    @property
+    def _torch_dtype(self):
+        return DTYPES[self.dtype]
+
+    def _block_rows(self) -> int:
+        return block_rows(int(self.n_hidden))
+
+    def _chunk_rows(self) -> int:
+        """Rows scaled and moved to the device at once: whole blocks, about 2^22 features."""
+        block = self._block_rows()
+        return max(1, (1 << 22) // (max(int(self.n_hidden), 1) * block)) * block
+
+    def _to_tensor(self, X, device, where: str = "predict") -> torch.Tensor:
+        X = apply_input_scaling(X, self.input_mean_, self.input_scale_)
+        dtype = np.float64 if self.dtype == "float64" else np.float32
+        # The input term B x of a layer is about ||x|| in size: keep it within the dtype's range.
+        limit = math.sqrt(np.finfo(dtype).max) / 1e3
+        big = max(float(X.max()), -float(X.min())) if X.size else 0.0  # max |x| without a temporary
+        if not big * math.sqrt(max(X.shape[1], 1)) < limit:
+            raise ValueError(
+                f"After input scaling the inputs of {type(self).__name__} reach {big:.3g}, too large for "
+                f"dtype='{self.dtype}' (samples of norm up to about {limit:.1g}); {self._range_advice(where)}"
+            )
+        X = np.require(X, dtype=dtype, requirements=["C", "W"])
+        return torch.from_numpy(X).to(device)
+
+    def _range_advice(self, where: str) -> str:
+        """What to do about inputs too large after scaling: it depends on the scaling and on what is computed."""
+        if self.input_mean_ is None:  # fitted with input_scaling='none'
+            return (
+                "use input_scaling='global' (fitted on data of the same scale), dtype='float64', or rescale the inputs."
+            )
+        scaling = (
+            f"input_scaling='global' divides by the (weighted) spread {self.input_scale_:.3g} of the data it was "
+            "fitted on"
+        )
+        if where == "fit":
+            return (
+                f"{scaling}, and these training samples lie far outside it. Sample weights spanning many orders "
+                "of magnitude make that spread the heaviest samples' alone (give weight 0 to rows that should "
+                "not count); a partial_fit chunk or a warm_start fit may be on another scale than the data the "
+                "scaling was fitted on."
+            )
+        return f"{scaling}, and these samples lie far outside it: pass inputs in the units of the training data."
+
+    def _build_module(self, n_features, n_outputs, generator, dtype, device) -> Model:
+        feats = self._make_features(n_features, n_outputs, generator, dtype, device)
+        return Model(feats, int(self.n_hidden), n_outputs, device)
+
+    def _compute_features(self, X: np.ndarray, device, where: str, log, desc: str = "features"):
+        """Features of the raw inputs ``X`` in chunks, the solves recorded in ``log`` (a :class:`~sk_deq.nn.solvers.SolverLog`).
+
+        Every chunk is scaled, converted and moved to ``device`` on its own
+        (no scaled copy of all of ``X``), and goes through the network in
+        blocks of exactly :func:`~sk_deq.nn.block_rows` rows (see
+        :mod:`sk_deq.nn.blocks`), so a sample's features do not depend on
+        the other rows of its batch.
+        """
+        feats = self.module_.features
+        feats.eval()
+        chunk, block = self._chunk_rows(), self._block_rows()
+        n = X.shape[0]
+        self._check_features_fit(n, device, where)
+
+        def network(xb, rows):
+            log.n_rows = rows  # the padding rows' solves are not recorded
+            with torch.no_grad():
+                return feats(xb)
+
+        # filled in place (concatenating chunks would hold the features twice), checked chunk by chunk
+        Z = torch.empty(n, int(self.n_hidden), dtype=self._torch_dtype, device=device)
+        finite = True
+        n_chunks = max(1, math.ceil(n / chunk))
+        with ProgressBar(n_chunks, desc, enabled=bool(self.verbose) and n_chunks > 1) as bar:
+            for i in range(0, n, chunk):
+                x = self._to_tensor(X[i : i + chunk], device, where)
+                part = map_row_blocks(network, x, block, Z[i : i + chunk])
+                finite = finite and bool(torch.isfinite(part).all())
+                bar.update()
+        log.n_rows = None
+        if not finite:
+            raise ValueError(
+                f"{type(self).__name__} produced non-finite features; the inputs are far outside the range "
+                "the network can handle. Check the input scaling."
+            )
+        return Z
+
+    def _check_features_fit(self, n_rows: int, device: torch.device, where: str = "fit") -> None:
+        """Raise ``MemoryError`` when the features of ``n_rows`` samples cannot be held on ``device``."""
+        name, values = type(self).__name__, f"{int(n_rows)} x {self.n_hidden} {self.dtype} values need"
+        if where == "fit":
+            what = f"{name} caches the features of the {n_rows} training samples to fit the readout on {device}"
+            remedy = (
+                "Train in chunks with partial_fit (it holds one chunk's features at a time), fit on fewer "
+                "samples, or reduce n_hidden."
+            )
+        else:
+            what = f"{name} computes the features of the {n_rows} samples on {device}"
+            remedy = "Pass fewer samples at a time (every sample's output depends on it alone)."
+        nbytes = int(n_rows) * int(self.n_hidden) * self._torch_dtype.itemsize
+        check_fits_in_memory(nbytes, f"{what}: {values}", remedy, available=_device_memory(device))
+
+    def _check_network_fits(self, shapes, n_features: int, n_outputs: int, device) -> None:
+        """Raise ``MemoryError`` when the network's weights cannot be allocated, before drawing them.
+
+        The hidden weights (of ``shapes``) are drawn in float64 on the CPU,
+        then cast to the network's dtype and moved to ``device``; the
+        readout is float64.
+        """
+        device = torch.device(device)
+        n_weights = sum(int(r) * int(c) for r, c in shapes)
+        itemsize = self._torch_dtype.itemsize
+        kept = n_weights * itemsize + (int(self.n_hidden) + 1) * int(n_outputs) * 8
+        drawn = 0 if itemsize == 8 and device.type == "cpu" else n_weights * 8  # the float64 draws, on the CPU
+        what = (
+            f"{type(self).__name__}(n_hidden={self.n_hidden}) on {n_features} features: its hidden weights "
+            f"({', '.join(f'{r} x {c}' for r, c in shapes)}: {n_weights:.4g} values in {self.dtype}, drawn in "
+            "float64 on the CPU) and its float64 readout"
+        )
+        host = _device_memory(torch.device("cpu"))
+        if device.type == "cpu":
+            check_fits_in_memory(kept + drawn, f"{what} need", "Reduce n_hidden.", available=host)
+            return
+        check_fits_in_memory(drawn, f"{what}: the float64 draws on the CPU need", "Reduce n_hidden.", available=host)
+        check_fits_in_memory(kept, f"{what} need on {device}", "Reduce n_hidden.", available=_device_memory(device))
+
+    def _features_trainable(self) -> bool:
+        return any(p.requires_grad for p in self.module_.features.parameters())
+
+    def _network_definition(self) -> dict:
+        """The parameters that define the network, as built (see :attr:`_NETWORK_PARAMS`)."""
+        names = NetworkMixin._NETWORK_PARAMS + tuple(getattr(self, "_network_params", ()))
+        return {name: _frozen(getattr(self, name)) for name in names}
+
+    def _check_same_network(self, what: str, remedy: str) -> None:
+        """Raise when a parameter that defines the network changed since it was built (warm start, partial_fit)."""
+        built = getattr(self, "_built_with", None)
+        if built is None:  # pickled before the definition was recorded: the width is all there is to check
+            built = {"n_hidden": self.module_.readout.in_features}
+        now = self._network_definition()
+        changed = [name for name, value in built.items() if not _same_value(value, now[name])]
+        if changed:
+            kept = ", ".join(f"{name}={built[name]!r}" for name in changed)
+            got = ", ".join(f"{name}={now[name]!r}" for name in changed)
+            raise ValueError(f"{what} keeps the network of the previous fit ({kept}); got {got}. {remedy}")
+
+    # -------------------------------------------------------------- pickling
+    def __getstate__(self):
+        state = super().__getstate__()
+        state = dict(state)
+        stream = state.pop("_stream", None)
+        if stream is not None:
+            state["_stream"] = picklable(stream)
+        module = state.pop("module_", None)
+        if module is not None:
+            # Plain numpy arrays: the pickle holds no torch storage, so a model
+            # fitted on a GPU loads on a CPU-only machine.
+            state["_module_state"] = {k: v.detach().to("cpu").numpy().copy() for k, v in module.state_dict().items()}
+        return state
+
+    def __setstate__(self, state):
+        state = dict(state)
+        module_state = state.pop("_module_state", None)
+        super().__setstate__(state)
+        if module_state is not None:
+            dtype = DTYPES.get(self.dtype, torch.float32)
+            generator = torch.Generator().manual_seed(0)  # placeholder weights, overwritten below
+            n_outputs = module_state["readout.weight"].shape[0]
+            module = self._build_module(self.n_features_in_, n_outputs, generator, dtype, torch.device("cpu"))
+            module.load_state_dict({k: torch.from_numpy(np.array(v)) for k, v in module_state.items()})
+            module.eval()
+            self.module_ = module
