@@ -27,10 +27,10 @@ from sk_deq import DEQClassifier, MatchedExplicitClassifier
 from sk_deq.experiments import load_dataset
 
 CONFIGS = [
-    ("matched, adam", MatchedExplicitClassifier, {"optimizer": "adam"}),
-    ("DEQ, adam", DEQClassifier, {"optimizer": "adam"}),
-    ("matched, lbfgs", MatchedExplicitClassifier, {"optimizer": "lbfgs"}),
-    ("matched, sgd lr=0.01", MatchedExplicitClassifier, {"optimizer": "sgd", "learning_rate": 0.01}),
+    ("matched, adam", MatchedExplicitClassifier, {"solver": "adam"}),
+    ("DEQ, adam", DEQClassifier, {"solver": "adam"}),
+    ("matched, lbfgs", MatchedExplicitClassifier, {"solver": "lbfgs"}),
+    ("matched, sgd lr=0.01", MatchedExplicitClassifier, {"solver": "sgd", "learning_rate_init": 0.01}),
 ]
 
 

@@ -81,7 +81,7 @@ def run_one(model, width, seed, data, args):
         pred = est.predict(X_te)
         t2 = time.perf_counter()
     readout = sum(h["dur"] for h in est.history_)
-    info = getattr(est, "solver_info_", None) or {}
+    info = getattr(est, "fixed_point_info_", None) or {}
     return {
         "acc": float(np.mean(pred == y_te)),
         "time": t2 - t0,

@@ -45,7 +45,7 @@ def _fitted(n: int, width: int, activation: str):
     X, y = load_digits_once()
     train, _ = mnist_split()
     X_tr, y_tr = X[train[:n]], y[train[:n]]
-    clf = DEQClassifier(activation, SIGMA_A2, n_hidden=width, random_state=0, max_epochs=20)
+    clf = DEQClassifier(activation, SIGMA_A2, n_hidden=width, random_state=0, fixed_point_max_iter=20)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)  # the readout does not matter here
         clf.fit(X_tr, y_tr)
@@ -115,9 +115,9 @@ def collect(
             "dtype": "float32",
             "activation": activation,
             "sigma_a2": SIGMA_A2,
-            "solver": clf.solver,
-            "tol": clf.tol,
-            "max_iter": clf.max_iter,
+            "solver": clf.fixed_point_solver,
+            "tol": clf.fixed_point_tol,
+            "max_iter": clf.fixed_point_max_iter,
             "flops": "iterations * 2 n m^2 + 2 n m p",
             "gemm": f"torch.mm ({n} x {width}) @ ({width} x {width}), float32, seconds per product of "
             f"{count} back-to-back products (the solve's iteration count)",

@@ -75,7 +75,7 @@ def worker(args) -> int:
         "peak_measured_by": "VmHWM" if reset else "ru_maxrss",
         "ru_maxrss_before_fit": maxrss_before,
         "ru_maxrss_after_fit": peak_rss_bytes(),
-        "solver_mean_iter": (est.solver_info_ or {}).get("mean_iter"),
+        "solver_mean_iter": (est.fixed_point_info_ or {}).get("mean_iter"),
     }
     print(json.dumps(out))
     return 0

@@ -220,7 +220,13 @@ def _timed_fit_predict(est, data):
 def _deq(width, seed, activation, backend, tol, max_iter):
     solver = TimedSolver(backend)
     est = DEQClassifier(
-        activation, SIGMA_A2, n_hidden=width, random_state=seed, solver=solver, tol=tol, max_iter=max_iter
+        activation,
+        SIGMA_A2,
+        n_hidden=width,
+        random_state=seed,
+        fixed_point_solver=solver,
+        fixed_point_tol=tol,
+        fixed_point_max_iter=max_iter,
     )
     return est, solver
 

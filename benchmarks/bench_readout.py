@@ -134,7 +134,7 @@ def bench_solvers(quick: bool, repeats: int) -> list[dict]:
     records = []
     kinds = ["autograd", "fused", "fused+precond", "ridge"]
     for cls in (DEQClassifier, MatchedExplicitClassifier):
-        clf = cls(ACTIVATION, SIGMA_A2, n_hidden=width, random_state=0, max_epochs=1).fit(Xtr, ytr)
+        clf = cls(ACTIVATION, SIGMA_A2, n_hidden=width, random_state=0, max_iter=1).fit(Xtr, ytr)
         dev = torch.device("cpu")
         Z = torch.from_numpy(clf.features(Xtr)).to(dev, clf._torch_dtype)
         Zt = torch.from_numpy(clf.features(Xte)).to(dev, clf._torch_dtype)

@@ -56,7 +56,7 @@ print(matched.match_)
 
 # %%
 # The DEQ reports how its fixed-point solves went:
-print(models["DEQ (ReLU)"].solver_info_)
+print(models["DEQ (ReLU)"].fixed_point_info_)
 
 # %%
 # The two networks agree on most test digits:

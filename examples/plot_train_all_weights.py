@@ -12,7 +12,7 @@ and then an adjoint (backward) fixed point.
 
 This example compares the two on scikit-learn's digits, follows training in
 ``history_``, and reads the fixed-point solver diagnostics in
-``solver_info_``.
+``fixed_point_info_``.
 """
 
 # %%
@@ -41,10 +41,20 @@ common = dict(n_hidden=128, sigma_a2=0.2, early_stopping=True, n_iter_no_change=
 models = {
     "readout only (L-BFGS)": DEQClassifier(**common),
     "all weights, fixed-point solver": DEQClassifier(
-        trainable="all", solver="fixed_point", max_iter=100, learning_rate=1e-2, max_epochs=25, **common
+        trainable="all",
+        fixed_point_solver="iteration",
+        fixed_point_max_iter=100,
+        learning_rate_init=1e-2,
+        max_iter=25,
+        **common,
     ),
     "all weights, Anderson solver": DEQClassifier(
-        trainable="all", solver="anderson", max_iter=100, learning_rate=1e-2, max_epochs=25, **common
+        trainable="all",
+        fixed_point_solver="anderson",
+        fixed_point_max_iter=100,
+        learning_rate_init=1e-2,
+        max_iter=25,
+        **common,
     ),
 }
 for name, model in models.items():
@@ -79,12 +89,12 @@ axes[1].legend(fontsize="small", loc="lower right")
 # %%
 # Solver diagnostics
 # ------------------
-# ``solver_info_`` summarises every fixed-point solve of the fit: the number
+# ``fixed_point_info_`` summarises every fixed-point solve of the fit: the number
 # of solves, the largest and mean number of iterations per sample, the largest
 # final relative residual and the samples that did not reach ``tol``; with
 # trained weights also the adjoint (backward) solves.
 for name, model in models.items():
-    info = model.solver_info_
+    info = model.fixed_point_info_
     line = (
         f"{name}:\n  forward: {info['n_solves']} solves, mean {info['mean_iter']:.1f} / max {info['n_iter']} "
         f"iterations, {info['n_not_converged']} of {info['n_samples']} samples above tol"

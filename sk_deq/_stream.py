@@ -67,10 +67,10 @@ def partial_fit_available(est) -> bool:
             f"partial_fit is not available with readout='ridge' (a closed-form fit on all the data); "
             f"{type(est).__name__} trains a logistic readout chunk by chunk with readout='logistic'."
         )
-    if isinstance(est.optimizer, str) and est.optimizer == "lbfgs":
+    if isinstance(est.solver, str) and est.solver == "lbfgs":
         raise AttributeError(
             f"partial_fit is only available for the minibatch optimizers ('adam', 'sgd', and 'auto', which is "
-            f"Adam in partial_fit); {type(est).__name__} has optimizer='lbfgs', a full-batch method. Use fit, or "
-            "set optimizer='adam'."
+            f"Adam in partial_fit); {type(est).__name__} has solver='lbfgs', a full-batch method. Use fit, or "
+            "set solver='adam'."
         )
     return True

@@ -65,15 +65,15 @@ class TorchEstimatorBase(NetworkMixin, BaseEstimator):
         "n_hidden": [Interval(Integral, 1, None, closed="left")],
         "trainable": [SortedStrOptions(set(_TRAINABLE))],
         "input_scaling": [SortedStrOptions(set(INPUT_SCALING))],
-        "optimizer": [SortedStrOptions({"auto", "adam", "sgd", "lbfgs"})],
-        "learning_rate": [Interval(Real, 0, None, closed="neither"), SortedStrOptions({"auto"})],
+        "solver": [SortedStrOptions({"auto", "adam", "sgd", "lbfgs"})],
+        "learning_rate_init": [Interval(Real, 0, None, closed="neither"), SortedStrOptions({"auto"})],
         "alpha": [Interval(Real, 0, None, closed="left")],
         "batch_size": [Interval(Integral, 1, None, closed="left"), SortedStrOptions({"auto"})],
-        "max_epochs": [Interval(Integral, 1, None, closed="left")],
+        "max_iter": [Interval(Integral, 1, None, closed="left")],
         "early_stopping": ["boolean"],
         "validation_fraction": [Interval(Real, 0, 1, closed="neither")],
         "n_iter_no_change": [Interval(Integral, 1, None, closed="left")],
-        "improvement_tol": [Interval(Real, 0, None, closed="left")],
+        "tol": [Interval(Real, 0, None, closed="left")],
         "warm_start": ["boolean"],
         "dtype": [SortedStrOptions(set(DTYPES))],
         "device": DEVICE_CONSTRAINTS,
@@ -84,24 +84,10 @@ class TorchEstimatorBase(NetworkMixin, BaseEstimator):
     #: The training loss (:data:`sk_deq.nn.LOSSES`).
     _loss: ClassVar[str] = "cross_entropy"
 
-    #: Step size of ``learning_rate='auto'`` for hidden weights in training, and for a readout trained alone
-    #: (on frozen features, from zero) by Adam or SGD, chosen by the task: see :meth:`_learning_rate`.
-    _HIDDEN_LEARNING_RATE: ClassVar[float] = 1e-3
-    _READOUT_LEARNING_RATE: ClassVar[float] = 0.1
-
-    #: Parameters of every network that define it (the network mixins add theirs as ``_network_params``):
-    #: a warm start or a later ``partial_fit`` keeps the network, so changing one of them is an error.
-    #: The solver settings (``solver``, ``max_iter``, ``tol``) and ``dtype`` are applied to the kept
-    #: network instead, and the rest only concern training.
-    _NETWORK_PARAMS: ClassVar[tuple] = ("n_hidden", "input_scaling", "trainable")
-
-    #: The training loss (:data:`sk_deq.nn.LOSSES`).
-    _loss: ClassVar[str] = "cross_entropy"
-
     #: Whether the validation split is stratified by the targets (a classifier's labels).
     _stratify: ClassVar[bool] = False
 
-    #: Step size of ``learning_rate='auto'`` for hidden weights in training, and for a readout trained alone
+    #: Step size of ``learning_rate_init='auto'`` for hidden weights in training, and for a readout trained alone
     #: (on frozen features, from zero) by Adam or SGD, chosen by the task: see :meth:`_learning_rate`.
     _HIDDEN_LEARNING_RATE: ClassVar[float] = 1e-3
     _READOUT_LEARNING_RATE: ClassVar[float] = 0.1
@@ -127,14 +113,14 @@ class TorchEstimatorBase(NetworkMixin, BaseEstimator):
         raise NotImplementedError
 
     def _optimizer(self, partial: bool = False) -> str:
-        """The optimizer: ``optimizer``, or what ``'auto'`` stands for (``'ridge'``: the closed form)."""
-        if self.optimizer != "auto":
-            return self.optimizer
+        """The optimizer: ``solver``, or what ``'auto'`` stands for (``'ridge'``: the closed form)."""
+        if self.solver != "auto":
+            return self.solver
         return "adam" if partial or self._features_trainable() else "lbfgs"
 
     # ---------------------------------------------------------------- helpers
     def _learning_rate(self) -> float:
-        """The step size of Adam and SGD: ``learning_rate``, or what ``'auto'`` stands for.
+        """The step size of Adam and SGD: ``learning_rate_init``, or what ``'auto'`` stands for.
 
         ``'auto'`` is 1e-3 (MLPClassifier's) when hidden weights train, and
         the task's :attr:`_READOUT_LEARNING_RATE` for the readout alone,
@@ -142,8 +128,8 @@ class TorchEstimatorBase(NetworkMixin, BaseEstimator):
         per Adam step (measured on streams of digits and diabetes, see
         :ref:`incremental-learning`).
         """
-        if not (isinstance(self.learning_rate, str) and self.learning_rate == "auto"):
-            return float(self.learning_rate)
+        if not (isinstance(self.learning_rate_init, str) and self.learning_rate_init == "auto"):
+            return float(self.learning_rate_init)
         return self._HIDDEN_LEARNING_RATE if self._features_trainable() else self._READOUT_LEARNING_RATE
 
     def _draw_seeds(self) -> list[int]:
@@ -240,10 +226,10 @@ class TorchEstimatorBase(NetworkMixin, BaseEstimator):
             optimizer=self._optimizer(partial),
             learning_rate=self._learning_rate(),
             batch_size=min(200, n_samples) if self.batch_size == "auto" else int(self.batch_size),
-            max_epochs=self.max_epochs,
+            max_epochs=self.max_iter,
             alpha=self.alpha,
             n_iter_no_change=self.n_iter_no_change,
-            improvement_tol=self.improvement_tol,
+            improvement_tol=self.tol,
             rng=shuffle_rng,
             verbose=int(self.verbose),
             epoch_offset=len(self.history_),
@@ -252,7 +238,7 @@ class TorchEstimatorBase(NetworkMixin, BaseEstimator):
         )
 
     def _fit_network(self, train_set: Data, valid_set: Data | None, options: dict, device, where: str):
-        """Fit the readout on cached features, or train the whole network; the solves go to ``solver_info_``."""
+        """Fit the readout on cached features, or train the whole network; the solves go to ``fixed_point_info_``."""
         targets = self._targets(train_set, device)
         valid = {} if valid_set is None else {"y_val": self._targets(valid_set, device), "val_weight": valid_set.weight}
         with SolverLog(self.module_) as log:
@@ -271,7 +257,7 @@ class TorchEstimatorBase(NetworkMixin, BaseEstimator):
                 result = train_readout(
                     self.module_.readout, Z, targets, sample_weight=train_set.weight, X_val=Z_val, **valid, **options
                 )
-        self.solver_info_ = log.warn(type(self).__name__, where)
+        self.fixed_point_info_ = log.warn(type(self).__name__, where)
         return result
 
     def _cache_features(self, train_set: Data, valid_set: Data | None, device, log):
@@ -309,8 +295,8 @@ class TorchEstimatorBase(NetworkMixin, BaseEstimator):
         if not result.converged:
             unit = "iterations" if optimizer == "lbfgs" else "epochs"
             warnings.warn(
-                f"{name}: the {optimizer} optimizer stopped after max_epochs={self.max_epochs} {unit} without "
-                "meeting its stopping criterion; increase max_epochs.",
+                f"{name}: the {optimizer} optimizer stopped after max_iter={self.max_iter} {unit} without "
+                "meeting its stopping criterion; increase max_iter.",
                 ConvergenceWarning,
                 stacklevel=4,
             )

@@ -186,8 +186,8 @@ class TorchClassifierBase(ClassifierMixin, TorchEstimatorBase):
         stream, which no chunk has: compute them with
         :func:`sklearn.utils.class_weight.compute_class_weight` on a
         representative sample of the labels and pass the dict.
-        ``early_stopping``, ``max_epochs``, ``n_iter_no_change``,
-        ``improvement_tol`` and ``warm_start`` do not apply: every call is one
+        ``early_stopping``, ``max_iter``, ``n_iter_no_change``,
+        ``tol`` and ``warm_start`` do not apply: every call is one
         epoch over its chunk.  ``history_`` gains one entry per call (the
         chunk's mean training loss) and ``n_iter_`` counts them.  A pickled
         classifier keeps the optimizer's state and the minibatch order's
@@ -195,7 +195,7 @@ class TorchClassifierBase(ClassifierMixin, TorchEstimatorBase):
         original would.
 
         The readout starts from zero and Adam moves each weight by about
-        the step size per step: ``learning_rate='auto'`` is 0.1 for the
+        the step size per step: ``learning_rate_init='auto'`` is 0.1 for the
         readout alone.  On shuffled digits streamed as below (width 1024,
         1,500 rows) 1e-3, MLPClassifier's, reached 92-93%; 0.1 reached 97.2-
         97.6% on average over five shuffles (95.3-99.0% each, within 1.3

@@ -37,7 +37,7 @@ class TorchRegressorBase(RegressorMixin, TorchEstimatorBase):
 
     def _optimizer(self, partial: bool = False) -> str:
         # the readout alone (frozen features), and no iterations asked for: the closed form
-        if self.optimizer == "auto" and not (partial or self.early_stopping or self._features_trainable()):
+        if self.solver == "auto" and not (partial or self.early_stopping or self._features_trainable()):
             return "ridge"
         return super()._optimizer(partial)
 
@@ -154,8 +154,8 @@ class TorchRegressorBase(RegressorMixin, TorchEstimatorBase):
         the stream (shuffle the rows first).  The target standardisation
         follows the stream, so a first chunk of constant targets (scale 1
         until the next chunk) does no harm.
-        ``early_stopping``, ``max_epochs``, ``n_iter_no_change``,
-        ``improvement_tol`` and ``warm_start`` do not apply: every call is
+        ``early_stopping``, ``max_iter``, ``n_iter_no_change``,
+        ``tol`` and ``warm_start`` do not apply: every call is
         one epoch over its chunk.
         """
         return self._partial_fit(X, y, sample_weight)

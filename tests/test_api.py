@@ -143,7 +143,7 @@ def test_activation_names_in_any_case_in_the_classifiers(cls, name, canonical, d
 
     def fitted(act):
         model = {"layers": (act, act)} if cls is ExplicitClassifier else {"activation": act}
-        return cls(**model, n_hidden=16, max_epochs=5, random_state=0).fit(X, y)
+        return cls(**model, n_hidden=16, max_iter=5, random_state=0).fit(X, y)
 
     est = fitted(name)  # passes the parameter validation
     ref = fitted(canonical)

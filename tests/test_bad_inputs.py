@@ -152,8 +152,8 @@ def test_bad_parameters_are_clear_errors(data, name):
 def test_sigma_a2_close_to_one_is_a_convergence_warning_carrying_the_residual(data):
     X, y = data
     with pytest.warns(ConvergenceWarning, match=r"largest relative residual \d"):
-        est = DEQClassifier(n_hidden=64, sigma_a2=0.95, max_iter=15, random_state=0).fit(X, y)
-    assert est.solver_info_["converged"] is False and est.solver_info_["rel_residual"] > est.tol
+        est = DEQClassifier(n_hidden=64, sigma_a2=0.95, fixed_point_max_iter=15, random_state=0).fit(X, y)
+    assert est.fixed_point_info_["converged"] is False and est.fixed_point_info_["rel_residual"] > est.fixed_point_tol
     with pytest.warns(ConvergenceWarning, match="during predict"):
         assert np.isfinite(est.predict_proba(X)).all()
     # the kernel recursion still contracts: matched nets and kernels exist

@@ -41,7 +41,7 @@ def _models(width, dtype):
         "explicit": ExplicitClassifier(("gelu", "silu"), **common),
     }
     if width <= 256:  # Anderson's per-sample least squares (batched products of their own); slow when wide
-        models["deq_tanh_anderson"] = DEQRegressor("tanh", 0.5, solver="anderson", **common)
+        models["deq_tanh_anderson"] = DEQRegressor("tanh", 0.5, fixed_point_solver="anderson", **common)
     return models
 
 

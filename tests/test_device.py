@@ -59,7 +59,7 @@ def _cuda(monkeypatch, count):
 
 
 def _network(cls, **kw):
-    return cls(n_hidden=16, max_epochs=5, random_state=0, **kw)
+    return cls(n_hidden=16, max_iter=5, random_state=0, **kw)
 
 
 def _transformer(cls, **kw):

@@ -22,6 +22,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 from sk_deq import DEQClassifier, ExplicitClassifier, MatchedExplicitClassifier, make_gaussian_mixture
 from sk_deq.activations import Activation, get_activation
 from sk_deq.kernels import relative_spectral_error
+from sk_deq.theory import deq_ck_coefficients
 from sk_deq.matching import match_explicit
 
 ESTIMATORS = (DEQClassifier, ExplicitClassifier, MatchedExplicitClassifier)
@@ -31,7 +32,7 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _small(cls, **kw):
-    params = dict(n_hidden=32, max_epochs=30, random_state=0)
+    params = dict(n_hidden=32, max_iter=30, random_state=0)
     params.update(kw)
     return cls(**params)
 
@@ -58,7 +59,7 @@ def _check_configs():
         configs.append(_small(cls, dtype="float64"))
         configs.append(_small(cls, dtype="float32"))
     # trained hidden weights (implicit backward for the DEQ), minibatch Adam
-    fast = dict(n_hidden=16, optimizer="adam", learning_rate=0.1, max_epochs=20, batch_size=16, dtype="float64")
+    fast = dict(n_hidden=16, solver="adam", learning_rate_init=0.1, max_iter=20, batch_size=16, dtype="float64")
     configs.append(_small(DEQClassifier, trainable="all", **fast))
     configs.append(_small(MatchedExplicitClassifier, trainable="hidden", **fast))
     return configs
@@ -72,7 +73,7 @@ _MINIBATCH_WEIGHTS = (
 
 
 def _expected_failures(estimator):
-    if estimator.optimizer == "adam":
+    if estimator.solver == "adam":
         return {"check_sample_weight_equivalence_on_dense_data": _MINIBATCH_WEIGHTS}
     return {}
 
@@ -101,7 +102,7 @@ def test_decision_function_is_readout_of_features(blobs):
 
 def test_deq_features_are_the_fixed_point_of_spec_map(blobs):
     X, y = blobs
-    est = _small(DEQClassifier, dtype="float64", tol=1e-10, max_iter=200).fit(X, y)
+    est = _small(DEQClassifier, dtype="float64", fixed_point_tol=1e-10, fixed_point_max_iter=200).fit(X, y)
     Z = est.features(X)
     Xs = (X - est.input_mean_) / est.input_scale_
     A = est.module_.features.A.detach().numpy()
@@ -109,7 +110,7 @@ def test_deq_features_are_the_fixed_point_of_spec_map(blobs):
     c = est.deq_coefficients_.moments.mean
     H = math.sqrt(0.2) * Z @ A.T + math.sqrt(0.8) * Xs @ B.T
     np.testing.assert_allclose(Z, (np.maximum(H, 0) - c) / math.sqrt(32), rtol=1e-8, atol=1e-10)
-    assert est.center_ == c and est.solver_info_["converged"]
+    assert est.center_ == c and est.fixed_point_info_["converged"]
 
 
 def test_input_scaling(blobs):
@@ -172,7 +173,7 @@ def test_refits_with_the_same_configuration_do_not_solve_the_matching_again(blob
 
 def test_trainable_modes_change_the_right_weights(blobs):
     X, y = blobs
-    kw = dict(optimizer="adam", learning_rate=0.05, max_epochs=3)
+    kw = dict(solver="adam", learning_rate_init=0.05, max_iter=3)
     ref = _small(DEQClassifier, **kw).fit(X, y)
     A0, B0 = ref.module_.features.A.detach().clone(), ref.module_.features.B.detach().clone()
     for trainable, a_moves, b_moves in [("readout", False, False), ("hidden", True, False), ("all", True, True)]:
@@ -183,7 +184,7 @@ def test_trainable_modes_change_the_right_weights(blobs):
         assert (not torch.equal(layer.A, A0)) == a_moves, trainable
         assert (not torch.equal(layer.B, B0)) == b_moves, trainable
         if trainable != "readout":
-            assert est.solver_info_["adjoint"]["n_solves"] > 0
+            assert est.fixed_point_info_["adjoint"]["n_solves"] > 0
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         exp = _small(ExplicitClassifier, layers=("relu", "relu"), trainable="hidden", **kw).fit(X, y)
@@ -197,12 +198,12 @@ def test_readout_training_reaches_the_logistic_regression_optimum(blobs):
     # objective, scikit-learn's own solver.
     X, y = blobs
     alpha = 1e-2
-    est = _small(ExplicitClassifier, dtype="float64", alpha=alpha, max_epochs=500, improvement_tol=1e-9).fit(X, y)
+    est = _small(ExplicitClassifier, dtype="float64", alpha=alpha, max_iter=500, tol=1e-9).fit(X, y)
     Z = est.features(X)
     lr = LogisticRegression(C=1.0 / (alpha * len(X)), tol=1e-10, max_iter=10_000).fit(Z, y)
     np.testing.assert_allclose(est.predict_proba(X), lr.predict_proba(Z), atol=2e-4)
     Xb, yb = X[y < 2], y[y < 2]
-    estb = _small(ExplicitClassifier, dtype="float64", alpha=alpha, max_epochs=500, improvement_tol=1e-9).fit(Xb, yb)
+    estb = _small(ExplicitClassifier, dtype="float64", alpha=alpha, max_iter=500, tol=1e-9).fit(Xb, yb)
     Zb = estb.features(Xb)
     lrb = LogisticRegression(C=1.0 / (alpha * len(Xb)), tol=1e-10, max_iter=10_000).fit(Zb, yb)
     np.testing.assert_allclose(estb.decision_function(Xb), lrb.decision_function(Zb), atol=2e-3)
@@ -211,7 +212,7 @@ def test_readout_training_reaches_the_logistic_regression_optimum(blobs):
 @pytest.mark.parametrize("optimizer", ["adam", "sgd"])
 def test_minibatch_optimizers_learn(optimizer, blobs):
     X, y = blobs
-    est = _small(MatchedExplicitClassifier, optimizer=optimizer, learning_rate=0.05, max_epochs=40, batch_size=32)
+    est = _small(MatchedExplicitClassifier, solver=optimizer, learning_rate_init=0.05, max_iter=40, batch_size=32)
     est.fit(X, y)
     losses = [h["train_loss"] for h in est.history_]
     assert losses[-1] < 0.5 * losses[0]
@@ -228,7 +229,7 @@ def test_matched_gram_matrix_is_close_to_the_deq_gram_matrix():
     # close to the DEQ's as that of a second DEQ drawn with another seed (the
     # finite-width noise), while a plain ReLU net of the same depth is far off.
     X, y = make_gaussian_mixture(320, 400, random_state=0)
-    kw = dict(n_hidden=2000, input_scaling="none", max_epochs=5)
+    kw = dict(n_hidden=2000, input_scaling="none", max_iter=5)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         deqs = [DEQClassifier(random_state=s, **kw).fit(X, y) for s in (0, 1)]
@@ -257,7 +258,7 @@ def test_matched_accuracy_is_close_to_the_deq_accuracy(digits):
 @pytest.mark.parametrize("cls", ESTIMATORS)
 def test_same_random_state_same_predictions(cls, blobs):
     X, y = blobs
-    kw = dict(optimizer="adam", learning_rate=0.02, early_stopping=True, max_epochs=8)
+    kw = dict(solver="adam", learning_rate_init=0.02, early_stopping=True, max_iter=8)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         a = _small(cls, random_state=3, **kw).fit(X, y)
@@ -368,11 +369,11 @@ def test_history_and_early_stopping(blobs):
     X, y = blobs
     est = _small(
         ExplicitClassifier,
-        optimizer="adam",
-        learning_rate=0.05,
+        solver="adam",
+        learning_rate_init=0.05,
         early_stopping=True,
         n_iter_no_change=3,
-        max_epochs=200,
+        max_iter=200,
         validation_fraction=0.2,
     ).fit(X, y)
     assert est.n_iter_ == len(est.history_) < 200
@@ -384,12 +385,12 @@ def test_history_and_early_stopping(blobs):
     assert est.best_validation_score_ == est.history_[best]["valid_score"]
     assert est.history_[best]["best"] and not any(h["best"] for h in est.history_[best + 1 :])
     # it stopped because none of the last n_iter_no_change + 1 epochs improved on the
-    # running best loss by improvement_tol
+    # running best loss by tol
     running = np.minimum.accumulate(losses)
     k = len(losses)
-    assert all(losses[i] > running[i - 1] - est.improvement_tol for i in range(k - 4, k))
+    assert all(losses[i] > running[i - 1] - est.tol for i in range(k - 4, k))
     # the best parameters are restored: validation accuracy after fit equals the best one
-    lbfgs = _small(DEQClassifier, early_stopping=True, n_iter_no_change=2, max_epochs=300).fit(X, y)
+    lbfgs = _small(DEQClassifier, early_stopping=True, n_iter_no_change=2, max_iter=300).fit(X, y)
     assert lbfgs.best_validation_score_ is not None
     assert [h["epoch"] for h in lbfgs.history_] == list(range(1, lbfgs.n_iter_ + 1))
 
@@ -398,7 +399,7 @@ def test_warm_start_continues_training(blobs):
     X, y = blobs
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        est = _small(DEQClassifier, warm_start=True, optimizer="adam", learning_rate=0.01, max_epochs=4).fit(X, y)
+        est = _small(DEQClassifier, warm_start=True, solver="adam", learning_rate_init=0.01, max_iter=4).fit(X, y)
         A = est.module_.features.A.detach().clone()
         loss_first = est.history_[-1]["train_loss"]
         est.fit(X, y)
@@ -411,7 +412,7 @@ def test_warm_start_continues_training(blobs):
         est.fit(X[:, :3], y)
     with pytest.raises(ValueError, match="warm_start keeps the network"):
         est.set_params(n_hidden=64).fit(X, y)
-    cold = _small(DEQClassifier, optimizer="adam", learning_rate=0.01, max_epochs=4)
+    cold = _small(DEQClassifier, solver="adam", learning_rate_init=0.01, max_iter=4)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         cold.fit(X, y)
@@ -435,7 +436,7 @@ def test_warm_start_and_partial_fit_refuse_a_changed_network_definition(cls, cha
     # every parameter that defines the network is checked against the one built, as n_hidden is:
     # a warm start (or a later partial_fit) would otherwise keep the old network under the new name
     X, y = blobs
-    est = _small(cls, warm_start=True, max_epochs=5)
+    est = _small(cls, warm_start=True, max_iter=5)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         est.fit(X, y)
@@ -456,15 +457,17 @@ def test_warm_start_and_partial_fit_refuse_a_changed_network_definition(cls, cha
 
 def test_settings_that_do_not_define_the_network_may_change_under_warm_start(blobs):
     X, y = blobs
-    est = _small(DEQClassifier, warm_start=True, optimizer="adam", learning_rate=0.01, max_epochs=2)
+    est = _small(DEQClassifier, warm_start=True, solver="adam", learning_rate_init=0.01, max_iter=2)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         est.fit(X, y)
         A = est.module_.features.A.detach().clone()
-        est.set_params(tol=1e-5, max_iter=80, alpha=1e-3, dtype="float64", random_state=3).fit(X, y)
+        est.set_params(fixed_point_tol=1e-5, fixed_point_max_iter=80, alpha=1e-3, dtype="float64", random_state=3).fit(
+            X, y
+        )
     assert est.n_iter_ == 4 and est.module_.features.max_iter == 80
     torch.testing.assert_close(est.module_.features.A.detach(), A.to(torch.float64))
-    listed = _small(ExplicitClassifier, layers=["relu", "relu"], warm_start=True, max_epochs=5)
+    listed = _small(ExplicitClassifier, layers=["relu", "relu"], warm_start=True, max_iter=5)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         listed.fit(X, y)
@@ -481,19 +484,19 @@ def test_settings_that_do_not_define_the_network_may_change_under_warm_start(blo
 )
 def test_trainable_hidden_without_hidden_weights_is_an_error(cls, params, what, blobs):
     X, y = blobs
-    est = _small(cls, trainable="hidden", optimizer="adam", **params)
+    est = _small(cls, trainable="hidden", solver="adam", **params)
     with pytest.raises(ValueError, match=rf"trainable='hidden' trains the weights W_2 \.\. W_L.*{what}"):
         est.fit(X, y)
     with pytest.raises(ValueError, match=r"only the readout would train\. Use trainable='readout'"):
         _small(cls, trainable="hidden", **params).partial_fit(X, y, classes=[0, 1, 2])
-    assert _small(cls, trainable="all", optimizer="adam", max_epochs=2, **params).fit(X, y).n_iter_ == 2
+    assert _small(cls, trainable="all", solver="adam", max_iter=2, **params).fit(X, y).n_iter_ == 2
 
 
 def test_verbose_prints_epochs_and_progress(blobs, capsys):
     X, y = blobs
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        _small(DEQClassifier, verbose=2, optimizer="adam", max_epochs=2, early_stopping=True).fit(X, y)
+        _small(DEQClassifier, verbose=2, solver="adam", max_iter=2, early_stopping=True).fit(X, y)
     out = capsys.readouterr().out
     assert "epoch" in out and "train_loss" in out and "valid_acc" in out
     assert "|" in out and "epoch 2" in out  # per-epoch progress bar
@@ -512,12 +515,12 @@ def test_feature_progress_bar_on_long_computations(capsys):
     assert "4/4" in stream.getvalue() and stream.getvalue().endswith("\n")
 
 
-def test_solver_settings_can_change_after_fit(blobs):
+def test_fixed_point_settings_can_change_after_fit(blobs):
     X, y = blobs
     est = _small(DEQClassifier, dtype="float64").fit(X, y)
     est.decision_function(X)
     loose = est.module_.features.forward_info.n_iter
-    est.set_params(tol=1e-10, max_iter=300)
+    est.set_params(fixed_point_tol=1e-10, fixed_point_max_iter=300)
     est.decision_function(X)
     assert est.module_.features.forward_info.n_iter > loose
     assert est.module_.features.forward_info.rel_residual < 1e-10
@@ -570,7 +573,7 @@ def test_invalid_parameters(blobs):
         DEQClassifier(sigma_a2=1.5),
         DEQClassifier(sigma_a2=0.0),
         DEQClassifier(activation="nonexistent"),
-        DEQClassifier(solver="newton"),
+        DEQClassifier(fixed_point_solver="newton"),
         DEQClassifier(trainable="everything"),
         DEQClassifier(dtype="float16"),
         ExplicitClassifier(n_hidden=0),
@@ -589,9 +592,9 @@ def test_invalid_parameters(blobs):
 def test_unconverged_deq_warns_with_the_residual(blobs):
     X, y = blobs
     with pytest.warns(ConvergenceWarning, match=r"did not reach tol=1e-12 .* relative residual") as rec:
-        est = _small(DEQClassifier, max_iter=2, tol=1e-12).fit(X, y)
+        est = _small(DEQClassifier, fixed_point_max_iter=2, fixed_point_tol=1e-12).fit(X, y)
     assert any("150 of 150 samples" in str(w.message) for w in rec)
-    assert not est.solver_info_["converged"]
+    assert not est.fixed_point_info_["converged"]
     with pytest.warns(ConvergenceWarning, match="during predict"):
         assert np.all(np.isfinite(est.predict_proba(X)))
 
@@ -646,7 +649,7 @@ def test_callables_train_hidden_weights_through_autograd(blobs, form):
     """np.sin on a tensor that requires grad raised torch's RuntimeError before."""
     X, y = blobs
     f = torch.sin if form == "torch" else np.sin
-    kw = dict(trainable="all", optimizer="adam", learning_rate=0.05, max_epochs=8)
+    kw = dict(trainable="all", solver="adam", learning_rate_init=0.05, max_iter=8)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         deq = _small(DEQClassifier, activation=f, **kw).fit(X, y)
@@ -698,7 +701,7 @@ def _weighted_problem():
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_integer_sample_weights_act_as_repeated_rows(cls, dtype):
     X, y, w = _weighted_problem()
-    kw = dict(n_hidden=64, max_epochs=500, random_state=0, dtype=dtype)
+    kw = dict(n_hidden=64, max_iter=500, random_state=0, dtype=dtype)
     weighted = cls(**kw).fit(X, y, sample_weight=w)
     repeated = cls(**kw).fit(np.repeat(X, w, axis=0), np.repeat(y, w))
     # the input scaling is weighted too
@@ -715,9 +718,9 @@ def test_full_batch_minibatch_training_weights_like_repeated_rows():
     X, y, w = _weighted_problem()
     kw = dict(
         n_hidden=32,
-        optimizer="adam",
-        learning_rate=0.05,
-        max_epochs=15,
+        solver="adam",
+        learning_rate_init=0.05,
+        max_iter=15,
         batch_size=10_000,
         random_state=0,
         dtype="float64",
@@ -736,7 +739,7 @@ def test_full_batch_minibatch_training_weights_like_repeated_rows():
 def test_weighted_minibatches_match_repeated_rows_in_expectation():
     """Several minibatches per epoch: different steps, the same problem (the loss of each fit on the other's data)."""
     X, y, w = _weighted_problem()
-    kw = dict(n_hidden=64, optimizer="adam", learning_rate=0.02, max_epochs=300, batch_size=16, random_state=0)
+    kw = dict(n_hidden=64, solver="adam", learning_rate_init=0.02, max_iter=300, batch_size=16, random_state=0)
     weighted = MatchedExplicitClassifier(**kw).fit(X, y, sample_weight=w)
     repeated = MatchedExplicitClassifier(**kw).fit(np.repeat(X, w, axis=0), np.repeat(y, w))
     plain = MatchedExplicitClassifier(**kw).fit(X, y)
@@ -749,8 +752,8 @@ def test_weighted_minibatches_match_repeated_rows_in_expectation():
 def test_zero_weights_remove_samples_and_all_zero_or_one_class_is_an_error():
     X, y, w = _weighted_problem()
     keep = w > 0
-    a = _small(DEQClassifier, max_epochs=300).fit(X, y, sample_weight=keep.astype(float))
-    b = _small(DEQClassifier, max_epochs=300).fit(X[keep], y[keep])
+    a = _small(DEQClassifier, max_iter=300).fit(X, y, sample_weight=keep.astype(float))
+    b = _small(DEQClassifier, max_iter=300).fit(X[keep], y[keep])
     np.testing.assert_allclose(a.predict_proba(X), b.predict_proba(X), rtol=1e-6, atol=1e-9)
     with pytest.raises(ValueError, match="non-zero"):
         _small(DEQClassifier).fit(X, y, sample_weight=np.zeros(len(y)))
@@ -767,13 +770,13 @@ def test_class_weight_balanced_is_the_sample_weight_of_the_class_frequencies(cls
     from sklearn.utils.class_weight import compute_class_weight
 
     X, y = make_blobs(n_samples=[120, 40, 15], n_features=4, cluster_std=6.0, random_state=0)
-    balanced = cls(n_hidden=32, max_epochs=400, random_state=0, class_weight="balanced").fit(X, y)
+    balanced = cls(n_hidden=32, max_iter=400, random_state=0, class_weight="balanced").fit(X, y)
     per_class = compute_class_weight("balanced", classes=np.unique(y), y=y)
-    as_dict = cls(n_hidden=32, max_epochs=400, random_state=0, class_weight=dict(enumerate(per_class))).fit(X, y)
+    as_dict = cls(n_hidden=32, max_iter=400, random_state=0, class_weight=dict(enumerate(per_class))).fit(X, y)
     np.testing.assert_allclose(balanced.predict_proba(X), as_dict.predict_proba(X), rtol=1e-9)
     # class weights act in the loss only: the input scaling stays unweighted
-    as_sw = cls(n_hidden=32, max_epochs=400, random_state=0).fit(X, y, sample_weight=per_class[y])
-    plain = cls(n_hidden=32, max_epochs=400, random_state=0).fit(X, y)
+    as_sw = cls(n_hidden=32, max_iter=400, random_state=0).fit(X, y, sample_weight=per_class[y])
+    plain = cls(n_hidden=32, max_iter=400, random_state=0).fit(X, y)
     np.testing.assert_allclose(balanced.input_mean_, plain.input_mean_)
     assert not np.allclose(as_sw.input_mean_, plain.input_mean_)
     # balancing raises the recall of the rare class
@@ -812,7 +815,7 @@ def test_class_weight_multiplies_sample_weight_and_rejects_unknown_labels(monkey
     "make",
     [
         lambda: DEQClassifier(n_hidden=256, random_state=0),
-        lambda: DEQClassifier(n_hidden=256, random_state=0, solver="anderson"),
+        lambda: DEQClassifier(n_hidden=256, random_state=0, fixed_point_solver="anderson"),
         lambda: ExplicitClassifier(("relu", "tanh"), n_hidden=256, random_state=0),
         lambda: MatchedExplicitClassifier(n_hidden=256, random_state=0),
         lambda: MatchedExplicitClassifier("tanh", n_hidden=256, random_state=0, input_scaling="none"),
@@ -855,12 +858,42 @@ def test_early_stopping_with_adam_costs_at_most_one_accuracy_point(dataset, cls)
 
     X, y = load_dataset(dataset)
     X_tr, X_te, y_tr, y_te = train_test_split(X, y, test_size=0.2, stratify=y, random_state=0)
-    # the step size the stopping rule was first measured with (learning_rate='auto' is 0.1 here, which
+    # the step size the stopping rule was first measured with (learning_rate_init='auto' is 0.1 here, which
     # converges in fewer epochs)
-    kw = dict(n_hidden=1024, optimizer="adam", learning_rate=1e-3, random_state=0)
+    kw = dict(n_hidden=1024, solver="adam", learning_rate_init=1e-3, random_state=0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         plain = cls(**kw).fit(X_tr, y_tr).score(X_te, y_te)
         stopped = cls(early_stopping=True, **kw).fit(X_tr, y_tr)
     assert stopped.n_iter_ > 50  # no premature stop on a validation-accuracy plateau
     assert stopped.score(X_te, y_te) >= plain - 0.01
+
+
+def test_sigma_b2_sets_the_input_weight_variance_of_the_deq_and_its_match(blobs):
+    # The features solve z = (phi(sqrt(sa2) A z + sqrt(sb2) B x) - c) / sqrt(m), checked here in float64
+    # from the module's own weights; the centring constant and the match follow the theory at that sb2.
+    X, y = blobs
+    est = DEQClassifier(
+        "relu",
+        0.3,
+        sigma_b2=0.5,
+        n_hidden=64,
+        dtype="float64",
+        fixed_point_tol=1e-12,
+        fixed_point_max_iter=500,
+        random_state=0,
+    ).fit(X, y)
+    layer = est.module_.features
+    assert layer.sigma_b2 == 0.5
+    ref = deq_ck_coefficients("relu", 0.3, est.tau0_, sigma_b2=0.5)
+    assert est.center_ == pytest.approx(ref.moments.mean, rel=1e-12)
+    assert est.center_ != pytest.approx(deq_ck_coefficients("relu", 0.3, est.tau0_).moments.mean, rel=1e-6)
+    Xs = torch.as_tensor((X - est.input_mean_) / est.input_scale_)
+    Z = torch.as_tensor(est.features(X), dtype=torch.float64)
+    A, B = layer.A.detach(), layer.B.detach()
+    rhs = (torch.relu(0.3**0.5 * Z @ A.T + 0.5**0.5 * Xs @ B.T) - est.center_) / 64**0.5
+    torch.testing.assert_close(Z, rhs, rtol=0, atol=1e-9)
+    matched = MatchedExplicitClassifier("relu", 0.2, sigma_b2=0.5, n_hidden=32, random_state=0).fit(X, y)
+    assert matched.match_.sigma_b2 == 0.5
+    with pytest.raises(ValueError, match="sigma_b2"):
+        DEQClassifier(sigma_b2=0.0).fit(X, y)

@@ -41,10 +41,10 @@ def _spy_on_train(monkeypatch, upcast_first: bool):
 
 
 @pytest.mark.parametrize("cls", ESTIMATORS)
-@pytest.mark.parametrize("params", [{}, {"optimizer": "adam", "max_epochs": 5, "early_stopping": True}])
+@pytest.mark.parametrize("params", [{}, {"solver": "adam", "max_iter": 5, "early_stopping": True}])
 def test_float32_features_are_cached_as_float32_and_fit_as_a_float64_copy_would(cls, params, blobs, monkeypatch):
     X, y = blobs
-    make = lambda: cls(**{"n_hidden": 48, "max_epochs": 40, "random_state": 0, **params})
+    make = lambda: cls(**{"n_hidden": 48, "max_iter": 40, "random_state": 0, **params})
     seen = _spy_on_train(monkeypatch, upcast_first=False)
     cached = make().fit(X, y)
     assert seen == [torch.float32]
@@ -60,20 +60,20 @@ def test_features_that_do_not_fit_in_memory_are_a_clear_error(blobs, monkeypatch
     est = DEQClassifier(n_hidden=48, random_state=0)
     with pytest.raises(MemoryError, match=r"300 x 48 float32 values need: .* Train in chunks with partial_fit"):
         est.fit(X, y)
-    assert not hasattr(est, "solver_info_")  # raised before computing features
+    assert not hasattr(est, "fixed_point_info_")  # raised before computing features
     monkeypatch.setattr(network, "available_memory_bytes", lambda: 300 * 48 * 4)
-    DEQClassifier(n_hidden=48, random_state=0, max_epochs=50).fit(X, y)
+    DEQClassifier(n_hidden=48, random_state=0, fixed_point_max_iter=50).fit(X, y)
     # float64 networks cache float64 features; trained hidden weights cache nothing
     with pytest.raises(MemoryError, match="float64"):
         DEQClassifier(n_hidden=48, dtype="float64", random_state=0).fit(X, y)
     monkeypatch.setattr(network, "available_memory_bytes", lambda: 40000)  # the network's 32280 bytes, no cache
-    DEQClassifier(n_hidden=48, trainable="all", max_epochs=1, random_state=0).fit(X, y)
+    DEQClassifier(n_hidden=48, trainable="all", fixed_point_max_iter=1, random_state=0).fit(X, y)
 
 
 @pytest.mark.parametrize("cls", ESTIMATORS)
 def test_a_frozen_network_sees_the_inputs_one_chunk_at_a_time(cls, blobs, monkeypatch):
     X, y = blobs
-    whole = cls(n_hidden=48, max_epochs=40, random_state=0).fit(X, y)
+    whole = cls(n_hidden=48, max_iter=40, random_state=0).fit(X, y)
     seen = []
     to_tensor = TorchClassifierBase._to_tensor
 
@@ -83,7 +83,7 @@ def test_a_frozen_network_sees_the_inputs_one_chunk_at_a_time(cls, blobs, monkey
 
     monkeypatch.setattr(TorchClassifierBase, "_chunk_rows", lambda self: 64)
     monkeypatch.setattr(TorchClassifierBase, "_to_tensor", spy)
-    chunked = cls(n_hidden=48, max_epochs=40, random_state=0).fit(X, y)
+    chunked = cls(n_hidden=48, max_iter=40, random_state=0).fit(X, y)
     assert seen == [64, 64, 64, 64, 44]  # no scaled copy of all 300 rows
     np.testing.assert_array_equal(chunked.features(X), whole.features(X))
     # L-BFGS sums its loss over chunks of the same rows: only the order of the sums differs

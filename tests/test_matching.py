@@ -314,7 +314,7 @@ def test_digits_times_a_million_train_the_same_matched_net():
 
     X, y = load_digits(return_X_y=True)
     X, y = X[:300], y[:300]
-    kw = dict(input_scaling="none", n_hidden=32, max_epochs=5, random_state=0)
+    kw = dict(input_scaling="none", n_hidden=32, max_iter=5, random_state=0)
     with _no_warning():
         a = MatchedExplicitClassifier(**kw).fit(X, y)
         b = MatchedExplicitClassifier(**kw).fit(X * 1e6, y)

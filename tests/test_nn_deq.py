@@ -16,7 +16,7 @@ from sk_deq.theory import deq_ck_coefficients, explicit_coefficients
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
-def _layer(m=8, p=3, activation="tanh", sigma_a2=0.3, solver="fixed_point", train=True, seed=0, **kw):
+def _layer(m=8, p=3, activation="tanh", sigma_a2=0.3, solver="iteration", train=True, seed=0, **kw):
     act = get_activation(activation)
     c = deq_ck_coefficients(act, sigma_a2, 1.0).moments.mean
     return DEQLayer(
@@ -42,7 +42,7 @@ def _unrolled(layer, x, n_steps=300):
     return z
 
 
-@pytest.mark.parametrize("solver", ["fixed_point", "anderson"])
+@pytest.mark.parametrize("solver", ["iteration", "anderson"])
 @pytest.mark.parametrize("activation", ["tanh", "relu"])
 def test_implicit_gradient_matches_unrolled_autograd(solver, activation):
     torch.manual_seed(0)

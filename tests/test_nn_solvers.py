@@ -192,7 +192,7 @@ def test_damped_anderson_converges(beta):
     torch.testing.assert_close(z, exact, rtol=1e-8, atol=1e-9)
 
 
-@pytest.mark.parametrize("ours, theirs", [("anderson", "anderson"), ("fixed_point", "fixed_point_iter")])
+@pytest.mark.parametrize("ours, theirs", [("anderson", "anderson"), ("iteration", "fixed_point_iter")])
 def test_agrees_with_torchdeq(ours, theirs):
     solver_mod = pytest.importorskip("torchdeq.solver")
     f, _, U = _deq_problem(m=64, n=6)

@@ -27,7 +27,7 @@ pytestmark = [
 
 
 def _small(cls, **kw):
-    params = dict(n_hidden=32, learning_rate=0.05, batch_size=16, random_state=0)
+    params = dict(n_hidden=32, learning_rate_init=0.05, batch_size=16, random_state=0)
     params.update(kw)
     return cls(**params)
 
@@ -95,13 +95,13 @@ def test_balanced_class_weight_is_an_error_naming_compute_class_weight(blobs):
 
 def test_lbfgs_has_no_partial_fit(blobs):
     X, y = blobs
-    est = _small(ExplicitClassifier, optimizer="lbfgs")
+    est = _small(ExplicitClassifier, solver="lbfgs")
     assert not hasattr(est, "partial_fit")  # as MLPClassifier(solver='lbfgs'): duck typing sees no partial_fit
     with pytest.raises(AttributeError, match="has no attribute 'partial_fit'") as err:
         est.partial_fit(X, y, classes=[0, 1, 2])
     assert "only available for the minibatch optimizers" in str(err.value.__cause__)
-    assert "optimizer='lbfgs', a full-batch method. Use fit, or set optimizer='adam'" in str(err.value.__cause__)
-    assert hasattr(_small(ExplicitClassifier, optimizer="auto"), "partial_fit")
+    assert "solver='lbfgs', a full-batch method. Use fit, or set solver='adam'" in str(err.value.__cause__)
+    assert hasattr(_small(ExplicitClassifier, solver="auto"), "partial_fit")
 
 
 def test_chunks_without_positive_weight_are_errors(blobs):
@@ -143,7 +143,7 @@ def test_scaling_and_theory_are_fitted_on_the_first_chunk_only(cls, blobs):
     ("cls", "params"),
     [
         (DEQClassifier, {}),
-        (MatchedExplicitClassifier, {"optimizer": "sgd"}),
+        (MatchedExplicitClassifier, {"solver": "sgd"}),
         (DEQClassifier, {"trainable": "all"}),
         (ExplicitClassifier, {"trainable": "hidden", "layers": ("relu", "tanh")}),
     ],
@@ -156,8 +156,8 @@ def test_calls_on_the_whole_data_are_the_epochs_of_fit(cls, params, blobs):
     stream = _small(cls, **params)
     for _ in range(3):
         stream.partial_fit(X, y, classes=[0, 1, 2])
-    kw = {"optimizer": "adam", **params}
-    fitted = _small(cls, max_epochs=3, **kw).fit(X, y)
+    kw = {"solver": "adam", **params}
+    fitted = _small(cls, max_iter=3, **kw).fit(X, y)
     np.testing.assert_array_equal(stream.decision_function(X), fitted.decision_function(X))
     assert [h["train_loss"] for h in stream.history_] == [h["train_loss"] for h in fitted.history_]
     assert stream.n_iter_ == 3 and [h["epoch"] for h in stream.history_] == [1, 2, 3]
@@ -172,14 +172,14 @@ def test_calls_on_the_whole_data_are_the_epochs_of_fit(cls, params, blobs):
 
 def test_partial_fit_after_fit_continues_and_fit_starts_afresh(blobs):
     X, y = blobs
-    est = _small(ExplicitClassifier, max_epochs=20).fit(X, y)
+    est = _small(ExplicitClassifier, max_iter=20).fit(X, y)
     readout, n_iter = est.module_.readout.weight.detach().clone(), est.n_iter_
-    est.set_params(learning_rate=1e-9).partial_fit(X, y)  # classes from fit
+    est.set_params(learning_rate_init=1e-9).partial_fit(X, y)  # classes from fit
     assert est.n_iter_ == len(est.history_) == n_iter + 1 and est.history_[-1]["epoch"] == n_iter + 1
     assert est.best_validation_score_ is None
     torch.testing.assert_close(est.module_.readout.weight.detach(), readout, rtol=0, atol=1e-6)
     assert not torch.equal(est.module_.readout.weight, readout)
-    est.set_params(learning_rate=0.05).fit(X, y)
+    est.set_params(learning_rate_init=0.05).fit(X, y)
     assert est.n_iter_ == n_iter and not hasattr(est, "_stream")
 
 
@@ -195,7 +195,7 @@ def test_trainable_all_changes_hidden_weights_readout_does_not(cls, blobs):
         assert all(not torch.equal(a, b) for a, b in zip(before, after)) == moves, trainable
         assert not torch.equal(est.module_.readout.weight, readout)
     if cls is DEQClassifier:
-        assert est.solver_info_["adjoint"]["n_solves"] > 0  # implicit gradients through the fixed point
+        assert est.fixed_point_info_["adjoint"]["n_solves"] > 0  # implicit gradients through the fixed point
 
 
 # ---------------------------------------------------------------------------
@@ -291,7 +291,7 @@ def digits():
 def test_passes_in_chunks_come_close_to_fit(cls, digits):
     X_tr, X_te, y_tr, y_te = digits
     reference = cls(n_hidden=256, random_state=0).fit(X_tr, y_tr).score(X_te, y_te)
-    est = cls(n_hidden=256, random_state=0)  # learning_rate='auto': 0.1 for the readout alone
+    est = cls(n_hidden=256, random_state=0)  # learning_rate_init='auto': 0.1 for the readout alone
     for _ in range(5):
         for start in range(0, len(y_tr), 250):
             est.partial_fit(X_tr[start : start + 250], y_tr[start : start + 250], classes=np.arange(10))
@@ -343,6 +343,6 @@ def test_auto_learning_rate_is_large_for_the_readout_alone_and_small_for_hidden_
     readout_rate = 0.1 if cls is ExplicitClassifier else 0.01
     for trainable, rate in [("readout", readout_rate), ("all", 1e-3)]:
         est = cls(n_hidden=32, trainable=trainable, random_state=0).partial_fit(X, y, **first)
-        assert est.learning_rate == "auto" and est._stream.optimizer.param_groups[0]["lr"] == rate
-        same = cls(n_hidden=32, trainable=trainable, learning_rate=rate, random_state=0).partial_fit(X, y, **first)
+        assert est.learning_rate_init == "auto" and est._stream.optimizer.param_groups[0]["lr"] == rate
+        same = cls(n_hidden=32, trainable=trainable, learning_rate_init=rate, random_state=0).partial_fit(X, y, **first)
         np.testing.assert_array_equal(same.predict(X), est.predict(X))

@@ -54,7 +54,7 @@ def _check_configs():
         configs.append(_small(cls, dtype="float32"))
     # trained hidden weights (implicit backward for the DEQ): full-batch L-BFGS, for which
     # integer sample weights are repeated rows exactly (minibatches would only be in expectation)
-    full = dict(n_hidden=16, optimizer="lbfgs", max_epochs=15, dtype="float64")
+    full = dict(n_hidden=16, solver="lbfgs", max_iter=15, dtype="float64")
     configs.append(_small(DEQRegressor, trainable="all", **full))
     configs.append(_small(MatchedExplicitRegressor, trainable="hidden", **full))
     return configs
@@ -89,9 +89,7 @@ def test_readout_is_ridge_on_the_features(cls, weighted, friedman):
 def test_lbfgs_and_closed_form_reach_the_same_readout(friedman):
     X, y = friedman
     closed = _small(DEQRegressor, n_hidden=64, alpha=1e-3, dtype="float64").fit(X, y)
-    lbfgs = _small(
-        DEQRegressor, n_hidden=64, alpha=1e-3, dtype="float64", optimizer="lbfgs", improvement_tol=1e-10
-    ).fit(X, y)
+    lbfgs = _small(DEQRegressor, n_hidden=64, alpha=1e-3, dtype="float64", solver="lbfgs", tol=1e-10).fit(X, y)
     assert closed.n_iter_ == 1 and lbfgs.n_iter_ > 1
     # the same minimum; the iterate stops where the loss stalls (L-BFGS-B's ftol), so the
     # weights agree to the square root of that precision along the flat directions
@@ -137,11 +135,11 @@ def test_a_constant_target_is_predicted_exactly(friedman):
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")  # 40 epochs
 def test_trained_hidden_weights_lower_the_training_loss(friedman):
     X, y = friedman
-    frozen = _small(DEQRegressor, n_hidden=32, optimizer="adam", learning_rate=0.01, max_epochs=40).fit(X, y)
+    frozen = _small(DEQRegressor, n_hidden=32, solver="adam", learning_rate_init=0.01, max_iter=40).fit(X, y)
     trained = _small(
-        DEQRegressor, n_hidden=32, optimizer="adam", learning_rate=0.01, max_epochs=40, trainable="all"
+        DEQRegressor, n_hidden=32, solver="adam", learning_rate_init=0.01, max_iter=40, trainable="all"
     ).fit(X, y)
-    assert trained.solver_info_["adjoint"]["converged"]
+    assert trained.fixed_point_info_["adjoint"]["converged"]
     assert trained.history_[-1]["train_loss"] < 0.7 * frozen.history_[-1]["train_loss"]
     assert trained.score(X, y) > frozen.score(X, y)
 
@@ -157,7 +155,7 @@ def test_early_stopping_records_the_validation_r2(friedman):
 
 def test_partial_fit_streams_with_running_target_moments(friedman):
     X, y = friedman
-    reg = _small(DEQRegressor, learning_rate=0.05)
+    reg = _small(DEQRegressor, learning_rate_init=0.05)
     for _ in range(10):
         for start in range(0, 300, 100):
             reg.partial_fit(X[start : start + 100], y[start : start + 100])
@@ -169,7 +167,7 @@ def test_partial_fit_streams_with_running_target_moments(friedman):
     with pytest.raises(ValueError, match="2 output"):
         reg.partial_fit(X[:10], np.column_stack([y[:10], y[:10]]))
     with pytest.raises(AttributeError) as info:
-        _small(DEQRegressor, optimizer="lbfgs").partial_fit(X, y)
+        _small(DEQRegressor, solver="lbfgs").partial_fit(X, y)
     assert "full-batch" in str(info.value.__cause__)
 
 
@@ -177,10 +175,10 @@ def test_partial_fit_target_moments_are_those_of_all_rows_and_keep_predictions(f
     X, y = friedman
     Y = np.column_stack([y, -3 * y + 100])
     w = np.random.RandomState(0).uniform(0, 2, size=len(y))
-    reg = _small(ExplicitRegressor, learning_rate=0.05)
+    reg = _small(ExplicitRegressor, learning_rate_init=0.05)
     for rows in (slice(0, 7), slice(7, 120), slice(120, 121), slice(121, 300)):
         before = reg.predict(X) if hasattr(reg, "module_") else None
-        reg.set_params(learning_rate=1e-300 if before is not None else 0.05)
+        reg.set_params(learning_rate_init=1e-300 if before is not None else 0.05)
         reg.partial_fit(X[rows], Y[rows], sample_weight=w[rows])
         if before is not None:  # moments moved, no training step to speak of: the same predictions
             np.testing.assert_allclose(reg.predict(X), before, rtol=1e-9, atol=1e-9)

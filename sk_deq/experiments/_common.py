@@ -141,7 +141,7 @@ def _fit_one(model, activation, width, seed, split, opts):
         t1 = time.perf_counter()
         pred = est.predict(X_te)
         t2 = time.perf_counter()
-    info = getattr(est, "solver_info_", None) or {}
+    info = getattr(est, "fixed_point_info_", None) or {}
     record = {
         "model": model,
         "accuracy": float(np.mean(pred == y_te)),

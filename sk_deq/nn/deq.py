@@ -51,7 +51,7 @@ class DEQLayer(nn.Module):
         Centring constant ``c = E_tau[phi0]``.
     sigma_b2 : float, optional
         Input weight variance, ``1 - sigma_a2`` by default.
-    solver : str or callable, default='fixed_point'
+    solver : str or callable, default='iteration'
         Forward and adjoint solver (see :mod:`sk_deq.nn.solvers`).
     tol : float, default=1e-4
         Relative residual at which the forward solve stops.
@@ -110,7 +110,7 @@ class DEQLayer(nn.Module):
         center: float,
         *,
         sigma_b2: float | None = None,
-        solver="fixed_point",
+        solver="iteration",
         tol: float = 1e-4,
         max_iter: int = 50,
         backward_tol: float | None = None,

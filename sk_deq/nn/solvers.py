@@ -17,7 +17,7 @@ device and in the dtype of ``z0``.
 
 Solvers
 -------
-``'fixed_point'``
+``'iteration'``
     Plain (Picard) iteration ``z <- f(z)``.
 ``'anderson'``
     Anderson acceleration (type II, memory ``m``, damping ``beta``) with a
@@ -385,7 +385,7 @@ def fixed_point_iteration(f: Callable, z0: torch.Tensor, *, tol: float = 1e-4, m
         if track.update(z, fz):
             break
         z = fz
-    return track.out.reshape(shape), track.info("fixed_point", max_iter)
+    return track.out.reshape(shape), track.info("iteration", max_iter)
 
 
 def anderson(
@@ -540,8 +540,8 @@ def _anderson_mix(Hn, Fn, Gn, lam: float, beta: float, eye):
     return mixed, bad
 
 
-#: Fixed-point solvers by name: ``"fixed_point"`` and ``"anderson"``.
-SOLVERS: dict[str, Callable] = {"fixed_point": fixed_point_iteration, "anderson": anderson}
+#: Fixed-point solvers by name: ``"iteration"`` and ``"anderson"``.
+SOLVERS: dict[str, Callable] = {"iteration": fixed_point_iteration, "anderson": anderson}
 
 
 def get_solver(solver) -> Callable:
@@ -549,7 +549,7 @@ def get_solver(solver) -> Callable:
 
     Parameters
     ----------
-    solver : {'fixed_point', 'anderson'} or callable
+    solver : {'iteration', 'anderson'} or callable
         A name of :data:`SOLVERS`, or a solver with the signature
         ``solver(f, z0, *, tol, max_iter, **options) -> (z, SolverInfo)``.
 
