@@ -40,7 +40,7 @@ from ._cli_args import (
 )
 from ._inputs import EXPLICIT_KERNELS, SCALED_TAU0
 from .experiments import DATASETS, compare_widths, cross_validate_widths, demo, spectrum, sphere_spectrum
-from .experiments._compare import cv_verdict
+from .experiments._compare_result import cv_verdict
 from .experiments._spectrum import METHODS
 from .matching import EQUATIONS, MatchingError, match_explicit
 

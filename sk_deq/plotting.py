@@ -113,7 +113,7 @@ def plot_compare_widths(result, *, show_time: bool = True, axes=None, title: str
     panels = [p for p in panels if any(r["dataset"] == p[0] and r["activation"] == p[1] for r in rows)]
     if not panels:
         raise ValueError("result holds no measurements to plot.")
-    fig, axes = _panel_axes(plt, axes, 2 if show_time else 1, len(panels))
+    fig, axes = panel_axes(plt, axes, 2 if show_time else 1, len(panels))
     for j, (dataset, activation) in enumerate(panels):
         block = sorted(
             (r for r in rows if r["dataset"] == dataset and r["activation"] == activation), key=lambda r: r["width"]
@@ -263,7 +263,7 @@ def plot_paired_scores(result, *, ax=None, annotate="adjacent", title: str | Non
     return fig
 
 
-def _panel_axes(plt, axes, n_rows: int, n_panels: int, *, size=(3.6, 3.0), sharex="col"):
+def panel_axes(plt, axes, n_rows: int, n_panels: int, *, size=(3.6, 3.0), sharex="col"):
     """The figure and its axes as an array of shape ``(n_rows, n_panels)``: new ones, or ``axes`` reshaped.
 
     A new figure gives every panel ``size`` (width, height) in inches, plus
