@@ -15,7 +15,8 @@ import numpy as np
 
 from sk_deq._json import JSONResult
 from sk_deq.experiments._common import mean_std
-from sk_deq.plotting import MODEL_STYLES, panel_axes, require_matplotlib
+from sk_deq.plotting import MODEL_STYLES, require_matplotlib
+from sk_deq.plotting._common import panel_axes
 
 #: The four contestants, in table order: the readout-trained DEQ and its matched network, the DEQ with
 #: all weights trained and an explicit network with all weights trained.

@@ -16,8 +16,9 @@ contestants (``boundary_report.BOUNDARY_MODELS``) are the readout-trained DEQ,
 its matched explicit network (readout-trained), the DEQ with all weights
 trained, and an explicit network with all weights trained whose width gives it
 the trained DEQ's parameter count.  Errors are measured on lines through the
-input distribution along ``u`` (see :func:`where_equivalence_ends`); the
-result, its table and its figure are in ``boundary_report.py``.
+input distribution along ``u`` (see :func:`where_equivalence_ends`).  The
+contestants are built in ``boundary_models.py``; the result, its table and
+its figure are in ``boundary_report.py``.
 
 It serves one figure (``examples/plot_where_equivalence_ends.py``) and the
 user guide's table, so it lives in ``benchmarks/``, not in the installed
@@ -38,6 +39,13 @@ from numbers import Integral, Real
 from pathlib import Path
 
 import numpy as np
+from boundary_models import (
+    analytic_param_counts,
+    make_model,
+    param_counts,
+    select_alpha,
+    solver_summary,
+)
 from boundary_report import BOUNDARY_MODELS, BoundaryResult
 
 from sk_deq.experiments._common import check_count, environment, progress_bar, torch_threads
@@ -45,104 +53,6 @@ from sk_deq.experiments._common import check_count, environment, progress_bar, t
 _OPTIMIZERS = ("lbfgs", "adam")
 # Seed offset of the second readout-trained DEQ, whose distance to the first is the finite-width noise floor.
 _REDRAW = 10_000
-
-
-def deq_param_count(n_features: int, n_hidden: int) -> int:
-    """Number of parameters of a DEQ with a one-output readout.
-
-    ``A`` (``m x m``), ``B`` (``m x d``) and the readout (``m`` weights and a
-    bias): ``m^2 + m d + m + 1``.
-
-    Parameters
-    ----------
-    n_features : int
-        Input dimension ``d``.
-    n_hidden : int
-        Width ``m``.
-
-    Returns
-    -------
-    int
-        The parameter count, trained or not.
-
-    Examples
-    --------
-    >>> from boundary_study import deq_param_count
-    >>> deq_param_count(8, 32)
-    1313
-    """
-    d, m = int(n_features), int(n_hidden)
-    return m * m + m * d + m + 1
-
-
-def explicit_param_count(n_features: int, n_hidden: int, n_layers: int) -> int:
-    """Number of parameters of an explicit network with a one-output readout.
-
-    ``W_1`` (``w x d``), ``W_2 .. W_L`` (``w x w`` each) and the readout
-    (``w`` weights and a bias); the layers have no biases.
-
-    Parameters
-    ----------
-    n_features : int
-        Input dimension ``d``.
-    n_hidden : int
-        Width ``w`` of every layer.
-    n_layers : int
-        Number of layers ``L``.
-
-    Returns
-    -------
-    int
-        ``w d + (L - 1) w^2 + w + 1``.
-
-    Examples
-    --------
-    >>> from boundary_study import explicit_param_count
-    >>> explicit_param_count(8, 32, 2)  # two layers of the DEQ's width: the DEQ's count
-    1313
-    """
-    d, w, L = int(n_features), int(n_hidden), int(n_layers)
-    return w * d + (L - 1) * w * w + w + 1
-
-
-def matched_width(n_features: int, n_hidden: int, n_layers: int) -> int:
-    """Width of an ``n_layers``-layer explicit network with about the DEQ's parameter count.
-
-    Parameters
-    ----------
-    n_features : int
-        Input dimension ``d``.
-    n_hidden : int
-        Width ``m`` of the DEQ.
-    n_layers : int
-        Number of layers of the explicit network.
-
-    Returns
-    -------
-    int
-        The width ``w >= 1`` whose :func:`explicit_param_count` is closest to
-        :func:`deq_param_count` (the smaller one on a tie).  With two layers
-        it is ``m`` and the counts are equal.
-
-    Examples
-    --------
-    >>> from boundary_study import matched_width
-    >>> matched_width(8, 32, 2), matched_width(8, 32, 1)
-    (32, 146)
-    """
-    target = deq_param_count(n_features, n_hidden)
-    d, L = int(n_features), int(n_layers)
-    if L == 1:
-        w = max(1, round((target - 1) / (d + 1)))
-    else:  # the positive root of (L-1) w^2 + (d+1) w + 1 = target
-        a, b = L - 1, d + 1
-        w = max(1, round((-b + math.sqrt(b * b + 4 * a * (target - 1))) / (2 * a)))
-    cands = [c for c in (w - 1, w, w + 1) if c >= 1]
-    return min(cands, key=lambda c: (abs(explicit_param_count(d, c, L) - target), c))
-
-
-# ---------------------------------------------------------------------------
-# running
 
 
 def _validate(sharpness, dims, seeds, models, explicit_layers, optimizer, sizes):
@@ -209,102 +119,13 @@ def _problem(d, seed, n_train, n_grid, grid_radius, n_lines):
     return u, X, X_test, s
 
 
-def _make(model, d, seed, opts):
-    from sk_deq.estimators import DEQRegressor, ExplicitRegressor, MatchedExplicitRegressor
-
-    common = {"random_state": int(seed), "device": opts["device"], "dtype": opts["dtype"]}
-    readout = {"n_hidden": opts["n_hidden_readout"], "alpha": opts["alpha_readout"][0], **common}
-    trained = {
-        "trainable": "all",
-        "optimizer": opts["optimizer"],
-        "max_epochs": opts["max_epochs"],
-        "learning_rate": opts["learning_rate"],
-        "alpha": opts["alpha_trained"],
-        "improvement_tol": opts["improvement_tol"],
-        **common,
-    }
-    act, sa2 = opts["activation"], opts["sigma_a2"]
-    if model == "deq_readout":
-        return DEQRegressor(act, sa2, max_iter=opts["max_iter"], **readout)
-    if model == "matched_readout":
-        return MatchedExplicitRegressor(act, sa2, kernel="ck", **readout)
-    if model == "deq_all":
-        return DEQRegressor(act, sa2, n_hidden=opts["n_hidden"], max_iter=opts["max_iter"], **trained)
-    layers = opts["explicit_layers"]
-    width = matched_width(d, opts["n_hidden"], len(layers))
-    return ExplicitRegressor(layers, n_hidden=width, **trained)
-
-
-def _counts(est):
-    """All parameters of the fitted torch module, and those that training changed."""
-    module = est.module_
-    total = sum(p.numel() for p in module.parameters())
-    hidden = sum(p.numel() for p in module.features.parameters() if p.requires_grad)
-    readout = sum(p.numel() for p in module.readout.parameters())
-    return int(total), int(hidden + readout)
-
-
-def _analytic_counts(model, d, opts):
-    """Parameter counts of a model whose fit failed (no module to count): all, and those trained."""
-    if model == "deq_all":
-        n = deq_param_count(d, opts["n_hidden"])
-        return n, n
-    if model == "explicit_all":
-        L = len(opts["explicit_layers"])
-        n = explicit_param_count(d, matched_width(d, opts["n_hidden"], L), L)
-        return n, n
-    m = opts["n_hidden_readout"]  # a readout-trained DEQ that diverged already at initialisation
-    return (deq_param_count(d, m) if model == "deq_readout" else None), m + 1
-
-
-def _solver_summary(info):
-    if not info:
-        return None
-    out = {
-        "converged": bool(info["converged"]),
-        "mean_iter": float(info["mean_iter"]),
-        "n_iter": int(info["n_iter"]),
-        "rel_residual": float(info["rel_residual"]),
-        "n_solves": int(info["n_solves"]),
-    }
-    adj = info.get("adjoint")
-    if adj:
-        out["adjoint"] = {
-            "converged": bool(adj["converged"]),
-            "mean_iter": float(adj["mean_iter"]),
-            "n_iter": int(adj["n_iter"]),
-            "rel_residual": float(adj["rel_residual"]),
-        }
-        out["converged"] = out["converged"] and out["adjoint"]["converged"]
-    return out
-
-
-def _select_alpha(est, X, y, alphas):
-    """The readout penalty of ``alphas`` with the smallest leave-one-out error on ``est``'s training features.
-
-    The readout of a fitted readout-trained regressor is ridge regression
-    with penalty ``n_samples * alpha`` on its features (with an intercept;
-    the target scaling does not change which penalty wins), so
-    :class:`~sklearn.linear_model.RidgeCV`'s closed-form leave-one-out error
-    on the features ranks the penalties without refitting the network.
-    """
-    from sklearn.linear_model import RidgeCV
-
-    Z = est.features(X)
-    # the n x n Gram matrix's eigendecomposition when there are fewer samples than features (what is
-    # cheaper; the 'auto' mode took the SVD of the 512 x 1024 features, 20 times slower)
-    mode = "eigen" if Z.shape[0] <= Z.shape[1] else "svd"
-    cv = RidgeCV(alphas=[len(y) * a for a in alphas], gcv_mode=mode).fit(Z, y)
-    return float(alphas[int(np.argmin(np.abs(np.asarray(alphas) * len(y) - cv.alpha_)))])
-
-
 def _fit_one(model, d, k, seed, data, opts, keep_profile, weight_seed=None):
     u, X, X_test, s_grid = data
     y = np.tanh(k * math.sqrt(d) * (X @ u))
     y_test = np.tanh(k * math.sqrt(d) * (X_test @ u))
     from sk_deq.nn.deq import DEQDivergenceError
 
-    est = _make(model, d, seed if weight_seed is None else weight_seed, opts)
+    est = make_model(model, d, seed if weight_seed is None else weight_seed, opts)
     error = pred_test = None
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -312,7 +133,7 @@ def _fit_one(model, d, k, seed, data, opts, keep_profile, weight_seed=None):
         try:
             est.fit(X, y)
             if model.endswith("_readout") and len(opts["alpha_readout"]) > 1:
-                best = _select_alpha(est, X, y, opts["alpha_readout"])
+                best = select_alpha(est, X, y, opts["alpha_readout"])
                 if best != est.alpha:
                     est.set_params(alpha=best).fit(X, y)
         except DEQDivergenceError as exc:  # training moved the DEQ out of its contraction region
@@ -323,14 +144,14 @@ def _fit_one(model, d, k, seed, data, opts, keep_profile, weight_seed=None):
             pred_train = est.predict(X)
     if error is None:
         err = pred_test - y_test
-        n_params, n_trainable = _counts(est)
+        n_params, n_trainable = param_counts(est)
         metrics = {
             "linf": float(np.max(np.abs(err))),
             "l2": float(np.sqrt(np.mean(err**2))),
             "train_rmse": float(np.sqrt(np.mean((pred_train - y) ** 2))),
         }
     else:
-        n_params, n_trainable = _analytic_counts(model, d, opts)
+        n_params, n_trainable = analytic_param_counts(model, d, opts)
         metrics = {"linf": None, "l2": None, "train_rmse": None}
     record = {
         "d": d,
@@ -348,7 +169,7 @@ def _fit_one(model, d, k, seed, data, opts, keep_profile, weight_seed=None):
         "n_params": n_params,
         "n_trainable": n_trainable,
         "n_epochs": int(getattr(est, "n_iter_", 0)),
-        "solver": _solver_summary(getattr(est, "solver_info_", None)) if error is None else None,
+        "solver": solver_summary(getattr(est, "solver_info_", None)) if error is None else None,
         "warnings": sorted({f"{type(w.message).__name__}: {w.message}" for w in caught}),
         "profile": [float(v) for v in pred_test[: len(s_grid)]] if keep_profile and error is None else None,
     }
@@ -626,7 +447,7 @@ def _warm_up(models, opts):
     for model in models:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            _make(model, 2, 0, small).fit(X, y)
+            make_model(model, 2, 0, small).fit(X, y)
 
 
 # The example's small version: two input dimensions, two seeds, narrower networks and shorter training.

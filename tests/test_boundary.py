@@ -13,13 +13,9 @@ BENCH = str(Path(__file__).resolve().parents[1] / "benchmarks")
 if BENCH not in sys.path:
     sys.path.insert(0, BENCH)
 
+from boundary_models import deq_param_count, explicit_param_count, matched_width  # noqa: E402
 from boundary_report import BOUNDARY_MODELS, BoundaryResult, plot_where_equivalence_ends  # noqa: E402
-from boundary_study import (  # noqa: E402
-    deq_param_count,
-    explicit_param_count,
-    matched_width,
-    where_equivalence_ends,
-)
+from boundary_study import where_equivalence_ends  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

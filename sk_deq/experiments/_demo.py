@@ -68,16 +68,6 @@ class DemoResult(JSONResult):
     rows: list = field(default_factory=list)
     seconds: float = 0.0
 
-    def to_dict(self) -> dict:
-        """All fields as a JSON-serialisable dict.
-
-        Returns
-        -------
-        dict
-            Every parameter of the class by name.
-        """
-        return {k: getattr(self, k) for k in self.__dataclass_fields__}
-
     def table(self) -> str:
         """The results as readable text.
 

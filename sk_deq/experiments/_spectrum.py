@@ -66,24 +66,6 @@ class SpectrumResult(JSONResult):
     settings: dict = field(default_factory=dict)
     seconds: float = 0.0
 
-    def to_dict(self) -> dict:
-        """All numbers of the run as a JSON-serialisable dict.
-
-        Returns
-        -------
-        dict
-            ``settings``, ``errors``, ``matched``, ``spectra`` (eigenvalues
-            as lists) and ``seconds``.  The plotting functions of
-            :mod:`sk_deq.plotting` accept it in place of the result.
-        """
-        return {
-            "settings": self.settings,
-            "errors": self.errors,
-            "matched": self.matched,
-            "spectra": rows_as_lists(self.spectra),
-            "seconds": self.seconds,
-        }
-
     def table(self) -> str:
         """The errors as aligned text tables.
 
@@ -139,11 +121,6 @@ class SpectrumResult(JSONResult):
 
     def __str__(self) -> str:
         return self.table()
-
-
-def rows_as_lists(rows) -> list:
-    """The rows (dicts) with their numpy arrays turned into lists, for JSON."""
-    return [{k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in row.items()} for row in rows]
 
 
 def _implicit(X, act, sigma_a2, kernel, method, n_hidden, n_draws, seed):

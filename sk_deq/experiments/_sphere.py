@@ -16,7 +16,7 @@ import numpy as np
 
 from .._json import JSONResult
 from ._common import progress_bar
-from ._spectrum import check_sizes_fit, rows_as_lists
+from ._spectrum import check_sizes_fit
 
 # Networks compared with the DEQ on the sphere, in table and panel order.
 SPHERE_NETWORKS = ("implicit", "plain", "quadratic")
@@ -71,26 +71,6 @@ class SphereSpectrumResult(JSONResult):
     errors: list = field(default_factory=list)
     settings: dict = field(default_factory=dict)
     seconds: float = 0.0
-
-    def to_dict(self) -> dict:
-        """All numbers of the run as a JSON-serialisable dict.
-
-        Returns
-        -------
-        dict
-            ``settings``, ``coefficients``, ``spectra`` (eigenvalues as
-            lists), ``errors`` and ``seconds``.  The plotting functions
-            :func:`~sk_deq.plotting.plot_sphere_spectra` and
-            :func:`~sk_deq.plotting.plot_sphere_errors` accept it in place of
-            the result.
-        """
-        return {
-            "settings": self.settings,
-            "coefficients": self.coefficients,
-            "spectra": rows_as_lists(self.spectra),
-            "errors": self.errors,
-            "seconds": self.seconds,
-        }
 
     def table(self) -> str:
         """The coefficients and errors as aligned text.
