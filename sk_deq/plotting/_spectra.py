@@ -35,7 +35,6 @@ def plot_spectrum_errors(result, *, axes=None):
     -------
     matplotlib.figure.Figure
         The figure, one log-log panel per kernel.
-
     """
     plt = require_matplotlib()
     d = result_dict(result, ("errors", "matched"), _SPECTRUM)
