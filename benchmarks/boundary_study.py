@@ -477,7 +477,7 @@ def main(argv=None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     name = "where_equivalence_ends" + ("_quick" if args.quick else "")
-    result.to_json(out / f"{name}.json")
+    result.to_json(out / f"{name}.json", indent=None)  # compact: the records hold every profile
     try:
         from boundary_report import plot_where_equivalence_ends
 

@@ -1,4 +1,5 @@
-"""What the experiments share: the data sets, the models and how they are built, fitted and timed."""
+"""What the experiments share: the data sets, the models and how they are built, fitted and timed; the argument
+checks, the statistics, the thread setting and the progress display."""
 
 from __future__ import annotations
 
