@@ -13,7 +13,8 @@ bounded-depth feedforward network) are about a different regime.
 This example measures the boundary on a regression target that is steep
 along one direction ``u`` of a ``d``-dimensional input,
 ``f(x) = tanh(k s)`` with ``s = sqrt(d) u·x`` standard normal, for growing
-sharpness ``k`` and three input dimensions.  Four contestants:
+sharpness ``k`` and several input dimensions.  Four contestants (widths of
+the full study):
 
 * the readout-trained DEQ (width 1,024) and its matched network (two
   leaky-ReLU layers, width 1,024): the equivalence says they agree;
@@ -23,25 +24,39 @@ sharpness ``k`` and three input dimensions.  Four contestants:
   DEQ's parameter count (``m^2 + m d + m + 1``).
 
 The L∞ and L2 errors are measured along test lines through the input
-distribution in the direction ``u``.  This quick version uses two seeds;
-:ref:`where-equivalence-ends` in the user guide has the table of three.
+distribution in the direction ``u``.
+
+The study is not part of the installed package: it serves this figure and
+the user guide's table, so it lives beside the package, in
+``benchmarks/boundary_study.py`` (the run) and ``benchmarks/boundary_report.py``
+(its table and figure), as scikit-learn keeps its benchmarks.  This example
+runs a small version of it; the full study (three input dimensions, four
+sharpness values, three seeds, wider networks and longer training) is
+``python benchmarks/boundary_study.py``, which writes
+``benchmarks/results/where_equivalence_ends.json``; the example draws that
+stored result too when it is there.
 """
 
 # %%
-# Run the measurement
+# Run a small version
 # -------------------
-# One call runs every fit (3 dimensions x 4 sharpness values x 2 seeds x 4
-# models, and a second weight draw of the readout-trained DEQ) on one
-# thread.  The readout-trained models get the ridge penalty with the smallest
-# leave-one-out error; the fully trained ones run 300 L-BFGS iterations.
-# It took 2 minutes 40 seconds on a shared 2-core machine, most of it in
-# the trained DEQ's fits (a forward and an adjoint fixed point per
-# iteration).
+# ``boundary_study.QUICK``: two input dimensions, three sharpness values
+# and two seeds, networks of width 256 (readout-trained) and 16 (all weights
+# trained, 100 L-BFGS iterations).  About half a minute on one thread.
+import json
+import sys
+from pathlib import Path
+
 import matplotlib.pyplot as plt
 
-from sk_deq.experiments import plot_where_equivalence_ends, where_equivalence_ends
+# the study lives in benchmarks/, next to this examples/ folder
+BENCHMARKS = Path(sys.argv[0]).resolve().parents[1] / "benchmarks"
+sys.path.insert(0, str(BENCHMARKS))
 
-result = where_equivalence_ends(sharpness=(1, 4, 16, 64), dims=(2, 8, 32), seeds=(0, 1))
+from boundary_report import BoundaryResult, plot_where_equivalence_ends  # noqa: E402
+from boundary_study import QUICK, where_equivalence_ends  # noqa: E402
+
+result = where_equivalence_ends(**QUICK)
 print(result)
 
 # %%
@@ -51,12 +66,27 @@ print(result)
 # deviation over the seeds); dashed lines are the readout-trained models,
 # solid lines the fully trained ones, the grey line the best constant.
 # Bottom row: the predictions along one test line at the largest sharpness.
-plot_where_equivalence_ends(result)
+plot_where_equivalence_ends(result, title="small version")
 plt.show()
+
+# %%
+# The full study, from its stored result
+# --------------------------------------
+# Reading the JSON that ``python benchmarks/boundary_study.py`` wrote costs
+# nothing; the table and the figure are rebuilt from it.
+stored = BENCHMARKS / "results" / "where_equivalence_ends.json"
+if stored.exists():
+    full = BoundaryResult.from_dict(json.loads(stored.read_text()))
+    print(full)
+    plot_where_equivalence_ends(full, title="full study (stored result)")
+    plt.show()
 
 # %%
 # What it shows
 # -------------
+# The observations below are those of the full study (the user guide's table);
+# the small version shows the same picture with more noise.
+#
 # *The equivalence holds where it claims to.*  The readout-trained DEQ and its
 # matched network have errors of the same size in every cell, and in ``d = 8``
 # and ``32`` the matched network's predictions are as close to the DEQ's as

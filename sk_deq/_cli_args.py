@@ -145,6 +145,11 @@ def _defaults(func) -> dict:
     return {name: p.default for name, p in inspect.signature(func).parameters.items() if p.default is not p.empty}
 
 
+def _arguments(args, func) -> dict:
+    """The parsed options that set a parameter of ``func`` (``--n-hidden`` sets ``n_hidden``), by name."""
+    return {name: getattr(args, name) for name in inspect.signature(func).parameters if hasattr(args, name)}
+
+
 def _text(value) -> str:
     """A default as ``--help`` shows it: sequences comma-separated, floats in short form."""
     if isinstance(value, (tuple, list)):

@@ -1,12 +1,38 @@
-"""``to_json`` for the package's result objects (each defines ``to_dict``)."""
+"""``to_dict`` and ``to_json`` for the package's result dataclasses."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
+
+import numpy as np
+
+
+def _plain(value):
+    """``value`` with its numpy arrays as lists, also inside lists and dicts (for JSON)."""
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
 
 
 class JSONResult:
-    """Mixin: ``to_json`` from the class's ``to_dict``."""
+    """Mixin of the result dataclasses: ``to_dict`` (every field) and ``to_json``."""
+
+    def to_dict(self) -> dict:
+        """Every field of the result by name, numpy arrays as lists: JSON-serialisable.
+
+        Returns
+        -------
+        dict
+            One entry per field, in the order of the class's parameters.
+            The figures of :mod:`sk_deq.plotting` accept it in place of the
+            result.
+        """
+        return {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
 
     def to_json(self, path=None, *, indent: int = 2) -> str:
         """Serialise ``to_dict()`` to JSON; also write it to ``path`` if given.

@@ -18,6 +18,7 @@ from ._cli_args import (
     _DATASET_NAMES,
     _activation,
     _add_threads_option,
+    _arguments,
     _cli_spelling,
     _csv_activations,
     _csv_datasets,
@@ -40,7 +41,7 @@ from ._cli_args import (
 )
 from ._inputs import EXPLICIT_KERNELS, SCALED_TAU0
 from .experiments import DATASETS, compare_widths, cross_validate_widths, demo, spectrum, sphere_spectrum
-from .experiments._compare import cv_verdict
+from .experiments._compare_result import cv_verdict
 from .experiments._spectrum import METHODS
 from .matching import EQUATIONS, MatchingError, match_explicit
 
@@ -129,15 +130,7 @@ def _add_demo_parser(sub) -> None:
 
 
 def _cmd_demo(args) -> int:
-    result = demo(
-        args.dataset,
-        args.activation,
-        args.sigma_a2,
-        args.n_hidden,
-        repeats=args.repeats,
-        n_threads=args.threads or None,
-        random_state=args.random_state,
-    )
+    result = demo(**_arguments(args, demo), n_threads=args.threads or None)
     if args.json:
         print(result.to_json())
     else:
@@ -265,16 +258,19 @@ def _cmd_compare(args) -> int:
         **sizes,
     )
     elapsed = time.perf_counter() - start
-    if args.json:
-        print(result.to_json())
-    else:
-        print(result.format_table())
-        print(f"\nTotal run time {elapsed:.1f}s.")
-    if args.out is not None:
-        from .plotting import plot_compare_widths
+    from .plotting import plot_compare_widths
 
-        figures = [("compare_widths.png", lambda: plot_compare_widths(result))]
-        _report_written(args, write_outputs(args.out, "compare_widths.json", result.to_json, figures))
+    figures = [("compare_widths.png", lambda: plot_compare_widths(result))]
+    return _finish(
+        args, result, f"{result.format_table()}\n\nTotal run time {elapsed:.1f}s.", "compare_widths.json", figures
+    )
+
+
+def _finish(args, result, text: str, json_name: str, figures, *, tight: bool = False) -> int:
+    """Print the result's JSON (``--json``) or ``text``; with ``--out`` also write the JSON and the figures."""
+    print(result.to_json() if args.json else text)
+    if args.out is not None:
+        _report_written(args, write_outputs(args.out, json_name, result.to_json, figures, tight=tight))
     return 0
 
 
@@ -478,26 +474,19 @@ def _cmd_spectrum(args) -> int:
         verbose=0 if (args.no_progress or args.json) else 1,
         **sizes,
     )
-    if args.out is not None:
-        from .plotting import plot_eigenvalue_histograms, plot_matched_errors, plot_spectrum_errors
+    from .plotting import plot_eigenvalue_histograms, plot_matched_errors, plot_spectrum_errors
 
-        figures = [
-            (name, lambda plot=plot: plot(result))
-            for name, plot, has_data in (
-                ("spectrum_errors.png", plot_spectrum_errors, bool(result.errors)),
-                ("spectrum_matched.png", plot_matched_errors, bool(result.matched)),
-                ("spectrum_eigenvalues.png", plot_eigenvalue_histograms, bool(result.spectra)),
-            )
-            if has_data
-        ]
-    if args.json:
-        print(result.to_json())
-    else:
-        print(result.table())
-        print(f"\n({result.seconds:.1f} s, {args.method} kernels)")
-    if args.out is not None:
-        _report_written(args, write_outputs(args.out, "spectrum.json", result.to_json, figures, tight=True))
-    return 0
+    figures = [
+        (name, lambda plot=plot: plot(result))
+        for name, plot, has_data in (
+            ("spectrum_errors.png", plot_spectrum_errors, bool(result.errors)),
+            ("spectrum_matched.png", plot_matched_errors, bool(result.matched)),
+            ("spectrum_eigenvalues.png", plot_eigenvalue_histograms, bool(result.spectra)),
+        )
+        if has_data
+    ]
+    text = f"{result.table()}\n\n({result.seconds:.1f} s, {args.method} kernels)"
+    return _finish(args, result, text, "spectrum.json", figures, tight=True)
 
 
 def _cmd_sphere(args) -> int:
@@ -512,33 +501,17 @@ def _cmd_sphere(args) -> int:
         verbose=0 if (args.no_progress or args.json) else 1,
         **options,
     )
-    if args.out is not None:
-        from .plotting import plot_sphere_errors, plot_sphere_spectra
+    from .plotting import plot_sphere_errors, plot_sphere_spectra
 
-        figures = [(f"sphere_spectra_{k}.png", lambda k=k: plot_sphere_spectra(result, k)) for k in ("ck", "ntk")]
-        figures.append(("sphere_errors.png", lambda: plot_sphere_errors(result)))
-    if args.json:
-        print(result.to_json())
-    else:
-        print(result.table())
-        kind = "exact" if args.method == "exact" else f"Monte-Carlo width {args.n_hidden}"
-        print(f"\n({result.seconds:.1f} s, exact DEQ kernels, {kind} explicit kernels)")
-    if args.out is not None:
-        _report_written(args, write_outputs(args.out, "sphere.json", result.to_json, figures, tight=True))
-    return 0
+    figures = [(f"sphere_spectra_{k}.png", lambda k=k: plot_sphere_spectra(result, k)) for k in ("ck", "ntk")]
+    figures.append(("sphere_errors.png", lambda: plot_sphere_errors(result)))
+    kind = "exact" if args.method == "exact" else f"Monte-Carlo width {args.n_hidden}"
+    text = f"{result.table()}\n\n({result.seconds:.1f} s, exact DEQ kernels, {kind} explicit kernels)"
+    return _finish(args, result, text, "sphere.json", figures, tight=True)
 
 
 def _cmd_match(args) -> int:
-    result = match_explicit(
-        args.activation,
-        args.sigma_a2,
-        args.tau0,
-        args.kernel,
-        args.family,
-        n_layers=args.n_layers,
-        sigma_b2=args.sigma_b2,
-        tol=args.tol,
-    )
+    result = match_explicit(**_arguments(args, match_explicit))
     if args.json:
         print(json.dumps(result.to_dict(), indent=2))
     else:

@@ -1,21 +1,21 @@
-"""The steep-target experiment :func:`sk_deq.experiments.where_equivalence_ends` and its figure."""
+"""The study of where the equivalence ends (benchmarks/boundary_study.py), its table and its figure."""
 
 import io
 import json
 import math
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from sk_deq.experiments import (
-    BOUNDARY_MODELS,
-    BoundaryResult,
-    deq_param_count,
-    explicit_param_count,
-    matched_width,
-    plot_where_equivalence_ends,
-    where_equivalence_ends,
-)
+BENCH = str(Path(__file__).resolve().parents[1] / "benchmarks")
+if BENCH not in sys.path:
+    sys.path.insert(0, BENCH)
+
+from boundary_models import deq_param_count, explicit_param_count, matched_width  # noqa: E402
+from boundary_report import BOUNDARY_MODELS, BoundaryResult, plot_where_equivalence_ends  # noqa: E402
+from boundary_study import where_equivalence_ends  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

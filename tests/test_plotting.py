@@ -185,6 +185,21 @@ def test_eigenvalue_histograms_bars_line_spikes_and_unused_panels():
         plot_eigenvalue_histograms(_spectrum_result(spectra=False))
 
 
+def test_a_figure_refuses_the_result_of_another_experiment():
+    """The sphere's result has ``errors`` and ``spectra`` too, but is no SpectrumResult: a TypeError, not a KeyError."""
+    from sk_deq.experiments import SphereSpectrumResult
+    from sk_deq.plotting import plot_sphere_errors
+
+    sphere = SphereSpectrumResult(errors=[{"kernel": "ck", "n": 10, "d": 12, "plain": 1.0}], settings={})
+    for plot in (plot_spectrum_errors, plot_eigenvalue_histograms):
+        with pytest.raises(TypeError, match=r"SpectrumResult from sk_deq\.experiments\.spectrum"):
+            plot(sphere)
+        with pytest.raises(TypeError, match="SpectrumResult"):
+            plot(sphere.to_dict())
+    with pytest.raises(TypeError, match="SphereSpectrumResult"):
+        plot_sphere_errors(_spectrum_result())
+
+
 # -- without matplotlib -----------------------------------------------------------------------------
 
 

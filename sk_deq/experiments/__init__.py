@@ -31,40 +31,26 @@ command is a thin wrapper around it; with ``--cv K`` it runs
 :func:`cross_validate_widths` instead, the same three models on ``K``
 stratified folds through :func:`sk_deq.model_selection.compare_estimators`.
 
-:func:`where_equivalence_ends` measures where the equivalence stops
-applying: on a regression target that is steep along one direction of a
-``d``-dimensional input, it compares the readout-trained DEQ and its matched
-network (:data:`BOUNDARY_MODELS`) with a DEQ whose weights are all trained and
-an explicit network with all weights trained and the same parameter count
-(:func:`deq_param_count`, :func:`explicit_param_count`,
-:func:`matched_width`), recording L∞ and L2 test errors over seeds as the
-sharpness grows.  :func:`plot_where_equivalence_ends` draws its
-:class:`BoundaryResult`; :ref:`where-equivalence-ends` in the user guide
-discusses what it shows.
+The study of where the equivalence ends (steep targets, DEQs with all
+weights trained) is not part of the package: it lives beside it, in
+``benchmarks/boundary_study.py``, and :ref:`where-equivalence-ends` in the
+user guide discusses what it shows.
 """
 
-# One private module per experiment (_compare, _spectrum, _demo, _boundary) and _common for
-# what they share; everything public is imported from here.
-from . import _boundary, _common, _spectrum
-from ._boundary import (
-    BoundaryResult,
-    deq_param_count,
-    explicit_param_count,
-    matched_width,
-    plot_where_equivalence_ends,
-    where_equivalence_ends,
-)
+# One private module per experiment (_compare with its _compare_result, _spectrum, _sphere, _demo)
+# and _common for what they share; everything public is imported from here.
+from . import _common, _spectrum
 from ._common import load_dataset
-from ._compare import CompareResult, compare_widths, cross_validate_widths
+from ._compare import compare_widths, cross_validate_widths
+from ._compare_result import CompareResult
 from ._demo import DemoResult, demo
-from ._spectrum import SphereSpectrumResult, SpectrumResult, spectrum, sphere_spectrum
+from ._spectrum import SpectrumResult, spectrum
+from ._sphere import SphereSpectrumResult, sphere_spectrum
 
 __all__ = [
-    "BOUNDARY_MODELS",
     "DATASETS",
     "MODELS",
     "SPECTRUM_ACTIVATIONS",
-    "BoundaryResult",
     "CompareResult",
     "DemoResult",
     "SpectrumResult",
@@ -72,14 +58,9 @@ __all__ = [
     "compare_widths",
     "cross_validate_widths",
     "demo",
-    "deq_param_count",
-    "explicit_param_count",
     "load_dataset",
-    "matched_width",
-    "plot_where_equivalence_ends",
     "spectrum",
     "sphere_spectrum",
-    "where_equivalence_ends",
 ]
 
 # The constants are bound here, where the documentation finds their comments.
@@ -89,11 +70,6 @@ DATASETS = _common.DATASETS
 
 #: The three models compared at every width, in table order.
 MODELS = _common.MODELS
-
-#: The four contestants of :func:`where_equivalence_ends`, in table order:
-#: the readout-trained DEQ and its matched network, the DEQ with all weights
-#: trained and an explicit network with all weights trained.
-BOUNDARY_MODELS = _boundary.BOUNDARY_MODELS
 
 #: Activations :func:`spectrum` uses by default (the paper's two and two more).
 SPECTRUM_ACTIVATIONS = _spectrum.SPECTRUM_ACTIVATIONS

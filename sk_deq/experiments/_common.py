@@ -1,15 +1,18 @@
-"""What the experiments share: the data sets, the models and how they are built, fitted and timed."""
+"""What the experiments share: the data sets, the models and how they are built, fitted and timed; the argument
+checks, the statistics, the thread setting and the progress display."""
 
 from __future__ import annotations
 
 import contextlib
+import math
+import statistics
 import time
 import warnings
+from numbers import Integral
 
 import numpy as np
 
 from .._inputs import SCALED_TAU0
-from .._json import JSONResult
 from .._progress import STEPS, ProgressBar
 
 # Data sets known to compare_widths by name, with a description (documented in __init__).
@@ -68,14 +71,43 @@ def load_dataset(name: str):
 
 
 # ---------------------------------------------------------------------------
-# results and running
+# checks, statistics and running (``check_count``, ``mean_std``, ``progress_bar``, ``environment`` and
+# ``torch_threads`` are public: the studies in benchmarks/ use them too)
 
 
-#: ``to_json`` for the experiments' result objects (each defines ``to_dict``).
-_JSONResult = JSONResult
+def check_count(value, name: str, low: int = 1, *, allow_none: bool = False):
+    """``value`` as an int of at least ``low`` (None passes when ``allow_none``); else a ValueError naming ``name``."""
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, Integral) or value < low:
+        what = "a positive integer" if low == 1 else f"an integer of at least {low}"
+        raise ValueError(f"{name} must be {'None or ' if allow_none else ''}{what}, got {value!r}.")
+    return int(value)
 
 
-def _steps(total: int, enabled: bool, stream) -> ProgressBar:
+def check_counts(values, name: str, one: str = "value") -> tuple:
+    """A non-empty sequence (or one integer) of positive integers as a tuple of int; else a ValueError naming ``name``.
+
+    ``one`` names a single value in the message about an empty sequence.
+    """
+    values = (values,) if isinstance(values, Integral) else tuple(values)
+    if not values:
+        raise ValueError(f"{name} must hold at least one {one}.")
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, Integral) or v < 1:
+            raise ValueError(f"{name} must be positive integers, got {v!r}.")
+    return tuple(int(v) for v in values)
+
+
+def mean_std(values) -> tuple:
+    """Mean and sample standard deviation (0 for one value) of ``values``; NaN and NaN when there are none."""
+    values = [float(v) for v in values]
+    if not values:
+        return math.nan, math.nan
+    return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else 0.0)
+
+
+def progress_bar(total: int, enabled: bool, stream) -> ProgressBar:
     """The experiments' progress display: a 20-character bar, the step running, elapsed time and time left."""
     return ProgressBar(total, enabled=enabled, stream=stream, width=20, template=STEPS, min_interval=0.0)
 
@@ -89,7 +121,7 @@ def _solve_match(activation, sigma_a2):
     return match, time.perf_counter() - t0
 
 
-def _environment(threads: int) -> dict:
+def environment(threads: int) -> dict:
     """Versions of Python, torch, numpy and scikit-learn, the machine and the torch threads of a run."""
     import platform
 
@@ -108,7 +140,8 @@ def _environment(threads: int) -> dict:
 
 
 @contextlib.contextmanager
-def _torch_threads(n_threads):
+def torch_threads(n_threads):
+    """Torch's intra-op threads set to ``n_threads`` (None: unchanged) in the block, restored after; yields the count."""
     import torch
 
     old = torch.get_num_threads()
@@ -154,3 +187,23 @@ def _fit_one(model, activation, width, seed, split, opts):
         "warnings": sorted({f"{type(w.message).__name__}: {w.message}" for w in caught}),
     }
     return est, record
+
+
+def warm_up(split, activations, width, opts, *, n_samples: int, seed: int = 0, predict: bool = False, **params):
+    """Fit every model once on ``n_samples`` training rows, untimed: one-off costs stay out of the timings.
+
+    ``params`` are set on every estimator before its fit (e.g. ``max_epochs``);
+    with ``predict`` every fitted model also predicts one test row.  Fewer than
+    two classes among the first rows falls back to the whole training set.
+    """
+    X_tr, X_te, y_tr, _ = split
+    X_w, y_w = X_tr[:n_samples], y_tr[:n_samples]
+    if len(np.unique(y_w)) < 2:
+        X_w, y_w = X_tr, y_tr
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for activation in activations:
+            for model in MODELS:
+                est = _make(model, activation, width, seed, opts).set_params(**params).fit(X_w, y_w)
+                if predict:
+                    est.predict(X_te[:1])

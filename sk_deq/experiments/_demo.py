@@ -4,19 +4,17 @@ from __future__ import annotations
 
 import statistics
 import time
-import warnings
 from dataclasses import dataclass, field
 
-import numpy as np
-
-from ._common import DATASETS, _fit_one, _JSONResult, _make, _solve_match, _torch_threads, load_dataset
+from .._json import JSONResult
+from ._common import DATASETS, _fit_one, _solve_match, check_count, load_dataset, torch_threads, warm_up
 
 # The models of the demo's table by their row label.
 _MODELS = {"DEQ": "deq", "matched explicit": "matched", "plain explicit": "plain"}
 
 
 @dataclass
-class DemoResult(_JSONResult):
+class DemoResult(JSONResult):
     """What :func:`demo` measured.
 
     Returned by :func:`demo`; every parameter is stored as an attribute of the
@@ -69,16 +67,6 @@ class DemoResult(_JSONResult):
     match_seconds: float = 0.0
     rows: list = field(default_factory=list)
     seconds: float = 0.0
-
-    def to_dict(self) -> dict:
-        """All fields as a JSON-serialisable dict.
-
-        Returns
-        -------
-        dict
-            Every parameter of the class by name.
-        """
-        return {k: getattr(self, k) for k in self.__dataclass_fields__}
 
     def table(self) -> str:
         """The results as readable text.
@@ -177,15 +165,15 @@ def demo(
     """
     from sklearn.model_selection import train_test_split
 
-    if int(repeats) < 1:
-        raise ValueError(f"repeats must be a positive integer, got {repeats!r}.")
+    check_count(repeats, "repeats")
     start = time.perf_counter()
     X, y = load_dataset(dataset)
     split = train_test_split(X, y, test_size=0.3, stratify=y, random_state=random_state)
     opts = {"estimator": {}, "sigma_a2": sigma_a2, "plain_depth": 1}
-    with _torch_threads(n_threads) as threads:
+    with torch_threads(n_threads) as threads:
         match, match_seconds = _solve_match(activation, sigma_a2)  # what the matched fits use
-        _warm_up(split, activation, n_hidden, random_state, opts)
+        # first-call costs of torch and BLAS: every model fitted (5 epochs, 300 samples) and used once
+        warm_up(split, [activation], n_hidden, opts, n_samples=300, seed=random_state, predict=True, max_epochs=5)
         times, accuracy = _timed_runs(split, activation, n_hidden, random_state, opts, repeats, latency_samples)
     _, _, y_tr, y_te = split
     return DemoResult(
@@ -202,17 +190,6 @@ def demo(
         rows=_rows(times, accuracy),
         seconds=time.perf_counter() - start,
     )
-
-
-def _warm_up(split, activation, n_hidden, random_state, opts):
-    """Fit (5 epochs, 300 samples) and use every model once: first-call costs of torch and BLAS."""
-    X_tr, X_te, y_tr, _ = split
-    warm = np.arange(min(300, len(y_tr)))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        for model in _MODELS.values():
-            est = _make(model, activation, n_hidden, random_state, opts).set_params(max_epochs=5)
-            est.fit(X_tr[warm], y_tr[warm]).predict(X_te[:1])
 
 
 def _timed_runs(split, activation, n_hidden, random_state, opts, repeats, latency_samples):
