@@ -118,20 +118,20 @@ def make_model(model, d, seed, opts):
     readout = {"n_hidden": opts["n_hidden_readout"], "alpha": opts["alpha_readout"][0], **common}
     trained = {
         "trainable": "all",
-        "optimizer": opts["optimizer"],
-        "max_epochs": opts["max_epochs"],
-        "learning_rate": opts["learning_rate"],
+        "solver": opts["optimizer"],
+        "max_iter": opts["max_epochs"],
+        "learning_rate_init": opts["learning_rate"],
         "alpha": opts["alpha_trained"],
-        "improvement_tol": opts["improvement_tol"],
+        "tol": opts["improvement_tol"],
         **common,
     }
     act, sa2 = opts["activation"], opts["sigma_a2"]
     if model == "deq_readout":
-        return DEQRegressor(act, sa2, max_iter=opts["max_iter"], **readout)
+        return DEQRegressor(act, sa2, fixed_point_max_iter=opts["max_iter"], **readout)
     if model == "matched_readout":
         return MatchedExplicitRegressor(act, sa2, kernel="ck", **readout)
     if model == "deq_all":
-        return DEQRegressor(act, sa2, n_hidden=opts["n_hidden"], max_iter=opts["max_iter"], **trained)
+        return DEQRegressor(act, sa2, n_hidden=opts["n_hidden"], fixed_point_max_iter=opts["max_iter"], **trained)
     layers = opts["explicit_layers"]
     width = matched_width(d, opts["n_hidden"], len(layers))
     return ExplicitRegressor(layers, n_hidden=width, **trained)

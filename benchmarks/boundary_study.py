@@ -169,7 +169,7 @@ def _fit_one(model, d, k, seed, data, opts, keep_profile, weight_seed=None):
         "n_params": n_params,
         "n_trainable": n_trainable,
         "n_epochs": int(getattr(est, "n_iter_", 0)),
-        "solver": solver_summary(getattr(est, "solver_info_", None)) if error is None else None,
+        "solver": solver_summary(getattr(est, "fixed_point_info_", None)) if error is None else None,
         "warnings": sorted({f"{type(w.message).__name__}: {w.message}" for w in caught}),
         "profile": [float(v) for v in pred_test[: len(s_grid)]] if keep_profile and error is None else None,
     }

@@ -45,7 +45,7 @@ models = {
         fixed_point_solver="iteration",
         fixed_point_max_iter=100,
         learning_rate_init=1e-2,
-        max_iter=25,
+        fixed_point_max_iter=25,
         **common,
     ),
     "all weights, Anderson solver": DEQClassifier(
@@ -53,7 +53,7 @@ models = {
         fixed_point_solver="anderson",
         fixed_point_max_iter=100,
         learning_rate_init=1e-2,
-        max_iter=25,
+        fixed_point_max_iter=25,
         **common,
     ),
 }
@@ -91,7 +91,7 @@ axes[1].legend(fontsize="small", loc="lower right")
 # ------------------
 # ``fixed_point_info_`` summarises every fixed-point solve of the fit: the number
 # of solves, the largest and mean number of iterations per sample, the largest
-# final relative residual and the samples that did not reach ``tol``; with
+# final relative residual and the samples that did not reach ``fixed_point_tol``; with
 # trained weights also the adjoint (backward) solves.
 for name, model in models.items():
     info = model.fixed_point_info_

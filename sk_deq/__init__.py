@@ -2,6 +2,15 @@
 
 The theory (:mod:`sk_deq.theory`, :mod:`sk_deq.matching`, :mod:`sk_deq.kernels`)
 needs only numpy and scipy; the estimators import torch when first used.
+
+"Ling et al. (2024)" in the docstrings is the paper whose results the
+package implements:
+
+Zenan Ling, Longbo Li, Zhanbo Feng, Yixuan Zhang, Feng Zhou, Robert C. Qiu
+and Zhenyu Liao.  Deep Equilibrium Models are Almost Equivalent to
+Not-so-deep Explicit Models for High-dimensional Gaussian Mixtures.
+Proceedings of the 41st International Conference on Machine Learning
+(ICML 2024), PMLR 235.
 """
 
 from importlib import import_module

@@ -4,7 +4,7 @@ The theory takes inputs with ``||x||^2`` of order one and unscaled ``N(0, 1)``
 input weights (see :ref:`theory-deq` and :ref:`theory-explicit`; the user
 guide's :ref:`input-scaling` explains the choice).  A scikit-learn user's
 features are usually standardised instead (``||x||^2`` about ``p``), which
-saturates tanh-like activations.  The estimators therefore follow the paper's experimental
+saturates tanh-like activations.  The estimators therefore follow Ling et al.'s (2024) experimental
 protocol by default:
 
 ``input_scaling='global'``
@@ -80,7 +80,7 @@ def check_sigma_a2(sigma_a2) -> float:
         raise ValueError(
             f"sigma_a2 must lie in the open interval (0, 1), got {sigma_a2!r}; the DEQ's weight "
             "variance sigma_a2 scales the recurrent weights A and sigma_b2 = 1 - sigma_a2 the input "
-            "weights B (the paper uses 0.2)."
+            "weights B (Ling et al., 2024, use 0.2)."
         )
     return s
 

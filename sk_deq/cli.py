@@ -3,7 +3,7 @@
 ``sk-deq demo``   DEQ vs its matched explicit net vs a plain net on real digits.
 ``sk-deq match``  solve the four equations for a DEQ and match an explicit net.
 ``sk-deq compare`` accuracy and time versus width: DEQ vs matched vs plain nets.
-``sk-deq spectrum`` spectral equivalence of DEQ kernels (the paper's Fig. 1-2; with
+``sk-deq spectrum`` spectral equivalence of DEQ kernels (Ling et al.'s (2024) Fig. 1-2; with
                    ``--data sphere`` the workshop paper's unit-sphere experiment).
 """
 
@@ -368,7 +368,7 @@ def _print_match(result) -> None:
 _QUICK_SPECTRUM = {"sizes": (100, 200, 400), "gmm_size": (320, 400), "mnist_samples": 600}
 # The same for --data sphere (sphere_spectrum).
 _QUICK_SPHERE = {"sizes": (100, 200, 400, 800), "size": (200, 240)}
-# Data of the spectrum subcommand: the paper's mixture (and MNIST spectra), or the workshop paper's unit sphere.
+# Data of the spectrum subcommand: Ling et al.'s (2024) mixture (and MNIST spectra), or the workshop paper's unit sphere.
 _SPECTRUM_DATA = ("gmm", "sphere")
 
 
@@ -376,8 +376,8 @@ def _add_spectrum_parser(sub) -> None:
     sd = _defaults(spectrum)
     s = sub.add_parser(
         "spectrum",
-        help="spectral equivalence of DEQ kernels and matched explicit networks (the paper's Fig. 1-2)",
-        description=f"On the paper's two-class Gaussian mixture (p/n = {_text(sd['ratio'])}), measure the relative "
+        help="spectral equivalence of DEQ kernels and matched explicit networks (Ling et al.'s (2024) Fig. 1-2)",
+        description=f"On Ling et al.'s (2024) two-class Gaussian mixture (p/n = {_text(sd['ratio'])}), measure the relative "
         "spectral-norm error between the DEQ's Implicit-CK, feature kernel and Implicit-NTK and their "
         "high-dimensional equivalents versus n; compare the DEQ's kernels with those of the matched explicit "
         "networks and of a plain layer; record eigenvalue spectra of the Implicit-CK and its equivalent on the "
@@ -390,7 +390,7 @@ def _add_spectrum_parser(sub) -> None:
         "--data",
         choices=_SPECTRUM_DATA,
         default="gmm",
-        help="gmm: the paper's Gaussian mixture and the MNIST spectra; sphere: the workshop paper's unit-sphere "
+        help="gmm: Ling et al.'s (2024) Gaussian mixture and the MNIST spectra; sphere: the workshop paper's unit-sphere "
         "experiment, which uses --sigma-a2, --sizes, --method (monte_carlo: explicit networks of width --n-hidden), "
         "--random-state and --quick (default: gmm)",
     )
@@ -406,7 +406,11 @@ def _add_spectrum_parser(sub) -> None:
     _option(s, "--ratio", sd, "p / n", type=_positive_float, deferred=True)
     _option(s, "--sigma-a2", sd, "DEQ recurrent weight variance", type=_open_unit)
     _option(
-        s, "--method", sd, "infinite-width kernels, or random finite-width networks as in the paper", choices=METHODS
+        s,
+        "--method",
+        sd,
+        "infinite-width kernels, or random finite-width networks as in Ling et al. (2024)",
+        choices=METHODS,
     )
     _option(s, "--n-hidden", sd, "Monte-Carlo width (--method monte_carlo)", type=_positive_int, deferred=True)
     _option(

@@ -1,4 +1,4 @@
-"""Data sets: the paper's Gaussian mixture and loaders for real digits."""
+"""Data sets: Ling et al.'s (2024) Gaussian mixture and loaders for real digits."""
 
 from __future__ import annotations
 
@@ -89,12 +89,12 @@ def make_gaussian_mixture(
     random_state=None,
     return_stats: bool = False,
 ):
-    """Draw the paper's high-dimensional Gaussian mixture.
+    """Draw Ling et al.'s (2024) high-dimensional Gaussian mixture.
 
     Class ``a`` (``a = 1..K``) has mean ``mu_a = mean_norm * e_{8(a-1)+1}``
     and covariance ``C_a = (1 + cov_spread (a-1) / sqrt(p)) I_p``; sample
     ``i`` of class ``a`` is ``x_i = (mu_a + z_i) / sqrt(p)`` with
-    ``z_i ~ N(0, C_a)``, so that ``||x_i||^2`` is of order one.  The paper's
+    ``z_i ~ N(0, C_a)``, so that ``||x_i||^2`` is of order one.  Ling et al.'s (2024)
     test case is two classes, ``p / n = 0.8`` and a DEQ with
     ``sigma_a2 = 0.2``.
 

@@ -58,7 +58,7 @@ class ImplicitCKTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, B
     The kernels (see :ref:`theory-exact` and :ref:`theory-ntk`), all fixed
     points of entrywise recursions, are
 
-    * ``kernel='ck'``: the Implicit-CK ``G*`` of the paper,
+    * ``kernel='ck'``: the Implicit-CK ``G*`` of Ling et al. (2024),
       ``G_ij = sigma_a2 E[phi(u) phi(v)] + sigma_b2 x_i^T x_j``, which keeps
       the input injection ``sigma_b2 X X^T``;
     * ``kernel='feature'``: ``Sigma* = (G* - sigma_b2 X X^T) / sigma_a2``,
@@ -90,13 +90,13 @@ class ImplicitCKTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, B
         equivalent (see :ref:`theory-gmm`, and
         :func:`sk_deq.kernels.linearized_implicit_kernel` for when it is
         accurate).  ``'monte_carlo'``: the average over ``n_draws`` random
-        DEQs of width ``n_hidden``, as in the paper's experiments.
+        DEQs of width ``n_hidden``, as in Ling et al.'s (2024) experiments.
     sigma_b2 : float, default=None
         Variance of the input weights; ``1 - sigma_a2`` when None.
     input_scaling : {'global', 'none'}, default='global'
         ``'global'`` centres every feature with its training mean and divides
         by one global factor so that the training samples have mean squared
-        norm 1 (``tau0_ = 1``), the protocol of the paper's experiments;
+        norm 1 (``tau0_ = 1``), the protocol of Ling et al.'s (2024) experiments;
         ``'none'`` uses the inputs as given (``tau0_`` measured).
     n_hidden : int, default=2000
         Width of the random DEQs (``method='monte_carlo'`` only).  Not the

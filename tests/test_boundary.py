@@ -83,11 +83,11 @@ def test_parameter_counts_match_the_modules(tiny):
     # against torch modules built here
     rng = np.random.default_rng(0)
     X, y = rng.standard_normal((30, 7)), rng.standard_normal(30)
-    deq = DEQRegressor(n_hidden=6, trainable="all", max_epochs=1, random_state=0).fit(X, y)
+    deq = DEQRegressor(n_hidden=6, trainable="all", max_iter=1, random_state=0).fit(X, y)
     assert sum(p.numel() for p in deq.module_.parameters()) == deq_param_count(7, 6)
     for layers in (("relu",), ("relu", "relu"), ("tanh", "relu", "relu")):
         w = matched_width(7, 6, len(layers))
-        net = ExplicitRegressor(layers, n_hidden=w, trainable="all", max_epochs=1, random_state=0).fit(X, y)
+        net = ExplicitRegressor(layers, n_hidden=w, trainable="all", max_iter=1, random_state=0).fit(X, y)
         count = sum(p.numel() for p in net.module_.parameters())
         assert count == explicit_param_count(7, w, len(layers))
         # no other width comes closer to the DEQ's count

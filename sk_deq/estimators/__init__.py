@@ -15,7 +15,7 @@ Every estimator is a network mixin (:class:`_DEQNetwork`,
 built) combined with a task base (:class:`~sk_deq._torch_classifier.TorchClassifierBase`
 or :class:`~sk_deq._torch_regressor.TorchRegressorBase`: targets, loss,
 predictions), and all share one fit chain (:mod:`sk_deq._torch_base`).
-With ``trainable='readout'`` (the default and the paper's setting) the
+With ``trainable='readout'`` (the default and Ling et al.'s (2024) setting) the
 random weights are frozen, the features are computed once without a graph
 and only the readout is fitted: by full-batch L-BFGS on the cached features
 for a classifier, in closed form (least squares) for a regressor.

@@ -85,17 +85,17 @@ class DEQClassifier(_DEQNetwork, TorchClassifierBase):
         case, aliases included), an :class:`~sk_deq.Activation`, or a
         vectorised callable.
     sigma_a2 : float, default=0.2
-        Variance of the recurrent weights, in ``(0, 1)``.  The paper uses 0.2.
+        Variance of the recurrent weights, in ``(0, 1)``.  Ling et al. (2024) use 0.2.
     n_hidden : int, default=1024
         Width ``m``.
     trainable : {'readout', 'hidden', 'all'}, default='readout'
         What is trained besides the readout: ``'readout'`` freezes ``A`` and
-        ``B`` (the paper's setting; features are computed once); ``'hidden'``
+        ``B`` (Ling et al.'s (2024) setting; features are computed once); ``'hidden'``
         also trains ``A``; ``'all'`` trains ``A`` and ``B``.  Gradients through
         the fixed point come from implicit differentiation.
     sigma_b2 : float or None, default=None
         Variance of the input weights ``B``; ``None`` is ``1 - sigma_a2``
-        (the paper's choice), so that the pre-activations keep the scale of
+        (Ling et al.'s (2024) choice), so that the pre-activations keep the scale of
         the inputs.
     fixed_point_solver : {'iteration', 'anderson'} or callable, default='iteration'
         Fixed-point solver for the forward and the adjoint (backward) solve,
@@ -113,7 +113,7 @@ class DEQClassifier(_DEQNetwork, TorchClassifierBase):
     input_scaling : {'global', 'none'}, default='global'
         ``'global'`` centres every feature with its training mean and divides
         by one factor so that the mean squared norm of the training samples is
-        1 (``tau0_ = 1``, the paper's protocol, see :ref:`input-scaling`);
+        1 (``tau0_ = 1``, Ling et al.'s (2024) protocol, see :ref:`input-scaling`);
         ``'none'`` uses the inputs as given and measures ``tau0_``.
     readout : {'logistic', 'ridge'}, default='logistic'
         How the readout is fitted.  ``'logistic'``: the cross-entropy (plus
@@ -324,17 +324,17 @@ class DEQRegressor(_DEQNetwork, TorchRegressorBase):
         case, aliases included), an :class:`~sk_deq.Activation`, or a
         vectorised callable.
     sigma_a2 : float, default=0.2
-        Variance of the recurrent weights, in ``(0, 1)``.  The paper uses 0.2.
+        Variance of the recurrent weights, in ``(0, 1)``.  Ling et al. (2024) use 0.2.
     n_hidden : int, default=1024
         Width ``m``.
     trainable : {'readout', 'hidden', 'all'}, default='readout'
         What is trained besides the readout: ``'readout'`` freezes ``A`` and
-        ``B`` (the paper's setting; features are computed once); ``'hidden'``
+        ``B`` (Ling et al.'s (2024) setting; features are computed once); ``'hidden'``
         also trains ``A``; ``'all'`` trains ``A`` and ``B``.  Gradients through
         the fixed point come from implicit differentiation.
     sigma_b2 : float or None, default=None
         Variance of the input weights ``B``; ``None`` is ``1 - sigma_a2``
-        (the paper's choice), so that the pre-activations keep the scale of
+        (Ling et al.'s (2024) choice), so that the pre-activations keep the scale of
         the inputs.
     fixed_point_solver : {'iteration', 'anderson'} or callable, default='iteration'
         Fixed-point solver for the forward and the adjoint (backward) solve,
@@ -352,7 +352,7 @@ class DEQRegressor(_DEQNetwork, TorchRegressorBase):
     input_scaling : {'global', 'none'}, default='global'
         ``'global'`` centres every feature with its training mean and divides
         by one factor so that the mean squared norm of the training samples is
-        1 (``tau0_ = 1``, the paper's protocol, see :ref:`input-scaling`);
+        1 (``tau0_ = 1``, Ling et al.'s (2024) protocol, see :ref:`input-scaling`);
         ``'none'`` uses the inputs as given and measures ``tau0_``.
     solver : {'auto', 'lbfgs', 'adam', 'sgd'}, default='auto'
         ``'auto'`` solves for the readout in closed form when only the

@@ -70,7 +70,7 @@ class MatchedExplicitClassifier(_MatchedLayers, TorchClassifierBase):
         and ``W_2 .. W_L``; it is the relevant one with ``trainable='hidden'``.
     family : str or tuple of str, default='auto'
         Explicit family (see :data:`sk_deq.matching.FAMILIES`); ``'auto'``
-        picks the paper's choice.
+        picks Ling et al.'s (2024) choice.
     match_tol : float or None, default=0.05
         Largest relative residual of the matching equations accepted; a worse
         fit is an error (:class:`sk_deq.MatchingError`).  ``None`` accepts the
@@ -287,7 +287,7 @@ class MatchedExplicitRegressor(_MatchedLayers, TorchRegressorBase):
         and ``W_2 .. W_L``; it is the relevant one with ``trainable='hidden'``.
     family : str or tuple of str, default='auto'
         Explicit family (see :data:`sk_deq.matching.FAMILIES`); ``'auto'``
-        picks the paper's choice.
+        picks Ling et al.'s (2024) choice.
     match_tol : float or None, default=0.05
         Largest relative residual of the matching equations accepted; a worse
         fit is an error (:class:`sk_deq.MatchingError`).  ``None`` accepts the

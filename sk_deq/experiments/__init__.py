@@ -1,15 +1,15 @@
-"""Experiments: the paper's figures as functions.
+"""Experiments: Ling et al.'s (2024) figures as functions.
 
 :func:`spectrum` measures how closely the DEQ's kernels follow their
 high-dimensional equivalents and how closely matched explicit networks follow
-the DEQ (the paper's Fig. 1-2; the equivalents are stated in :ref:`theory-gmm`
+the DEQ (Ling et al.'s (2024) Fig. 1-2; the equivalents are stated in :ref:`theory-gmm`
 and :ref:`theory-ntk`, the measurements in :ref:`theory-equivalence`, all on the
 theory page); :func:`compare_widths` measures accuracy and cost versus width
 (Fig. 3).  :func:`sphere_spectrum` runs the experiment of the workshop paper
 (a ReLU-DEQ on the unit sphere against one-layer networks with a plain and a
 matched quadratic activation, see :ref:`theory-sphere`).
 
-:func:`compare_widths` runs the predictive comparison of the paper's
+:func:`compare_widths` runs the predictive comparison of Ling et al.'s (2024)
 accuracy-versus-width figure (see :ref:`theory-figures` on the theory page) on
 real data: for every data set, activation and
 width it fits, on the same stratified train/test split,
@@ -21,7 +21,7 @@ width it fits, on the same stratified train/test split,
 - ``"plain"``: :class:`~sk_deq.ExplicitClassifier` with the plain activation
   (one layer by default), the unmatched baseline;
 
-all readout-trained (the random weights frozen, the paper's setting), and
+all readout-trained (the random weights frozen, Ling et al.'s (2024) setting), and
 records test accuracy and fit+predict wall time; over the repeats it tests
 the DEQ's accuracy against the other two models' with the corrected
 resampled t-test of :func:`sk_deq.model_selection.corrected_resampled_ttest`.  The result is a
@@ -71,5 +71,5 @@ DATASETS = _common.DATASETS
 #: The three models compared at every width, in table order.
 MODELS = _common.MODELS
 
-#: Activations :func:`spectrum` uses by default (the paper's two and two more).
+#: Activations :func:`spectrum` uses by default (Ling et al.'s (2024) two and two more).
 SPECTRUM_ACTIVATIONS = _spectrum.SPECTRUM_ACTIVATIONS

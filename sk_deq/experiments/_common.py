@@ -192,7 +192,7 @@ def _fit_one(model, activation, width, seed, split, opts):
 def warm_up(split, activations, width, opts, *, n_samples: int, seed: int = 0, predict: bool = False, **params):
     """Fit every model once on ``n_samples`` training rows, untimed: one-off costs stay out of the timings.
 
-    ``params`` are set on every estimator before its fit (e.g. ``max_epochs``);
+    ``params`` are set on every estimator before its fit (e.g. ``max_iter``);
     with ``predict`` every fitted model also predicts one test row.  Fewer than
     two classes among the first rows falls back to the whole training set.
     """

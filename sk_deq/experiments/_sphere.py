@@ -162,7 +162,7 @@ def sphere_spectrum(
     sigma_a2 : float, default=0.2
         The DEQ's recurrent weight variance, in (0, 1); ``sigma_b2 = 1 - sigma_a2``.
     size : (int, int), default=(1000, 1200)
-        ``(n, d)`` of the spectra (the paper's figure).
+        ``(n, d)`` of the spectra (Ling et al.'s (2024) figure).
     sizes : sequence of int, default=(250, 500, 1000, 2000)
         Sample sizes ``n`` of the error-versus-size curves (at least 4 each).
     ratio : float, default=1.2

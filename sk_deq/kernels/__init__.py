@@ -12,7 +12,7 @@ data, in the spirit of neural-tangents:
   torch on a CPU or CUDA device (:class:`ImplicitKernelEngine` with a
   ``device``);
 * :func:`monte_carlo_implicit_kernel`: averages over random finite-width
-  DEQs, as in the paper's experiments (also between two data sets, with the
+  DEQs, as in Ling et al.'s (2024) experiments (also between two data sets, with the
   features of both computed by the same random networks);
 * :func:`linearized_implicit_kernel`: a label-free form of the
   high-dimensional equivalent (see :ref:`theory-gmm`);

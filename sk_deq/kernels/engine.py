@@ -387,7 +387,7 @@ def implicit_kernel(
         Recurrent weight variance in ``(0, 1)``.
     kernel : {'ck', 'feature', 'ntk'}, default='ck'
         ``'ck'``: the Implicit-CK ``G*`` with the ``sigma_b2 x^T y`` input
-        injection (the paper's kernel); ``'feature'``: ``Sigma* = (G* -
+        injection (Ling et al.'s (2024) kernel); ``'feature'``: ``Sigma* = (G* -
         sigma_b2 x^T y) / sigma_a2``, the Gram matrix of the DEQ features its
         readout sees; ``'ntk'``: the Implicit-NTK ``Sigma* / (1 - sigma_a2
         Sigma-dot*)`` (see :ref:`theory-ntk`).

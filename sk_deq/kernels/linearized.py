@@ -92,7 +92,7 @@ def linearized_implicit_kernel(
     It is a second-order expansion in the inner products and norm
     fluctuations, accurate when samples are nearly orthogonal and of nearly
     equal norm (high dimension).  Measured relative spectral errors against
-    :func:`implicit_kernel`: on the paper's Gaussian mixture (n = 1.25 p)
+    :func:`implicit_kernel`: on Ling et al.'s (2024) Gaussian mixture (n = 1.25 p)
     the ReLU feature kernel is matched to 0.023 / 0.0077 / 0.0025 at p = 100 /
     400 / 1600 (the label-based equivalent of
     :func:`sk_deq.theory.gmm_equivalent_kernel`: 0.106 / 0.040 / 0.014) and

@@ -1,7 +1,7 @@
 """Monte-Carlo kernels of random finite-width DEQs and explicit networks.
 
 Averages over random networks (those of :ref:`theory-deq` and
-:ref:`theory-explicit`), as in the paper's experiments:
+:ref:`theory-explicit`), as in Ling et al.'s (2024) experiments:
 :func:`monte_carlo_implicit_kernel` (also between two data sets),
 :class:`MonteCarloDEQSampler` (fixed networks, features of any data set) and
 :func:`monte_carlo_explicit_kernel`.  The DEQ features are found by Anderson

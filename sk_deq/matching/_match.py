@@ -61,7 +61,7 @@ def match_explicit(
     kernel : {'ck', 'ntk'}, default='ck'
         Match the conjugate kernel (features) or the neural tangent kernel.
     family : str or sequence of str, default='auto'
-        ``'auto'`` picks the paper's choice where it applies (hard-tanh for
+        ``'auto'`` picks Ling et al.'s (2024) choice where it applies (hard-tanh for
         odd activations such as tanh; two leaky-ReLU layers otherwise) and
         otherwise the best of a few candidate stacks (leaky-ReLU with a
         quadratic layer, three leaky-ReLU layers); candidates that fit

@@ -43,7 +43,7 @@ FAMILIES = {
 }
 
 
-# Candidates tried by family="auto", simplest and the paper's choice first.
+# Candidates tried by family="auto", simplest and Ling et al.'s (2024) choice first.
 _AUTO_ODD = (("hard_tanh",), ("hard_tanh", "hard_tanh"))
 
 

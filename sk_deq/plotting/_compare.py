@@ -17,7 +17,7 @@ MODEL_STYLES = {
 def plot_compare_widths(result, *, show_time: bool = True, axes=None, title: str | None = None):
     """Accuracy (and fit+predict time) versus width, one column per data set and activation.
 
-    The figure of the paper's predictive comparison: in every panel the test
+    The figure of Ling et al.'s (2024) predictive comparison: in every panel the test
     accuracy of the DEQ, its matched explicit network and the plain explicit
     network versus width (log scale), mean over the repeats with a bar of one
     standard deviation; with ``show_time`` a second row shows the median

@@ -1,4 +1,4 @@
-"""Figures of spectra: DEQ kernels against their equivalents and explicit networks (the paper's Fig. 1-2),
+"""Figures of spectra: DEQ kernels against their equivalents and explicit networks (Ling et al.'s (2024) Fig. 1-2),
 and the workshop paper's unit-sphere experiment."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ def plot_spectrum_errors(result, *, axes=None):
     """Relative spectral error between each DEQ kernel and its equivalent versus ``n`` (log-log).
 
     One panel per kernel (``G*``, ``Sigma*``, ``K*``), one line per
-    activation: the paper's Fig. 1 (see :ref:`theory-figures` on the theory
+    activation: Ling et al.'s (2024) Fig. 1 (see :ref:`theory-figures` on the theory
     page).
 
     Parameters
@@ -113,7 +113,7 @@ def plot_matched_errors(result, *, axes=None):
 def plot_eigenvalue_histograms(result, *, bins: int = 60, drop_below: float = 1e-3, axes=None):
     """Eigenvalue densities of the Implicit-CK (bars) and its equivalent (line).
 
-    One panel per data set and activation: the paper's Fig. 2 (see
+    One panel per data set and activation: Ling et al.'s (2024) Fig. 2 (see
     :ref:`theory-figures` on the theory page).  The few outlying large
     eigenvalues (the class means) are left out of the histogram and the
     largest three listed in the panel's title; eigenvalues below

@@ -355,7 +355,7 @@ def tau_fixed_point(
     tau0 : float
         Data scale: ``tau0^2 = (1/n) sum ||x_i||^2``.
     sigma_b2 : float, optional
-        Input weight variance; ``1 - sigma_a2`` by default (the paper's choice).
+        Input weight variance; ``1 - sigma_a2`` by default (Ling et al.'s (2024) choice).
     tol : float, default=1e-12
         Relative stopping tolerance on ``|delta tau| / tau``.
     max_iter : int, default=10000

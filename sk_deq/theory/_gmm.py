@@ -69,7 +69,7 @@ def gmm_statistics(X, y, means, covariances, *, centred_T: bool = False) -> GMMS
         carries the mean of ``(x_i^T x_j)^2``, which includes the constant
         ``tr(C°^2) / p^2`` whose all-ones matrix has operator norm of order
         ``n / p`` and does not vanish.  Against the exact ReLU-DEQ feature
-        kernel on the paper's mixture, the relative spectral error falls from
+        kernel on Ling et al.'s (2024) mixture, the relative spectral error falls from
         0.0456 to 0.0400 (p = 400) and from 0.0205 to 0.0142 (p = 1600).
 
     Returns
