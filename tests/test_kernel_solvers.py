@@ -14,7 +14,7 @@ import pytest
 
 from sk_deq.activations import HardTanh, LeakyReLU, Quadratic
 from sk_deq.kernels import ImplicitKernelEngine
-from sk_deq.kernels.numerics import diagonal_newton
+from sk_deq.kernels._numerics import diagonal_newton
 from sk_deq.transformers import ImplicitCKKernel
 
 NAMED = ["relu", "tanh", "erf", "sigmoid", "gelu", "silu", "softplus", "elu", "leaky_relu"]

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from sk_deq.kernels import ImplicitKernelEngine, implicit_kernel
-from sk_deq.kernels.numerics import chebyshev_interpolation_matrix, chebyshev_points
-from sk_deq.kernels.series import HermiteSeries
+from sk_deq.kernels._numerics import chebyshev_interpolation_matrix, chebyshev_points
+from sk_deq.kernels._series import HermiteSeries
 from sk_deq.theory import implicit_kernel_entry
 
 SA = 0.2

@@ -25,7 +25,7 @@ from sk_deq.kernels import (
     monte_carlo_implicit_kernel,
     relative_spectral_error,
 )
-from sk_deq.kernels.numerics import polar_expectation
+from sk_deq.kernels._numerics import polar_expectation
 from sk_deq.theory import deq_ck_coefficients, explicit_kernel_entry, implicit_kernel_entry
 
 SA = 0.2

@@ -98,7 +98,7 @@ def test_prepared_samples_serve_both_engines():
 
 
 def test_entries_no_hermite_degree_resolves_go_to_quadrature(monkeypatch):
-    from sk_deq.kernels.mehler import MehlerDual
+    from sk_deq.kernels._mehler import MehlerDual
 
     calls = []
     solve = MehlerDual.polar_solve
@@ -290,7 +290,7 @@ def test_benchmark_collects_json_records(monkeypatch):
 
 def test_one_newton_serves_numpy_and_torch():
     # the engines share numerics.newton: the same iterates on either library, the bracketed fallback included
-    from sk_deq.kernels.numerics import newton
+    from sk_deq.kernels._numerics import newton
 
     target = np.linspace(-0.9, 0.9, 11)
 

@@ -41,7 +41,7 @@ importable from ``sk_deq.kernels``.
 
 from __future__ import annotations
 
-from .mehler import MEHLER_MAX_DEGREE as MEHLER_MAX_DEGREE
+from ._mehler import MEHLER_MAX_DEGREE as MEHLER_MAX_DEGREE
 from .engine import ImplicitKernelEngine, implicit_kernel, implicit_kernel_diagonal
 from .explicit import explicit_kernel
 from .linearized import linearized_block as linearized_block

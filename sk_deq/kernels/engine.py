@@ -6,7 +6,7 @@ The recursions are those of :ref:`theory-exact` and :ref:`theory-ntk`.
 ``sigma_b2``, the training scale and the kernel; it prepares per-sample
 quantities once and assembles kernel matrices block by block (optionally in
 parallel through joblib), each block solved by the activation's dual solver
-(:mod:`sk_deq.kernels.duals`, :mod:`sk_deq.kernels.mehler`).  :func:`implicit_kernel` and
+(:mod:`sk_deq.kernels._duals`, :mod:`sk_deq.kernels._mehler`).  :func:`implicit_kernel` and
 :func:`implicit_kernel_diagonal` are its plain-function forms.
 """
 
@@ -23,8 +23,8 @@ from .._device import resolve_device
 from .._inputs import check_kernel, check_samples, check_tau0, data_tau0
 from ..activations import Activation, get_activation
 from ..theory import deq_ck_coefficients
-from .duals import Samples, _ClosedFormDual, _Dual, _ReluDual
-from .mehler import MehlerDual
+from ._duals import Samples, _ClosedFormDual, _Dual, _ReluDual
+from ._mehler import MehlerDual
 from .memory import auto_block_size, check_kernel_fits_in_memory
 
 __all__ = ["ImplicitKernelEngine", "dual_for", "implicit_kernel", "implicit_kernel_diagonal"]

@@ -12,7 +12,7 @@ once and solves every block there in float64:
   table in ``v = sqrt(h(1) - r)`` with Newton steps near ``rho = -1``;
 * every other activation, those with closed forms (erf, GELU) included:
   the Hermite (Mehler) route, ``F_c(G) = sum_k h_k(i) h_k(j) rho^k``, solved
-  by the numpy engine's own code, :class:`~sk_deq.kernels.series.HermiteSeries`,
+  by the numpy engine's own code, :class:`~sk_deq.kernels._series.HermiteSeries`,
   run on tensors (:data:`TORCH_OPS`): the degrees follow the exact
   truncation bounds, and the few entries no degree resolves go to
   two-dimensional quadrature (in numpy, on the host).
@@ -30,9 +30,9 @@ import math
 import numpy as np
 import torch
 
-from .duals import Samples, _ReluDual
-from .mehler import MEHLER_MAX_DEGREE, MehlerDual
-from .series import ArrayOps
+from ._duals import Samples, _ReluDual
+from ._mehler import MEHLER_MAX_DEGREE, MehlerDual
+from ._series import ArrayOps
 
 __all__ = ["TorchKernelSolver"]
 
@@ -43,7 +43,7 @@ _HERMITE_FIELDS = ("H", "tail", "dtail", "d2")
 # ---------------------------------------------------------------------------
 # the array operations torch spells its own way (for the shared Hermite-series Newton)
 
-#: :class:`~sk_deq.kernels.series.ArrayOps` of torch.
+#: :class:`~sk_deq.kernels._series.ArrayOps` of torch.
 TORCH_OPS = ArrayOps(
     torch,
     lambda t, a, b: t.addr_(a, b),
@@ -201,7 +201,7 @@ class TorchKernelSolver:
 
 
 class _HermiteBlocks:
-    """Blocks of any activation through its Hermite expansion: the shared :class:`~sk_deq.kernels.series.HermiteSeries`."""
+    """Blocks of any activation through its Hermite expansion: the shared :class:`~sk_deq.kernels._series.HermiteSeries`."""
 
     fields = ("X", "n_sq", "a", "s", "H", "d2", "tail", "dtail")
 

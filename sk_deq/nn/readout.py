@@ -42,8 +42,8 @@ import math
 import numpy as np
 import torch
 
-from .history import LOSSES, TrainResult, normalised_weights, start_epochs
-from .lbfgs import LBFGSResult, minimize_lbfgs
+from ._history import LOSSES, TrainResult, normalised_weights, start_epochs
+from ._lbfgs import LBFGSResult, minimize_lbfgs
 from .training import train
 
 __all__ = ["LinearReadout", "ReadoutObjective", "fit_readout", "ridge_readout", "train_readout"]
@@ -329,7 +329,7 @@ def fit_readout(
     ftol: float = 2.2e-9,
     callback=None,
 ) -> LBFGSResult:
-    """Train ``linear`` (in place) by L-BFGS-B (:func:`~sk_deq.nn.lbfgs.minimize_lbfgs`) on ``objective``.
+    """Train ``linear`` (in place) by L-BFGS-B (:func:`~sk_deq.nn._lbfgs.minimize_lbfgs`) on ``objective``.
 
     Parameters
     ----------

@@ -7,12 +7,12 @@ parameters, and
 
 - minibatch Adam or SGD (with Nesterov momentum), shuffled with a seeded
   ``numpy.random.RandomState``; or
-- full-batch L-BFGS (:func:`sk_deq.nn.lbfgs.minimize_lbfgs` on the
+- full-batch L-BFGS (:func:`sk_deq.nn._lbfgs.minimize_lbfgs` on the
   flattened parameters), for which one "epoch" is one L-BFGS iteration.
 
 Sample weights multiply every sample's loss; the loss is the weighted mean,
 so integer weights act as repeated rows.  The stopping rule and the history
-are those of :mod:`sk_deq.nn.history`.  ``verbose`` prints one line per
+are those of :mod:`sk_deq.nn._history`.  ``verbose`` prints one line per
 epoch and, from ``verbose >= 2``, a progress bar over the minibatches of
 each epoch.  A readout alone, on cached features, is fitted by
 :func:`sk_deq.nn.readout.train_readout`.
@@ -29,8 +29,8 @@ from torch import nn
 
 from .._progress import ProgressBar
 from .deq import DEQDivergenceError
-from .history import TrainResult, loss_sum, normalised_weights, start_epochs
-from .lbfgs import minimize_lbfgs
+from ._history import TrainResult, loss_sum, normalised_weights, start_epochs
+from ._lbfgs import minimize_lbfgs
 
 __all__ = ["OPTIMIZERS", "make_optimizer", "train"]
 

@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .lbfgs import LBFGSResult
+from ._lbfgs import LBFGSResult
 
 __all__ = ["LOSSES", "Epochs", "TrainResult", "loss_sum", "normalised_weights", "predict_logits", "start_epochs"]
 

@@ -4,7 +4,7 @@ An activation without a closed-form dual (and every activation on a torch
 device except leaky ReLU) has its dual written as the Mehler series
 ``F_c(G) = sum_k h_k(i) h_k(j) rho^k``, ``h_k(i)`` the normalised Hermite
 coefficients of ``phi0(sqrt(a_i) xi) - c`` (see
-:class:`~sk_deq.kernels.mehler.MehlerDual`).  The truncation error after
+:class:`~sk_deq.kernels._mehler.MehlerDual`).  The truncation error after
 degree ``K`` is at most ``|rho|^(K+1) sqrt(tail_i(K) tail_j(K))`` with the
 exact tails from Parseval, so the degree follows each entry's correlation:
 the whole block at the degree of a split correlation, the entries above it
@@ -27,7 +27,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from .numerics import newton
+from ._numerics import newton
 
 __all__ = ["NUMPY_OPS", "ArrayOps", "HermiteSeries"]
 

@@ -4,7 +4,7 @@
 Hermite coefficients of ``phi0(sqrt(a_i) xi) - c``: per-sample vectors,
 computed here once by quadrature (through a checked interpolant in the
 squared norm when there are many distinct norms).  The blocks are solved by
-:class:`~sk_deq.kernels.series.HermiteSeries`, the same code the torch
+:class:`~sk_deq.kernels._series.HermiteSeries`, the same code the torch
 engine runs; the entries no degree resolves come back here for polar
 quadrature.
 """
@@ -16,8 +16,8 @@ import math
 import numpy as np
 
 from .._inputs import squared_norms
-from .duals import Samples, _Dual
-from .numerics import (
+from ._duals import Samples, _Dual
+from ._numerics import (
     chebyshev_interpolation_matrix,
     chebyshev_points,
     diagonal_newton,
@@ -26,7 +26,7 @@ from .numerics import (
     safeguarded_newton,
     sample_nodes,
 )
-from .series import NUMPY_OPS, HermiteSeries
+from ._series import NUMPY_OPS, HermiteSeries
 
 __all__ = ["MEHLER_MAX_DEGREE", "MehlerDual"]
 

@@ -8,7 +8,7 @@ the dual activation where the activation carries them
 (:class:`sk_deq.activations.DualFormula`; :class:`_ClosedFormDual`, with an
 exact table inversion for piecewise-linear ones, :class:`_ReluDual`), a
 Hermite (Mehler) expansion with a polar-quadrature fallback otherwise
-(:class:`~sk_deq.kernels.mehler.MehlerDual`).
+(:class:`~sk_deq.kernels._mehler.MehlerDual`).
 :func:`sk_deq.kernels.engine.dual_for` picks the solver of an activation.
 """
 
@@ -21,7 +21,7 @@ import numpy as np
 from .._inputs import squared_norms
 from ..activations import Activation, DualFormula
 from .memory import CHUNK_ENTRIES
-from .numerics import newton, vector_fixed_point
+from ._numerics import newton, vector_fixed_point
 
 __all__ = ["Samples"]
 
