@@ -397,7 +397,7 @@ class TorchEstimatorBase(NetworkMixin, BaseEstimator):
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
-            Raw inputs (the fitted input scaling is applied).
+            Raw inputs; the fitted input scaling is applied first.
 
         Returns
         -------

@@ -265,7 +265,7 @@ class TorchClassifierBase(ClassifierMixin, TorchEstimatorBase):
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
-            Raw inputs (the fitted input scaling is applied).
+            Samples to score, unscaled as in ``fit``.
 
         Returns
         -------
@@ -283,7 +283,7 @@ class TorchClassifierBase(ClassifierMixin, TorchEstimatorBase):
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
-            Raw inputs (the fitted input scaling is applied).
+            Samples to classify.
 
         Returns
         -------
@@ -303,7 +303,7 @@ class TorchClassifierBase(ClassifierMixin, TorchEstimatorBase):
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
-            Raw inputs (the fitted input scaling is applied).
+            Samples to classify, as for :meth:`predict_proba`.
 
         Returns
         -------
@@ -320,7 +320,7 @@ class TorchClassifierBase(ClassifierMixin, TorchEstimatorBase):
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
-            Raw inputs (the fitted input scaling is applied).
+            Samples to label.
 
         Returns
         -------

@@ -167,7 +167,7 @@ class TorchRegressorBase(RegressorMixin, TorchEstimatorBase):
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
-            Raw inputs (the fitted input scaling is applied).
+            Samples to predict targets for, unscaled as in ``fit``.
 
         Returns
         -------

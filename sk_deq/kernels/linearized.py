@@ -30,9 +30,9 @@ def linearized_kernel_coefficients(activation, sigma_a2, tau0, *, kernel="ck", s
     Parameters
     ----------
     activation : str, Activation or callable
-        DEQ activation ``phi0``.
+        The DEQ's activation ``phi0``.
     sigma_a2 : float
-        Recurrent weight variance in ``(0, 1)``.
+        The DEQ's recurrent weight variance, in ``(0, 1)``.
     tau0 : float
         Training data scale the expansion is taken at.
     kernel : {'ck', 'feature', 'ntk'}, default='ck'

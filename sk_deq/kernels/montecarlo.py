@@ -272,9 +272,9 @@ class MonteCarloDEQSampler:
     Parameters
     ----------
     activation : str, Activation or callable
-        DEQ activation ``phi0``.
+        Activation ``phi0`` of the random DEQs.
     sigma_a2 : float
-        Recurrent weight variance in ``(0, 1)``.
+        Their recurrent weight variance, in ``(0, 1)``.
     tau0 : float
         Data scale fixing the centring constant (the training scale).
     n_features : int

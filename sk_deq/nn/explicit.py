@@ -111,7 +111,7 @@ class ExplicitNet(nn.Module):
         Parameters
         ----------
         x : torch.Tensor of shape (n, p)
-            Inputs, one sample per row.
+            Inputs (rows are samples), already scaled.
 
         Returns
         -------

@@ -181,10 +181,8 @@ class ReadoutObjective:
 
         Parameters
         ----------
-        W : torch.Tensor of shape (m, k)
-            Readout weights.
-        b : torch.Tensor of shape (k,)
-            Readout bias.
+        W, b : torch.Tensor of shapes (m, k) and (k,)
+            Readout weights and bias.
         rows : slice, default=slice(None)
             Which rows of the features.
 

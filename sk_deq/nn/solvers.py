@@ -409,9 +409,7 @@ def anderson(
     Parameters
     ----------
     f : callable
-        Row-wise map ``f(z)`` on tensors of the shape of ``z0``, returning a
-        tensor of the same shape; every sample (row) must be mapped
-        independently of the others.
+        The row-wise map, as for :func:`fixed_point_iteration`.
     z0 : torch.Tensor of shape (batch, ...)
         Starting point; the solve runs on its device and in its dtype (the
         mixing problem is solved in float64).
@@ -435,11 +433,9 @@ def anderson(
 
     Returns
     -------
-    z : torch.Tensor of the shape of ``z0``
-        The images ``f(z_i)`` at the frozen (or last) iterates.
-    info : SolverInfo
-        Iterations, residuals and convergence of the batch and of every
-        sample.
+    z, info : torch.Tensor, SolverInfo
+        As for :func:`fixed_point_iteration`: the images at the frozen (or
+        last) iterates, and the diagnostics of the batch and of every sample.
 
     Raises
     ------
