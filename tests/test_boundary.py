@@ -17,8 +17,6 @@ from sk_deq.experiments import (
     where_equivalence_ends,
 )
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")
-
 SMALL = dict(
     n_train=96,
     n_hidden=8,

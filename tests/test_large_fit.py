@@ -9,7 +9,6 @@ import sk_deq._torch_base as base
 from sk_deq import DEQClassifier, ExplicitClassifier, MatchedExplicitClassifier
 
 pytestmark = [
-    pytest.mark.usefixtures("one_torch_thread"),
     pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning"),
 ]
 
