@@ -108,6 +108,7 @@ def _check_example_outputs(app, exception):
 def setup(app):
     app.connect("build-finished", _check_example_outputs)
 
+
 # numpydoc validation of the public API (warnings, which ``-W`` turns into errors):
 # every docstring exists, documents every parameter with a type and a
 # description in signature order, and says what it returns.

@@ -13,7 +13,7 @@ import scipy.sparse as sp
 import torch
 from sklearn.base import clone
 from sklearn.datasets import load_digits
-from sklearn.exceptions import ConvergenceWarning, NotFittedError
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import GridSearchCV
 
 from sk_deq import (

@@ -26,7 +26,6 @@ from sk_deq.kernels import relative_spectral_error
 ESTIMATORS = (DEQClassifier, ExplicitClassifier, MatchedExplicitClassifier)
 
 
-
 def _small(cls, **kw):
     params = dict(n_hidden=32, max_epochs=30, random_state=0)
     params.update(kw)
