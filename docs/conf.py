@@ -44,6 +44,10 @@ sphinx_gallery_conf = {
     "download_all_examples": False,
     "remove_config_comments": True,
     "plot_gallery": "True",
+    # CI runs the examples here only (not in pytest): an example that raises
+    # fails the build, after all the others have run.
+    "abort_on_example_error": False,
+    "only_warn_on_example_error": False,
 }
 
 templates_path = ["_templates"]
@@ -64,6 +68,46 @@ html_sidebars = {"**": []}
 # matplotlib without a display
 os.environ.setdefault("MPLBACKEND", "Agg")
 warnings.filterwarnings("ignore", message="Matplotlib is currently using agg")
+# a RuntimeWarning (overflow, invalid value) raised in the package or in an example's
+# own code fails that example, as it fails a test
+warnings.filterwarnings("error", category=RuntimeWarning, module=r"sk_deq|__main__")
+
+
+def _printed_output(rst_text):
+    """The text an example printed: the output blocks sphinx-gallery writes into its page."""
+    out, inside = [], False
+    for line in rst_text.splitlines():
+        if line.startswith(".. rst-class:: sphx-glr-script-out"):
+            inside = True
+        elif inside and line.strip() and not line.startswith(" "):
+            inside = False
+        elif inside and not line.strip().startswith(".. code-block::"):
+            out.append(line)
+    return "\n".join(out)
+
+
+def _check_example_outputs(app, exception):
+    """Each executed example printed what it found, and printed no ``nan``."""
+    if exception is not None or str(app.config.sphinx_gallery_conf["plot_gallery"]) != "True":
+        return
+    from pathlib import Path
+
+    from sphinx.errors import ExtensionError
+
+    problems = []
+    for page in sorted((Path(app.srcdir) / "auto_examples").glob("plot_*.rst")):
+        printed = _printed_output(page.read_text(encoding="utf-8"))
+        if not printed.strip():
+            problems.append(f"{page.stem} printed nothing: an example should print what it found")
+        elif "nan" in printed.lower().split():
+            problems.append(f"{page.stem} printed nan")
+    if problems:
+        raise ExtensionError("; ".join(problems))
+
+
+def setup(app):
+    app.connect("build-finished", _check_example_outputs)
+
 
 # numpydoc validation of the public API (warnings, which ``-W`` turns into errors):
 # every docstring exists, documents every parameter with a type and a

@@ -23,8 +23,6 @@ from sk_deq.activations import ACTIVATION_NAMES, get_activation
 from sk_deq.kernels import monte_carlo_implicit_kernel
 from sk_deq.transformers import ImplicitCKKernel
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")
-
 #: The parameters that name the model: the only ones that may be given by position.
 POSITIONAL = {
     DEQClassifier: ("activation", "sigma_a2"),

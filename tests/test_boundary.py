@@ -17,8 +17,6 @@ from boundary_models import deq_param_count, explicit_param_count, matched_width
 from boundary_report import BOUNDARY_MODELS, BoundaryResult, plot_where_equivalence_ends  # noqa: E402
 from boundary_study import where_equivalence_ends  # noqa: E402
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")
-
 SMALL = dict(
     n_train=96,
     n_hidden=8,

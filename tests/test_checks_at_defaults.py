@@ -22,7 +22,7 @@ from sk_deq import (
     MatchedExplicitRegressor,
 )
 
-pytestmark = [pytest.mark.heavy, pytest.mark.usefixtures("one_torch_thread")]
+pytestmark = pytest.mark.heavy
 
 DEFAULTS = [
     DEQClassifier(),

@@ -211,7 +211,6 @@ def _lazy_predictions(clf, X):
 
 
 @pytest.mark.heavy
-@pytest.mark.usefixtures("one_torch_thread")
 def test_classifier_predictions_on_cluster_equal_in_memory(dask_client):
     X, classifiers = _classifiers()
     Xd = da.from_array(X, chunks=(70, 3))
@@ -232,7 +231,6 @@ def test_classifier_predictions_on_cluster_equal_in_memory(dask_client):
 
 
 @pytest.mark.heavy
-@pytest.mark.usefixtures("one_torch_thread")
 def test_parallel_post_fit_on_cluster_equals_in_memory(dask_client):
     wrappers = pytest.importorskip("dask_ml.wrappers")
     X, classifiers = _classifiers()

@@ -1,13 +1,15 @@
-"""Every script in examples/ runs to completion (as sphinx-gallery would run it)."""
+"""The scripts in examples/ are gallery pages: found, titled, and valid Python.
 
-import os
-import subprocess
-import sys
+Running them is the documentation build's job (``.ci/run``: sphinx-gallery executes
+every example, and ``docs/conf.py`` fails the build on an example that raises, warns
+a RuntimeWarning, prints nothing or prints ``nan``), so the test run does not run them
+a second time.
+"""
+
+import ast
 from pathlib import Path
 
 import pytest
-
-pytest.importorskip("matplotlib")
 
 EXAMPLES = sorted((Path(__file__).resolve().parents[1] / "examples").glob("plot_*.py"))
 
@@ -25,14 +27,10 @@ def test_examples_are_found():
     } <= names
 
 
-@pytest.mark.heavy
 @pytest.mark.parametrize("script", EXAMPLES, ids=lambda p: p.stem)
-def test_example_runs(script, tmp_path):
-    env = {**os.environ, "MPLBACKEND": "Agg", "PYTHONWARNINGS": "error::RuntimeWarning"}
-    # a generous limit that only guards against a hang; timings are not asserted
-    proc = subprocess.run(
-        [sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert proc.stdout.strip(), "an example should print what it found"
-    assert "nan" not in proc.stdout.lower().split(), proc.stdout
+def test_example_is_a_titled_gallery_page(script):
+    tree = ast.parse(script.read_text(encoding="utf-8"), filename=str(script))
+    doc = ast.get_docstring(tree, clean=False)
+    assert doc, "sphinx-gallery needs a module docstring: its title and introduction"
+    title, underline = doc.strip().splitlines()[:2]
+    assert set(underline) == {"="} and len(underline) >= len(title), "the title is underlined with '='"

@@ -102,10 +102,10 @@ def test_progress_and_verbose_go_to_the_stream():
 
 def test_plain_depth_and_threads_are_restored():
     torch = pytest.importorskip("torch")
-    before = torch.get_num_threads()
+    torch.set_num_threads(2)  # not the tests' own count (conftest: 1), which the run sets; the fixture restores it
     X, y = load_digits(return_X_y=True)
     res = compare_widths([("d", X[:150], y[:150])], ["relu"], [8], repeats=1, plain_depth=2, n_threads=1)
-    assert torch.get_num_threads() == before
+    assert torch.get_num_threads() == 2
     assert res.environment["torch_threads"] == 1
     assert "vs plain relu-relu" in res.format_table()
 

@@ -65,7 +65,9 @@ def relu_mc(gmm):
 
 
 @pytest.mark.heavy  # Monte-Carlo kernels of width M
-@pytest.mark.parametrize("act", ["relu", "tanh", "gelu"])
+@pytest.mark.parametrize(
+    "act", ["relu", pytest.param("tanh", marks=pytest.mark.slow), pytest.param("gelu", marks=pytest.mark.slow)]
+)
 def test_implicit_ck_equivalent_matches_monte_carlo(gmm, relu_mc, act):
     X, y, stats, t0 = gmm
     G = (

@@ -205,7 +205,7 @@ def test_feature_and_ntk_relations():
 
 
 @pytest.mark.heavy  # random DEQs of width 3000
-@pytest.mark.parametrize("act", ["relu", "tanh"])
+@pytest.mark.parametrize("act", ["relu", pytest.param("tanh", marks=pytest.mark.slow)])
 def test_exact_matches_monte_carlo_at_large_width(act):
     X, _ = make_gaussian_mixture(200, 160, random_state=0)
     t0 = math.sqrt(np.mean((X * X).sum(1)))

@@ -18,8 +18,6 @@ from sk_deq.transformers import ImplicitCKKernel
 
 torch = pytest.importorskip("torch")
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")
-
 KERNELS = ["ck", "feature", "ntk"]
 TOL = 1e-10  # max abs difference, relative to the kernel's largest entry
 

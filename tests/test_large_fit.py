@@ -12,7 +12,6 @@ from sk_deq.nn import train
 from sk_deq import DEQClassifier, ExplicitClassifier, MatchedExplicitClassifier
 
 pytestmark = [
-    pytest.mark.usefixtures("one_torch_thread"),
     pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning"),
 ]
 

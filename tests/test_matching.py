@@ -267,8 +267,18 @@ def test_no_fit_within_tolerance_is_an_error_never_a_fallback():
 TAU0S = np.logspace(-6, 6, 7)
 
 
-@pytest.mark.parametrize("activation", ["relu", "leaky_relu", LeakyReLU(1.0, 0.3)])
-@pytest.mark.parametrize("kernel", ["ck", pytest.param("ntk", marks=pytest.mark.heavy)])  # NTK: 3 layers, 8 solves
+@pytest.mark.parametrize(
+    "activation, kernel",
+    [
+        ("relu", "ck"),
+        ("leaky_relu", "ck"),
+        (LeakyReLU(1.0, 0.3), "ck"),
+        # the NTK: 3 layers, 8 solves; one activation in CI, the others with -m slow
+        pytest.param("relu", "ntk", marks=pytest.mark.heavy),
+        pytest.param("leaky_relu", "ntk", marks=pytest.mark.slow),
+        pytest.param(LeakyReLU(1.0, 0.3), "ntk", marks=pytest.mark.slow),
+    ],
+)
 def test_positively_homogeneous_deq_gets_the_same_net_at_every_scale(activation, kernel):
     """ReLU and leaky ReLU are positively homogeneous: the matched net cannot depend on tau0."""
     ref = match_explicit(activation, 0.2, 1.0, kernel)

@@ -419,7 +419,6 @@ def test_to_frame_without_pandas_names_it(iris, monkeypatch):
         res.to_frame()
 
 
-@pytest.mark.usefixtures("one_torch_thread")
 def test_deq_estimators_compare_on_the_same_folds(iris):
     """The package's own estimators work in a comparison (tiny widths, so it is quick)."""
     from sk_deq import DEQClassifier, MatchedExplicitClassifier

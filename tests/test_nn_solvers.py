@@ -11,8 +11,6 @@ from sk_deq.nn.solvers import SOLVERS, anderson, fixed_point_iteration, get_solv
 ALL = sorted(SOLVERS)
 
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")
-
 
 def _linear_problem(d=60, bsz=5, radius=0.7, seed=0):
     g = torch.Generator().manual_seed(seed)

@@ -9,8 +9,6 @@ import torch.nn.functional as F
 
 from sk_deq.nn import TrainResult, train
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")
-
 RECORD_KEYS = {"epoch", "train_loss", "valid_loss", "valid_score", "best", "dur"}
 
 

@@ -21,7 +21,6 @@ from sk_deq._inputs import fit_input_scaling
 ESTIMATORS = (DEQClassifier, ExplicitClassifier, MatchedExplicitClassifier)
 
 pytestmark = [
-    pytest.mark.usefixtures("one_torch_thread"),
     pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning"),
 ]
 
