@@ -60,7 +60,7 @@ class ProgressBar:
     Examples
     --------
     >>> import io
-    >>> from sk_deq.nn import ProgressBar
+    >>> from sk_deq._progress import ProgressBar
     >>> out = io.StringIO()
     >>> with ProgressBar(4, "epoch 1", stream=out, width=8, template="{desc} |{bar}| {n}/{total}") as bar:
     ...     for _ in range(4):
