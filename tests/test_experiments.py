@@ -242,7 +242,9 @@ def test_demo_reports_medians_of_repeats_and_latency_apart_from_fit():
         assert r["fit_speedup"] == pytest.approx(deq["fit_seconds"] / r["fit_seconds"])
         assert r["latency_speedup"] == pytest.approx(deq["latency_seconds"] / r["latency_seconds"])
         assert 0.8 < r["accuracy"] <= 1.0
-        assert r["latency_seconds"] < r["predict_seconds"]  # one sample vs the whole test set
+        # no timed comparison (the machine is shared): at width 64 one sample and the whole test set both
+        # go through one block of 1024 rows, so their times differ by noise only
+        assert r["latency_seconds"] > 0 and r["latency_seconds"] == sorted(r["latency_seconds_all"])[1]
     assert res.match["family"] == "leaky_relu" and res.match_seconds >= 0
     table = res.table()
     assert "median of 3 timed runs after a warm-up" in table and "1 sample" in table and "solved once" in table
