@@ -433,9 +433,11 @@ def anderson(
 
     Returns
     -------
-    z, info : torch.Tensor, SolverInfo
+    z : torch.Tensor of the shape of ``z0``
         As for :func:`fixed_point_iteration`: the images at the frozen (or
-        last) iterates, and the diagnostics of the batch and of every sample.
+        last) iterates.
+    info : SolverInfo
+        As for :func:`fixed_point_iteration`.
 
     Raises
     ------
