@@ -36,6 +36,7 @@ from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._device import resolve_device
+from ._export import deployed_network
 from ._inputs import INPUT_SCALING, fit_input_scaling
 from ._param_validation import DEVICE_CONSTRAINTS, SortedStrOptions
 from ._stream import Stream, numpy_to_tensors
@@ -405,6 +406,47 @@ class TorchEstimatorBase(NetworkMixin, BaseEstimator):
             The features, in float64.
         """
         return self._predict_features(X).detach().to("cpu", torch.float64).numpy()
+
+    def to_torch(self, device=None) -> torch.nn.Module:
+        """The fitted network as a standalone :class:`torch.nn.Module` from raw inputs to the outputs.
+
+        The module maps a float tensor of shape ``(n, n_features)`` of raw
+        inputs to float64 outputs equal to :meth:`decision_function` (a
+        classifier's logits, 1-D for two classes) or :meth:`predict` (a
+        regressor's predictions in target units): the input scaling, the
+        activations and the target de-standardisation are folded in, and
+        its ``forward`` uses torch operations only.  An explicit or matched
+        network is a fixed graph that :func:`torch.export.export` accepts; a
+        DEQ's ``forward`` runs the fixed-point loop (plain iteration to
+        ``fixed_point_tol``, at most ``fixed_point_max_iter`` evaluations,
+        per batch, whatever ``fixed_point_solver`` is).  See
+        :ref:`deploying-to-torch`.
+
+        Parameters
+        ----------
+        device : None, str or torch.device, default=None
+            Where the module's weights go; None: the device the estimator
+            predicts on (``device``, the CPU unless it names a GPU or is
+            ``'auto'`` on a machine with one).
+
+        Returns
+        -------
+        torch.nn.Module
+            A :class:`sk_deq._export.DeployedNetwork` in eval mode, its
+            parameters copies with ``requires_grad=False``.
+
+        Raises
+        ------
+        sklearn.exceptions.NotFittedError
+            Before ``fit``.
+        TypeError
+            When an activation wraps an arbitrary python callable (only the
+            named activations and the leaky-ReLU, hard-tanh and quadratic
+            families have a torch module).
+        """
+        check_is_fitted(self, "module_")
+        dev = self._device() if device is None else resolve_device(device)
+        return deployed_network(self, torch.device("cpu") if dev is None else dev)
 
     # ----------------------------------------------------------------- tags
     def __sklearn_tags__(self):

@@ -1,0 +1,329 @@
+"""A fitted network as a standalone :class:`torch.nn.Module`: what ``to_torch()`` returns.
+
+:func:`deployed_network` copies a fitted estimator's weights into the plain
+torch modules of this file and returns a :class:`DeployedNetwork`, which maps
+*raw* inputs to what the estimator returns: the input scaling
+(``input_mean_``, ``input_scale_``), the hidden layers, the float64 readout
+and, for a regressor, the target de-standardisation are folded in.  The
+modules' ``forward`` methods use torch operations only (the activations are
+written here as small modules, with the position-invariant formulas of
+:mod:`sk_deq.activations._torch_forms`, checked equal to them by the tests),
+so nothing of ``sk_deq`` runs at inference time:
+
+* an explicit or matched network is a fixed graph that
+  :func:`torch.export.export` accepts; its :class:`torch.export.ExportedProgram`
+  saved with :func:`torch.export.save` loads with torch alone;
+* a DEQ runs its fixed-point loop in ``forward`` (plain iteration, stopped
+  per sample as :func:`sk_deq.nn.fixed_point_iteration` does), which
+  :func:`torch.export.export` does not accept (a data-dependent loop).
+
+Pickling the module itself (``torch.save(module)``) stores references to
+these classes: loading it needs ``sk_deq`` importable (this module only).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from sklearn.base import is_regressor
+from torch import nn
+
+from .activations import ACTIVATIONS, HardTanh, LeakyReLU, Quadratic
+from .nn import DEQLayer
+
+__all__ = ["DeployedNetwork", "FixedPointFeatures", "ExplicitFeatures", "InputScaling", "deployed_network"]
+
+_TINY = 1e-30  # a sample whose image is exactly zero: absolute residual (as sk_deq.nn.solvers)
+
+
+# ----------------------------------------------------------------- activations
+class ReLU(nn.Module):
+    def forward(self, x):
+        return torch.relu(x)
+
+
+class Tanh(nn.Module):
+    def forward(self, x):
+        return torch.tanh(x)
+
+
+class Erf(nn.Module):
+    def forward(self, x):
+        return torch.erf(x)
+
+
+class Sigmoid(nn.Module):
+    """``(1 + tanh(x / 2)) / 2``: the same value wherever ``x`` lies in its tensor."""
+
+    def forward(self, x):
+        return torch.tanh(x * 0.5) * 0.5 + 0.5
+
+
+class GELU(nn.Module):
+    def forward(self, x):
+        return x * (torch.erf(x * (1.0 / math.sqrt(2.0))) + 1.0) * 0.5
+
+
+class SiLU(nn.Module):
+    def forward(self, x):
+        return x * (torch.tanh(x * 0.5) * 0.5 + 0.5)
+
+
+class Softplus(nn.Module):
+    def forward(self, x):
+        return torch.relu(x) + torch.log1p(torch.exp(-torch.abs(x)))
+
+
+class ELU(nn.Module):
+    def forward(self, x):
+        return torch.where(x > 0, x, torch.expm1(torch.clamp(x, max=0.0)))
+
+
+class LeakyReLUModule(nn.Module):
+    """``a x`` for ``x >= 0``, ``b x`` below."""
+
+    def __init__(self, a: float, b: float):
+        super().__init__()
+        self.a, self.b = float(a), float(b)
+
+    def forward(self, x):
+        return torch.where(x >= 0, self.a * x, self.b * x)
+
+    def extra_repr(self) -> str:
+        return f"a={self.a!r}, b={self.b!r}"
+
+
+class HardTanhModule(nn.Module):
+    """``a clip(x, -c, c)``."""
+
+    def __init__(self, a: float, c: float):
+        super().__init__()
+        self.a, self.c = float(a), float(c)
+
+    def forward(self, x):
+        return self.a * torch.clamp(x, -self.c, self.c)
+
+    def extra_repr(self) -> str:
+        return f"a={self.a!r}, c={self.c!r}"
+
+
+class QuadraticModule(nn.Module):
+    """``c2 x^2 + c1 x``."""
+
+    def __init__(self, c2: float, c1: float):
+        super().__init__()
+        self.c2, self.c1 = float(c2), float(c1)
+
+    def forward(self, x):
+        return (self.c2 * x + self.c1) * x
+
+    def extra_repr(self) -> str:
+        return f"c2={self.c2!r}, c1={self.c1!r}"
+
+
+_NAMED = {
+    "relu": ReLU,
+    "tanh": Tanh,
+    "erf": Erf,
+    "sigmoid": Sigmoid,
+    "gelu": GELU,
+    "silu": SiLU,
+    "softplus": Softplus,
+    "elu": ELU,
+}
+_FAMILIES = {LeakyReLU: LeakyReLUModule, HardTanh: HardTanhModule, Quadratic: QuadraticModule}
+
+
+def activation_module(activation, owner: str) -> nn.Module:
+    """The torch module of a library activation (a named one, or a leaky-ReLU, hard-tanh or quadratic).
+
+    Parameters
+    ----------
+    activation : Activation
+        The activation of a fitted network's layer.
+    owner : str
+        The estimator's class name, for the error message.
+
+    Returns
+    -------
+    torch.nn.Module
+        A parameter-free module applying the activation with torch operations.
+
+    Raises
+    ------
+    TypeError
+        For an activation built from an arbitrary python callable: its
+        torch form cannot be written without running that callable.
+    """
+    family = _FAMILIES.get(type(activation))
+    if family is not None:
+        return family(**activation.params)
+    name = getattr(activation, "name", None)
+    if name in _NAMED and ACTIVATIONS.get(name) is activation:
+        return _NAMED[name]()
+    supported = ", ".join(sorted(_NAMED) + ["leaky_relu"])
+    raise TypeError(
+        f"{owner}.to_torch() cannot write the activation {activation!r} as a torch module: it wraps an arbitrary "
+        f"python callable. to_torch() supports the named activations ({supported}) and the LeakyReLU, HardTanh "
+        "and Quadratic families of sk_deq.activations."
+    )
+
+
+# ---------------------------------------------------------------------- layers
+def _frozen(tensor: torch.Tensor, device) -> nn.Parameter:
+    """A copy of ``tensor`` on ``device`` as a parameter that takes no gradient."""
+    return nn.Parameter(tensor.detach().to(device).clone(), requires_grad=False)
+
+
+class InputScaling(nn.Module):
+    """``(x - mean) / scale`` in float64, then cast to the network's dtype (as the estimators scale inputs)."""
+
+    def __init__(self, mean: torch.Tensor, scale: float, dtype: torch.dtype):
+        super().__init__()
+        self.register_buffer("mean", mean.to(torch.float64))
+        self.register_buffer("scale", torch.tensor(float(scale), dtype=torch.float64))
+        self.dtype = dtype
+
+    def forward(self, x):
+        return ((x.to(torch.float64) - self.mean) / self.scale).to(self.dtype)
+
+
+class ExplicitFeatures(nn.Module):
+    """``y_l = (sigma_l(W_l y_{l-1}) - c_l) / sqrt(m)`` for ``l = 1..L`` (see :class:`sk_deq.nn.ExplicitNet`)."""
+
+    def __init__(self, weights, activations, centers, device):
+        super().__init__()
+        self.weights = nn.ParameterList([_frozen(W, device) for W in weights])
+        self.activations = nn.ModuleList(activations)
+        self.centers = tuple(float(c) for c in centers)
+        self.inv_sqrt_m = 1.0 / math.sqrt(int(weights[0].shape[0]))
+
+    def forward(self, x):
+        y = x
+        for W, act, c in zip(self.weights, self.activations, self.centers):
+            y = (act(y @ W.T) - c) * self.inv_sqrt_m
+        return y
+
+
+class FixedPointFeatures(nn.Module):
+    """The DEQ's ``z*``: plain iteration of ``w <- phi0(sqrt(sigma_a2 / m) A w + sqrt(sigma_b2) B x) - c``.
+
+    Runs the iteration of :class:`sk_deq.nn.DEQLayer` on ``w = sqrt(m) z``
+    from ``w = 0``, for at most ``max_iter`` evaluations; a sample whose
+    relative residual ``||f(w) - w|| / ||f(w)||`` falls below ``tol`` keeps
+    ``f(w)`` from then on, so its features do not depend on its batch.  The
+    loop stops when every sample of the batch has.
+
+    Raises
+    ------
+    ValueError
+        (in ``forward``) when the iteration produces non-finite values.
+    """
+
+    def __init__(self, layer: DEQLayer, activation: nn.Module, tol: float, max_iter: int, device):
+        super().__init__()
+        self.A = _frozen(layer.A, device)
+        self.B = _frozen(layer.B, device)
+        self.activation = activation
+        self.sqrt_m = math.sqrt(layer.n_hidden)
+        self.alpha = math.sqrt(layer.sigma_a2) / self.sqrt_m
+        self.beta = math.sqrt(layer.sigma_b2)
+        self.center, self.tol, self.max_iter = float(layer.center), float(tol), int(max_iter)
+
+    def extra_repr(self) -> str:
+        return f"alpha={self.alpha:g}, beta={self.beta:g}, center={self.center:.6g}, tol={self.tol:g}, max_iter={self.max_iter}"
+
+    def forward(self, x):
+        u = self.beta * (x @ self.B.T)
+        w = torch.zeros(x.shape[0], self.A.shape[0], dtype=u.dtype, device=u.device)
+        out = w
+        active = torch.ones(x.shape[0], dtype=torch.bool, device=u.device)
+        for _ in range(self.max_iter):
+            fw = self.activation(torch.addmm(u, w, self.A.T, alpha=self.alpha)) - self.center
+            den = torch.linalg.vector_norm(fw, dim=1)
+            r = torch.linalg.vector_norm(fw - w, dim=1) / torch.where(den > _TINY, den, torch.ones_like(den))
+            out = torch.where(active[:, None], fw, out)
+            active = active & ~(r < self.tol)
+            if not bool(active.any()):
+                break
+            w = fw
+        if not bool(torch.isfinite(out).all()):
+            raise ValueError(
+                "The DEQ's fixed-point iteration produced non-finite values: the map is not a contraction for "
+                "these inputs (pass inputs in the units of the training data)."
+            )
+        return out / self.sqrt_m
+
+
+class DeployedNetwork(nn.Module):
+    """Raw inputs to the decision function of a fitted sk_deq network (see :func:`deployed_network`).
+
+    ``forward(x)`` takes a float tensor of shape ``(n, n_features)`` and
+    returns float64 outputs: a classifier's logits as ``decision_function``
+    gives them (1-D for two classes), a regressor's predictions in target
+    units as ``predict`` gives them (1-D when fitted on a 1-D ``y``).
+    """
+
+    def __init__(self, scaling, features, readout: nn.Linear, target, squeeze: bool):
+        super().__init__()
+        self.scaling, self.features, self.readout = scaling, features, readout
+        self.n_features_in = int(scaling.mean.shape[0])
+        self.squeeze = bool(squeeze)
+        if target is not None:  # a regressor: outputs * scale + mean, in halves as predict
+            self.register_buffer("target_half_mean", 0.5 * target[0])
+            self.register_buffer("target_half_scale", 0.5 * target[1])
+        self.regressor = target is not None
+
+    def forward(self, x):
+        if x.dim() != 2 or x.shape[1] != self.n_features_in:
+            raise ValueError(f"Expected inputs of shape (n, {self.n_features_in}), got {tuple(x.shape)}.")
+        if not x.is_floating_point():
+            raise TypeError(f"Expected a floating-point tensor, got {x.dtype}.")
+        out = self.readout(self.features(self.scaling(x)).to(torch.float64))
+        if self.regressor:
+            out = (out * self.target_half_scale + self.target_half_mean) * 2.0
+        return out[:, 0] if self.squeeze else out
+
+
+def _features_module(estimator, device) -> nn.Module:
+    """The fitted hidden layers of ``estimator`` as plain torch modules on ``device``."""
+    layer, owner = estimator.module_.features, type(estimator).__name__
+    if isinstance(layer, DEQLayer):
+        act = activation_module(layer.activation, owner)
+        tol, max_iter = estimator.fixed_point_tol, estimator.fixed_point_max_iter
+        return FixedPointFeatures(layer, act, tol, max_iter, device)
+    acts = [activation_module(a, owner) for a in layer.layers]
+    return ExplicitFeatures(list(layer.weights), acts, layer.centers, device)
+
+
+def deployed_network(estimator, device: torch.device) -> DeployedNetwork:
+    """The standalone torch module of a fitted estimator (what its ``to_torch`` returns).
+
+    Parameters
+    ----------
+    estimator : fitted sk_deq network estimator
+        A DEQ, explicit or matched classifier or regressor.
+    device : torch.device
+        Where the module's weights go.
+
+    Returns
+    -------
+    DeployedNetwork
+        In eval mode, every parameter with ``requires_grad=False``.
+    """
+    n_features = int(estimator.n_features_in_)
+    mean = estimator.input_mean_
+    mean = torch.zeros(n_features) if mean is None else torch.as_tensor(mean)  # x - 0 is x: the same values
+    dtype = next(estimator.module_.features.parameters()).dtype  # the network's, as built
+    scaling = InputScaling(mean.to(torch.float64), estimator.input_scale_, dtype)
+    readout = estimator.module_.readout
+    linear = nn.Linear(readout.in_features, readout.out_features, dtype=torch.float64, device=device)
+    linear.weight, linear.bias = _frozen(readout.weight, device), _frozen(readout.bias, device)
+    if is_regressor(estimator):
+        target = (torch.as_tensor(estimator.target_mean_), torch.as_tensor(estimator.target_scale_))
+        squeeze = estimator._y_1d
+    else:
+        target, squeeze = None, readout.out_features == 1
+    net = DeployedNetwork(scaling, _features_module(estimator, device), linear, target, squeeze)
+    return net.to(device).eval()
