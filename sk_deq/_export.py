@@ -80,46 +80,38 @@ class ELU(nn.Module):
         return torch.where(x > 0, x, torch.expm1(torch.clamp(x, max=0.0)))
 
 
-class LeakyReLUModule(nn.Module):
-    """``a x`` for ``x >= 0``, ``b x`` below."""
+class _Family(nn.Module):
+    """An activation of a parametric family: its parameters (floats) are attributes of the module."""
 
-    def __init__(self, a: float, b: float):
+    def __init__(self, **params):
         super().__init__()
-        self.a, self.b = float(a), float(b)
+        self.params = {name: float(value) for name, value in params.items()}
+        for name, value in self.params.items():
+            setattr(self, name, value)
+
+    def extra_repr(self) -> str:
+        return ", ".join(f"{name}={value!r}" for name, value in self.params.items())
+
+
+class LeakyReLUModule(_Family):
+    """``a x`` for ``x >= 0``, ``b x`` below."""
 
     def forward(self, x):
         return torch.where(x >= 0, self.a * x, self.b * x)
 
-    def extra_repr(self) -> str:
-        return f"a={self.a!r}, b={self.b!r}"
 
-
-class HardTanhModule(nn.Module):
+class HardTanhModule(_Family):
     """``a clip(x, -c, c)``."""
-
-    def __init__(self, a: float, c: float):
-        super().__init__()
-        self.a, self.c = float(a), float(c)
 
     def forward(self, x):
         return self.a * torch.clamp(x, -self.c, self.c)
 
-    def extra_repr(self) -> str:
-        return f"a={self.a!r}, c={self.c!r}"
 
-
-class QuadraticModule(nn.Module):
+class QuadraticModule(_Family):
     """``c2 x^2 + c1 x``."""
-
-    def __init__(self, c2: float, c1: float):
-        super().__init__()
-        self.c2, self.c1 = float(c2), float(c1)
 
     def forward(self, x):
         return (self.c2 * x + self.c1) * x
-
-    def extra_repr(self) -> str:
-        return f"c2={self.c2!r}, c1={self.c1!r}"
 
 
 _NAMED = {
