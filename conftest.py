@@ -41,3 +41,24 @@ def one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(n)
+
+
+@pytest.fixture(autouse=True)
+def cpu_unless_gpu_marked(request, monkeypatch):
+    """Pin ``device='auto'`` to the CPU in every test and docstring example but those marked ``gpu``.
+
+    The estimators default to ``device='auto'``, which picks CUDA where it is
+    available, and many tests assume the CPU (numpy views of weights, bitwise
+    batch invariance, patched memory checks).  ``SK_DEQ_DEVICE=cpu`` (see
+    :mod:`sk_deq._device`) keeps them there on any machine, subprocesses
+    included; the ``gpu`` module (tests/test_gpu.py) compares CUDA with the
+    CPU explicitly.  Tests that pretend CUDA exists remove the variable
+    themselves.
+    """
+    from sk_deq._device import DEVICE_ENV
+
+    if request.node.get_closest_marker("gpu") is None:
+        monkeypatch.setenv(DEVICE_ENV, "cpu")
+    else:
+        monkeypatch.delenv(DEVICE_ENV, raising=False)
+    yield

@@ -26,14 +26,34 @@ parameter is resolved anew at every call: a model fitted with
 ``device='cuda'`` and loaded on a machine without a GPU raises this error at
 ``predict`` as it would at ``fit``; ``set_params(device='cpu')`` (or
 ``'auto'``) moves it to the CPU.
+
+Float32 precision: every float32 matrix product of ``fit``, ``predict``
+(``decision_function``, ``predict_proba``, ``features``) and of the kernels'
+torch engine runs with TF32 off (:func:`full_float32_precision`): the
+precision is pinned to ``'highest'`` inside those calls and the caller's
+settings (``torch.set_float32_matmul_precision``, ``allow_tf32``) are restored
+afterwards, so a program that set ``'high'`` for its own models still gets
+the features the solver tolerances were calibrated for.  To let sk_deq use
+TF32 anyway (faster on recent NVIDIA GPUs, about 1e-3 relative error in the
+products), set the environment variable ``SK_DEQ_ALLOW_TF32=1``: the
+caller's settings then apply unchanged.
 """
 
 from __future__ import annotations
 
-__all__ = ["DEVICE_VALUES", "resolve_device"]
+import contextlib
+import os
+
+__all__ = ["ALLOW_TF32_ENV", "DEVICE_ENV", "DEVICE_VALUES", "full_float32_precision", "resolve_device"]
 
 #: The values every ``device`` parameter accepts, as error messages spell them.
 DEVICE_VALUES = "None, 'auto', 'cpu', 'cuda', 'cuda:N' or a CPU or CUDA torch.device"
+
+#: The environment variable that, set to ``'cpu'``, makes ``device='auto'`` choose the CPU.
+DEVICE_ENV = "SK_DEQ_DEVICE"
+
+#: The environment variable that, set to ``'1'``, lets sk_deq's float32 products use TF32.
+ALLOW_TF32_ENV = "SK_DEQ_ALLOW_TF32"
 
 #: Why a device type torch knows is refused.
 _REFUSED = {
@@ -89,7 +109,7 @@ def resolve_device(device, *, name: str = "device"):
     use = f"use {name}='auto' (CUDA when available, else the CPU) or {name}='cpu'"
     if isinstance(device, str):
         if device == "auto":
-            return torch.device("cuda") if torch.cuda.is_available() else None
+            return None if _auto_is_cpu() else (torch.device("cuda") if torch.cuda.is_available() else None)
         try:
             dev = torch.device(device)
         except RuntimeError as exc:
@@ -112,3 +132,52 @@ def resolve_device(device, *, name: str = "device"):
             f"'cuda:0' to 'cuda:{count - 1}'; {use}."
         )
     return dev
+
+
+def _auto_is_cpu() -> bool:
+    """Whether :data:`DEVICE_ENV` pins ``'auto'`` to the CPU (unset, empty or ``'auto'``: it does not)."""
+    pinned = os.environ.get(DEVICE_ENV, "").strip().lower()
+    if pinned not in ("", "auto", "cpu"):
+        raise ValueError(
+            f"The environment variable {DEVICE_ENV}={pinned!r} is not supported: set it to 'cpu' (device='auto' "
+            "then means the CPU) or leave it unset."
+        )
+    return pinned == "cpu"
+
+
+@contextlib.contextmanager
+def full_float32_precision():
+    """Run the body with float32 matrix products in full precision (no TF32), then restore the caller's settings.
+
+    Pins ``torch.set_float32_matmul_precision('highest')`` (which also turns
+    ``torch.backends.cuda.matmul.allow_tf32`` off) and
+    ``torch.backends.cudnn.allow_tf32 = False``; both are restored on exit,
+    exceptions included.  With the environment variable
+    :data:`ALLOW_TF32_ENV` set to ``'1'`` nothing is changed.  Usable as a
+    decorator.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from sk_deq._device import full_float32_precision
+    >>> torch.set_float32_matmul_precision("high")
+    >>> with full_float32_precision():
+    ...     torch.get_float32_matmul_precision()
+    'highest'
+    >>> torch.get_float32_matmul_precision()
+    'high'
+    >>> torch.set_float32_matmul_precision("highest")
+    """
+    if os.environ.get(ALLOW_TF32_ENV, "").strip() == "1":
+        yield
+        return
+    import torch
+
+    precision, cudnn = torch.get_float32_matmul_precision(), torch.backends.cudnn.allow_tf32
+    torch.set_float32_matmul_precision("highest")
+    torch.backends.cudnn.allow_tf32 = False
+    try:
+        yield
+    finally:
+        torch.set_float32_matmul_precision(precision)
+        torch.backends.cudnn.allow_tf32 = cudnn

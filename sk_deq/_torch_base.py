@@ -35,7 +35,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ._device import resolve_device
+from ._device import full_float32_precision, resolve_device
 from ._export import deployed_network
 from ._inputs import INPUT_SCALING, fit_input_scaling
 from ._param_validation import DEVICE_CONSTRAINTS, SortedStrOptions
@@ -238,8 +238,13 @@ class TorchEstimatorBase(NetworkMixin, BaseEstimator):
             loss=self._loss,
         )
 
+    @full_float32_precision()
     def _fit_network(self, train_set: Data, valid_set: Data | None, options: dict, device, where: str):
-        """Fit the readout on cached features, or train the whole network; the solves go to ``fixed_point_info_``."""
+        """Fit the readout on cached features, or train the whole network; the solves go to ``fixed_point_info_``.
+
+        Float32 products in full precision (no TF32) whatever the caller set
+        (:func:`~sk_deq._device.full_float32_precision`), as in predict.
+        """
         targets = self._targets(train_set, device)
         valid = {} if valid_set is None else {"y_val": self._targets(valid_set, device), "val_weight": valid_set.weight}
         with SolverLog(self.module_) as log:
@@ -367,8 +372,9 @@ class TorchEstimatorBase(NetworkMixin, BaseEstimator):
         dev = resolve_device(self.device)
         return torch.device("cpu") if dev is None else dev
 
+    @full_float32_precision()
     def _predict_features(self, X) -> torch.Tensor:
-        """The features of ``X`` on the device ``device`` names now (validated against the fit)."""
+        """The features of ``X`` on the device ``device`` names now (validated against the fit; no TF32)."""
         check_is_fitted(self, "module_")
         X = validate_data(self, X, reset=False, accept_sparse=False, dtype=[np.float64, np.float32])
         device = self._device()

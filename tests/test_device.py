@@ -53,7 +53,11 @@ REFUSED = [
 
 
 def _cuda(monkeypatch, count):
-    """Pretend this machine has ``count`` CUDA devices (0: no CUDA)."""
+    """Pretend this machine has ``count`` CUDA devices (0: no CUDA), and let ``'auto'`` see them.
+
+    The suite pins ``'auto'`` to the CPU (``SK_DEQ_DEVICE=cpu``, root conftest); the variable is removed here.
+    """
+    monkeypatch.delenv("SK_DEQ_DEVICE", raising=False)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: count > 0)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: count)
 
@@ -100,6 +104,27 @@ def test_accepted_values_without_cuda(monkeypatch):
     for value in ("cuda", "cuda:0", torch.device("cuda")):
         with pytest.raises(ValueError, match=r"was requested but CUDA is not available on this machine; use "):
             resolve_device(value)
+
+
+def test_the_environment_pins_auto_to_the_cpu(monkeypatch):
+    _cuda(monkeypatch, 1)
+    for value in ("cpu", "CPU", " cpu "):
+        monkeypatch.setenv("SK_DEQ_DEVICE", value)
+        assert resolve_device("auto") is None  # the CPU, as 'auto' without CUDA
+        assert resolve_device("cuda") == torch.device("cuda")  # an explicit device is not overridden
+    for value in ("", "auto"):
+        monkeypatch.setenv("SK_DEQ_DEVICE", value)
+        assert resolve_device("auto") == torch.device("cuda")
+    monkeypatch.setenv("SK_DEQ_DEVICE", "gpu")
+    with pytest.raises(ValueError, match=r"environment variable SK_DEQ_DEVICE='gpu' is not supported: set it to 'cpu'"):
+        resolve_device("auto")
+
+
+def test_the_suite_runs_on_the_cpu(monkeypatch):
+    """The root conftest pins 'auto' to the CPU for tests not marked gpu, even where CUDA is available."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert resolve_device("auto") is None
+    assert DEQClassifier(n_hidden=4)._device() == torch.device("cpu")
 
 
 def test_cuda_index_is_checked(monkeypatch):

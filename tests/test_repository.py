@@ -26,3 +26,24 @@ def test_every_run_executes_the_docstring_examples():
     options = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]
     assert "--doctest-modules" in options["addopts"].split()
     assert "sk_deq" in options["testpaths"]
+
+
+def test_the_gpu_module_is_registered_named_by_the_readme_and_skipped_without_cuda():
+    import subprocess
+    import sys
+
+    import torch
+
+    options = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]
+    assert any(marker.startswith("gpu:") for marker in options["markers"])
+    assert "`python -m pytest -m gpu tests/test_gpu.py`" in (ROOT / "README.md").read_text()
+    if torch.cuda.is_available():
+        return
+    # the README's test command (-m "not slow") collects the module and skips it, naming the reason; the run passes
+    other = "tests/test_repository.py::test_every_run_executes_the_docstring_examples"
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "tests/test_gpu.py", other, "-m", "not slow", "-rs", "-p", "no:cacheprovider"],
+        cwd=ROOT, capture_output=True, text=True,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "needs a CUDA GPU" in run.stdout and "1 passed" in run.stdout and "error" not in run.stdout.lower()

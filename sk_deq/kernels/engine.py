@@ -19,7 +19,7 @@ import numpy as np
 from joblib import Parallel, delayed, effective_n_jobs
 from threadpoolctl import threadpool_limits
 
-from .._device import resolve_device
+from .._device import full_float32_precision, resolve_device
 from .._inputs import check_kernel, check_samples, check_tau0, data_tau0
 from ..activations import Activation, get_activation
 from ..theory import deq_ck_coefficients
@@ -312,7 +312,7 @@ class ImplicitKernelEngine:
         rows = [slice(i, min(i + b, n)) for i in range(0, n, b)]
         cols = rows if symmetric else [slice(j, min(j + b, m)) for j in range(0, m, b)]
         pairs = [(bi, bj) for bi in rows for bj in cols if not symmetric or bj.start >= bi.start]
-        with np.errstate(all="ignore"):
+        with np.errstate(all="ignore"), full_float32_precision():  # float64 blocks; no TF32 in any case
             self._collect(solver.blocks(SX, SY, pairs, self.kernel_name), out, symmetric)
         if symmetric:
             out[np.diag_indices(n)] = self.diagonal(SX)

@@ -265,7 +265,13 @@ def _relative_residual(fz: torch.Tensor, z: torch.Tensor, buf: torch.Tensor | No
 
 
 class _Tracker:
-    """Per-sample freezing and the bookkeeping shared by the solvers."""
+    """Per-sample freezing and the bookkeeping shared by the solvers.
+
+    One host read per evaluation of ``f``: the number of samples still
+    active (or -1 when an active sample's residual is not finite) comes back
+    as a single scalar, so a solve on a GPU waits for the device once per
+    iteration.
+    """
 
     def __init__(self, z0: torch.Tensor, tol: float):
         bsz = z0.shape[0]
@@ -274,6 +280,7 @@ class _Tracker:
         self.res = torch.full((bsz,), float("inf"), dtype=z0.dtype, device=z0.device)
         self.iters = torch.zeros(bsz, dtype=torch.long, device=z0.device)
         self.active = torch.ones(bsz, dtype=torch.bool, device=z0.device)
+        self.n_active = bsz  # on the host, read once per evaluation
         self.diverged = False
         self.n_eval = 0
         self.buf = torch.empty_like(self.out)  # f(z) - z, reused: no fresh buffer per evaluation
@@ -288,19 +295,21 @@ class _Tracker:
         same = fz.shape == self.buf.shape and fz.dtype == self.buf.dtype and fz.device == self.buf.device
         r = _relative_residual(fz, z, self.buf if same else None)
         self.last = r
-        finite = torch.isfinite(r)
         act = self.active
-        if bool(act.all()):
+        if self.n_active == act.shape[0]:
             self.out = fz
         else:
             self.out = torch.where(act[:, None], fz, self.out)
         self.res = torch.where(act, r, self.res)
         self.iters = torch.where(act, torch.full_like(self.iters, self.n_eval), self.iters)
-        if not bool(finite[act].all()):
+        still = act & ~(r < self.tol)
+        bad = (act & ~torch.isfinite(r)).any()
+        state = int(torch.where(bad, -1, still.sum()))  # the one host read of the evaluation
+        if state < 0:
             self.diverged = True
             return True
-        self.active = act & ~(r < self.tol)
-        return not bool(self.active.any())
+        self.active, self.n_active = still, state
+        return state == 0
 
     def info(self, name: str, max_iter: int) -> SolverInfo:
         res = self.res

@@ -1,0 +1,270 @@
+"""CUDA against the CPU: every estimator, the kernels, pickling from CUDA, batch invariance and host syncs on CUDA.
+
+Run on a machine with a CUDA GPU with ``python -m pytest -m gpu tests/test_gpu.py``.
+Without CUDA the whole module is skipped (one "skipped" line naming the
+reason), so the default runs (``-m "not slow"``) pass on any machine.  Every
+other test runs on the CPU whatever the hardware: the root conftest pins
+``device='auto'`` to the CPU (``SK_DEQ_DEVICE=cpu``) except in ``gpu``-marked
+tests.
+
+Tolerances, relative to the largest magnitude of the CPU's outputs:
+
+* The same fitted model predicting on both devices (:data:`PREDICT_TOL`):
+  1e-4 in float32, 1e-10 in float64.  cuBLAS and MKL sum the products in
+  different orders (about 1e-7 relative per float32 product of these widths)
+  and the fixed point amplifies the difference by ``1 / (1 - contraction)``
+  (a few times for ``sigma_a2 = 0.2``); the DEQs here are solved to
+  ``fixed_point_tol`` 1e-6 (float32) and 1e-12 (float64), so that a sample
+  frozen one iteration apart on the two devices moves its features by less
+  than the tolerance.  Predicted labels are equal wherever the CPU's two
+  largest scores are further apart than twice the tolerance.
+* A model fitted on each device (float64, :data:`FIT_TOL` 1e-6): the hidden
+  weights are drawn on the CPU on both and are equal bitwise; the readout's
+  L-BFGS then runs on features that agree to about 1e-13, and its iterates
+  (stopped at ``tol`` 1e-4 on the loss) agree far below 1e-6.  In float32 the
+  features differ by about 1e-6 and L-BFGS can take another path: only the
+  labels are compared (at least 98 % equal).
+* The exact kernels in float64 (:data:`KERNEL_TOL`): 1e-10 absolute on
+  entries of order one, as between the numpy and torch CPU engines (1e-12).
+* Batch invariance on CUDA (:data:`BATCH_TOL`): 1e-5 in float32, 1e-12 in
+  float64.  Every block of rows has one shape (``sk_deq.nn.blocks``), so the
+  same kernel runs on every block, but cuBLAS may still choose by the
+  alignment of a block's rows: not bitwise, within rounding.
+
+This module has not yet run on a GPU in this project (no GPU was lent): the
+tolerances above are argued, not measured.
+"""
+
+import os
+import pickle
+import subprocess
+import sys
+import warnings
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+if not torch.cuda.is_available():
+    pytest.skip("needs a CUDA GPU (torch.cuda.is_available() is False)", allow_module_level=True)
+
+from sklearn.datasets import make_classification  # noqa: E402
+from sklearn.exceptions import ConvergenceWarning  # noqa: E402
+
+from sk_deq import (  # noqa: E402
+    DEQClassifier,
+    DEQRegressor,
+    ExplicitClassifier,
+    ExplicitRegressor,
+    ImplicitCKNystroem,
+    ImplicitCKTransformer,
+    MatchedExplicitClassifier,
+    MatchedExplicitRegressor,
+)
+from sk_deq.kernels import implicit_kernel  # noqa: E402
+
+pytestmark = [pytest.mark.gpu, pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")]
+
+#: The GPU every test compares with the CPU.
+CUDA = "cuda"
+PREDICT_TOL = {"float32": 1e-4, "float64": 1e-10}
+FIT_TOL = 1e-6
+KERNEL_TOL = 1e-10
+BATCH_TOL = {"float32": 1e-5, "float64": 1e-12}
+FIXED_POINT_TOL = {"float32": 1e-6, "float64": 1e-12}
+ESTIMATORS = (
+    DEQClassifier,
+    DEQRegressor,
+    ExplicitClassifier,
+    ExplicitRegressor,
+    MatchedExplicitClassifier,
+    MatchedExplicitRegressor,
+)
+BATCH_SIZES = (1, 7, 63, 64, 65, 300)
+
+
+def _make(cls, dtype, device, **kw):
+    common = dict(n_hidden=128, max_iter=50, dtype=dtype, device=device, random_state=0, **kw)
+    if cls.__name__.startswith("DEQ"):
+        return cls("tanh", 0.2, fixed_point_tol=FIXED_POINT_TOL[dtype], fixed_point_max_iter=200, **common)
+    if cls.__name__.startswith("Explicit"):
+        return cls(("gelu", "silu"), **common)
+    return cls("tanh", 0.3, **common)
+
+
+def _is_regressor(est) -> bool:
+    return type(est).__name__.endswith("Regressor")
+
+
+@pytest.fixture(scope="module")
+def data():
+    X, y = make_classification(n_samples=300, n_features=10, n_informative=6, n_classes=3, random_state=0)
+    return X, y, np.sin(X[:, 0]) + 0.5 * X[:, 1] * X[:, 2]
+
+
+def _fit(cls, dtype, device, data):
+    X, labels, values = data
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        return _make(cls, dtype, device).fit(X, values if cls.__name__.endswith("Regressor") else labels)
+
+
+def _outputs(est, X) -> np.ndarray:
+    """Predictions of a regressor; decision function and probabilities of a classifier."""
+    if _is_regressor(est):
+        return np.asarray(est.predict(X)).reshape(len(X), -1)
+    return np.hstack([est.decision_function(X), est.predict_proba(X)])
+
+
+def _close(got, ref, tol, what):
+    np.testing.assert_allclose(got, ref, rtol=tol, atol=tol * np.abs(ref).max(), err_msg=what)
+
+
+def _same_labels_away_from_ties(est_ref, est, X, atol):
+    scores = est_ref.decision_function(X)
+    top2 = np.sort(scores, axis=1)[:, -2:]
+    clear = top2[:, 1] - top2[:, 0] > 2 * atol
+    np.testing.assert_array_equal(est.predict(X)[clear], est_ref.predict(X)[clear])
+    assert clear.mean() > 0.9  # the comparison covers most samples
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("cls", ESTIMATORS, ids=lambda c: c.__name__)
+def test_the_same_model_predicts_alike_on_cuda_and_cpu(cls, dtype, data):
+    X = data[0]
+    cpu = _fit(cls, dtype, "cpu", data)
+    gpu = pickle.loads(pickle.dumps(cpu)).set_params(device=CUDA)
+    ref, got = _outputs(cpu, X), _outputs(gpu, X)
+    assert next(gpu.module_.parameters()).device.type == "cuda"
+    tol = PREDICT_TOL[dtype]
+    _close(got, ref, tol, f"{cls.__name__} {dtype}")
+    if not _is_regressor(cpu):
+        _same_labels_away_from_ties(cpu, gpu, X, tol * np.abs(ref).max())
+
+
+@pytest.mark.parametrize("cls", ESTIMATORS, ids=lambda c: c.__name__)
+def test_a_fit_on_cuda_matches_a_fit_on_the_cpu(cls, data):
+    X = data[0]
+    cpu, gpu = _fit(cls, "float64", "cpu", data), _fit(cls, "float64", CUDA, data)
+    assert gpu.device_.startswith("cuda") and cpu.device_ == "cpu"
+    for name, value in cpu.module_.features.state_dict().items():  # drawn on the CPU for both
+        assert torch.equal(gpu.module_.features.state_dict()[name].cpu(), value), name
+    assert gpu.n_iter_ == cpu.n_iter_
+    _close(_outputs(gpu, X), _outputs(cpu, X), FIT_TOL, cls.__name__)
+    cpu32, gpu32 = _fit(cls, "float32", "cpu", data), _fit(cls, "float32", CUDA, data)
+    if _is_regressor(cpu32):
+        assert abs(gpu32.score(X, data[2]) - cpu32.score(X, data[2])) < 0.01
+    else:
+        assert (gpu32.predict(X) == cpu32.predict(X)).mean() >= 0.98
+
+
+@pytest.mark.parametrize("kernel", ["ck", "ntk"])
+@pytest.mark.parametrize("activation", ["relu", "leaky_relu", "tanh", "gelu", "silu"])
+def test_the_kernels_on_cuda_match_the_cpu(activation, kernel, data):
+    X, Z = data[0][:120], data[0][120:160]
+    numpy_engine = ImplicitCKTransformer(activation, kernel=kernel).fit(X)
+    ref = numpy_engine.transform(Z)
+    for device in (CUDA, torch.device(CUDA)):
+        got = ImplicitCKTransformer(activation, kernel=kernel, device=device).fit(X).transform(Z)
+        np.testing.assert_allclose(got, ref, rtol=0, atol=KERNEL_TOL)
+    K = implicit_kernel(X, activation=activation, kernel=kernel)
+    np.testing.assert_allclose(
+        implicit_kernel(X, activation=activation, kernel=kernel, device=CUDA), K, atol=KERNEL_TOL
+    )
+
+
+def test_the_nystroem_features_on_cuda_match_the_cpu(data):
+    X = data[0]
+    ref = ImplicitCKNystroem("tanh", n_components=40, random_state=0).fit(X).transform(X)
+    got = ImplicitCKNystroem("tanh", n_components=40, random_state=0, device=CUDA).fit(X).transform(X)
+    # the features are determined up to a rotation of the landmark space: compare the kernel they approximate
+    np.testing.assert_allclose(got @ got.T, ref @ ref.T, rtol=0, atol=1e-8)
+
+
+@pytest.fixture(scope="module")
+def fitted_on_cuda(data):
+    return {cls: _fit(cls, "float64", CUDA, data) for cls in ESTIMATORS}
+
+
+def test_a_model_pickled_on_cuda_predicts_on_the_cpu(fitted_on_cuda, data):
+    X = data[0]
+    for cls, est in fitted_on_cuda.items():
+        loaded = pickle.loads(pickle.dumps(est)).set_params(device="cpu")
+        got = _outputs(loaded, X)
+        assert next(loaded.module_.parameters()).device.type == "cpu"
+        _close(got, _outputs(est, X), PREDICT_TOL["float64"], cls.__name__)
+
+
+def test_a_model_pickled_on_cuda_loads_in_a_process_without_cuda(fitted_on_cuda, data, tmp_path):
+    X = data[0]
+    for i, est in enumerate(fitted_on_cuda.values()):
+        (tmp_path / f"{i}.pkl").write_bytes(pickle.dumps(est))
+        np.save(tmp_path / f"{i}.npy", _outputs(est, X))
+    np.save(tmp_path / "X.npy", X)
+    code = f"""
+import pickle, numpy as np, torch
+assert not torch.cuda.is_available()
+X = np.load({str(tmp_path / "X.npy")!r})
+for i in range({len(fitted_on_cuda)}):
+    est = pickle.loads(open({str(tmp_path)!r} + f"/{{i}}.pkl", "rb").read())
+    try:
+        est.predict(X)
+    except ValueError as e:
+        assert "CUDA is not available" in str(e), e
+    else:
+        raise AssertionError("device='cuda' predicted without CUDA")
+    est.set_params(device="auto")
+    out = est.predict(X).reshape(len(X), -1) if type(est).__name__.endswith("Regressor") else np.hstack(
+        [est.decision_function(X), est.predict_proba(X)])
+    ref = np.load({str(tmp_path)!r} + f"/{{i}}.npy")
+    np.testing.assert_allclose(out, ref, rtol={PREDICT_TOL["float64"]}, atol={PREDICT_TOL["float64"]} * np.abs(ref).max())
+"""
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
+    subprocess.run([sys.executable, "-c", code], check=True, env=env)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize(
+    "cls", [DEQClassifier, ExplicitClassifier, MatchedExplicitClassifier], ids=lambda c: c.__name__
+)
+def test_predict_on_cuda_does_not_depend_on_the_batch(cls, dtype, data):
+    X = data[0]
+    est = _fit(cls, dtype, CUDA, data)
+    full = _outputs(est, X)
+    order = np.random.default_rng(0).permutation(len(X))
+    for size in BATCH_SIZES:
+        rows = order[: 16 if size == 1 else None]
+        parts = np.concatenate([_outputs(est, X[rows[i : i + size]]) for i in range(0, len(rows), size)])
+        _close(parts, full[rows], BATCH_TOL[dtype], f"batches of {size} rows")
+
+
+def test_a_deq_predict_on_cuda_syncs_once_per_iteration(data, count_host_syncs):
+    X, y = data[0][:64], data[1][:64]  # one block of rows: one solve
+    counts = {}
+    for n_iter in (10, 20):
+        est = DEQClassifier(
+            n_hidden=64, fixed_point_solver="iteration", fixed_point_max_iter=n_iter, fixed_point_tol=1e-14,
+            random_state=0, device=CUDA,
+        ).fit(X, y)  # fmt: skip
+        with count_host_syncs() as syncs:
+            est.decision_function(X)
+        assert est.fixed_point_info_["n_iter"] == n_iter
+        counts[n_iter] = syncs.total
+    assert counts[20] - counts[10] == 10
+
+
+def test_tf32_stays_off_on_cuda_when_the_caller_allows_it(data, monkeypatch):
+    X = data[0]
+    est = _fit(DEQClassifier, "float32", CUDA, data)
+    ref = est.decision_function(X)
+    before = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("high")
+    try:
+        np.testing.assert_array_equal(est.decision_function(X), ref)  # the same kernels: pinned to 'highest'
+        assert torch.get_float32_matmul_precision() == "high"
+        monkeypatch.setenv("SK_DEQ_ALLOW_TF32", "1")
+        tf32 = est.decision_function(X)
+    finally:
+        torch.set_float32_matmul_precision(before)
+    if torch.cuda.get_device_capability()[0] >= 8:  # Ampere and later compute float32 products in TF32 when allowed
+        assert not np.array_equal(tf32, ref)
