@@ -4,9 +4,10 @@ The recursions are those of :ref:`theory-exact` and :ref:`theory-ntk`.
 
 :class:`ImplicitKernelEngine` fixes the activation, ``sigma_a2``,
 ``sigma_b2``, the training scale and the kernel; it prepares per-sample
-quantities once and assembles kernel matrices block by block (optionally in
-parallel through joblib), each block solved by the activation's dual solver
-(:mod:`sk_deq.kernels._duals`, :mod:`sk_deq.kernels._mehler`).  :func:`implicit_kernel` and
+quantities once and assembles kernel matrices block by block (on all cores
+by default: threads through joblib, :func:`kernel_workers`), each block
+solved by the activation's dual solver (:mod:`sk_deq.kernels._duals`,
+:mod:`sk_deq.kernels._mehler`).  :func:`implicit_kernel` and
 :func:`implicit_kernel_diagonal` are its plain-function forms.
 """
 
@@ -17,6 +18,7 @@ import copy
 
 import numpy as np
 from joblib import Parallel, delayed, effective_n_jobs
+from joblib.parallel import get_active_backend
 from threadpoolctl import threadpool_limits
 
 from .._device import resolve_device
@@ -27,7 +29,7 @@ from ._duals import Samples, _ClosedFormDual, _Dual, _ReluDual
 from ._mehler import MehlerDual
 from .memory import auto_block_size, check_kernel_fits_in_memory
 
-__all__ = ["ImplicitKernelEngine", "dual_for", "implicit_kernel", "implicit_kernel_diagonal"]
+__all__ = ["ImplicitKernelEngine", "dual_for", "implicit_kernel", "implicit_kernel_diagonal", "kernel_workers"]
 
 
 def dual_for(act: Activation, sa: float, sb: float, c: float, tol: float) -> _Dual:
@@ -43,6 +45,52 @@ def dual_for(act: Activation, sa: float, sb: float, c: float, tol: float) -> _Du
     if formula.slopes is not None:
         return _ReluDual(act, sa, sb, c, tol, formula)
     return _ClosedFormDual(act, sa, sb, c, tol, formula)
+
+
+def kernel_workers(n_jobs=None) -> int:
+    """The number of threads an exact kernel's numpy engine solves its blocks with.
+
+    ``None``, the default of every exact kernel, means all cores (as
+    scikit-learn's OpenMP code and BLAS use them without being asked), with
+    two exceptions: inside a ``joblib.parallel_config`` context that sets
+    ``n_jobs``, that value; inside a joblib worker (an outer ``Parallel``,
+    e.g. ``GridSearchCV(n_jobs=...)``, already uses the cores), 1.  An
+    integer is joblib's: ``1`` serial, ``-1`` all cores, ``-2`` all but one.
+
+    Parameters
+    ----------
+    n_jobs : int or None, default=None
+        The ``n_jobs`` asked for.
+
+    Returns
+    -------
+    int
+        Worker threads, at least 1.
+
+    Raises
+    ------
+    ValueError
+        For ``n_jobs=0``.
+
+    Examples
+    --------
+    >>> import joblib
+    >>> from sk_deq.kernels.engine import kernel_workers
+    >>> kernel_workers(1), kernel_workers(None) == joblib.cpu_count()
+    (1, True)
+    >>> with joblib.parallel_config(n_jobs=1):
+    ...     kernel_workers(None)
+    1
+    """
+    if n_jobs is None:
+        backend, n_context = get_active_backend()
+        if n_context is not None:
+            n_jobs = n_context
+        elif getattr(backend, "nesting_level", 0):
+            return 1
+        else:
+            n_jobs = -1
+    return max(1, int(effective_n_jobs(n_jobs)))
 
 
 class ImplicitKernelEngine:
@@ -251,11 +299,14 @@ class ImplicitKernelEngine:
             Rows and columns per block; by default chosen from
             scikit-learn's ``working_memory`` and the number of workers.
         n_jobs : int, optional
-            Blocks computed in parallel through joblib (threads, one BLAS
+            Blocks computed in parallel through joblib: threads, one BLAS
             thread each, unless a ``joblib.parallel_config`` backend such as
-            ``dask`` is active); ``None`` means 1 outside such a context.
-            Ignored with a ``device``: the blocks are then computed one
-            after another on it (with torch's own threads on a CPU).
+            ``dask`` is active.  ``None`` means all cores outside a joblib
+            context or worker (:func:`kernel_workers`); ``1`` is serial.
+            Every block is solved as in serial: with the same
+            ``block_size`` the result does not depend on it.  Ignored with a ``device``: the
+            blocks are then computed one after another on it (with torch's
+            own threads on a CPU).
         out : ndarray of shape (n_samples_X, n_samples_Y), optional
             Array to write the kernel into (no memory check is made then).
 
@@ -280,19 +331,19 @@ class ImplicitKernelEngine:
             return out
         if self.device is not None:
             return self._torch_kernel(SX, None if symmetric else SY, block_size, out)
-        # n_jobs=None: 1 unless a joblib.parallel_config context says otherwise
-        workers = effective_n_jobs(n_jobs)
+        workers = kernel_workers(n_jobs)
         b = int(block_size) if block_size is not None else auto_block_size(workers)
         rows = [slice(i, min(i + b, n)) for i in range(0, n, b)]
         cols = rows if symmetric else [slice(j, min(j + b, m)) for j in range(0, m, b)]
         pairs = [(bi, bj) for bi in rows for bj in cols if not symmetric or bj.start >= bi.start]
         kern = self.kernel_name
         dual = self.dual
-        if workers == 1:
+        if workers == 1 or len(pairs) == 1:
             results = (_block_task(dual, kern, bi, bj, SX.take(bi), SY.take(bj)) for bi, bj in pairs)
             limits = contextlib.nullcontext()
         else:
-            results = Parallel(n_jobs=n_jobs, prefer="threads", return_as="generator_unordered")(
+            # the blocks are independent and each is solved as in serial: the same result for any n_jobs
+            results = Parallel(n_jobs=workers, prefer="threads", return_as="generator_unordered")(
                 delayed(_block_task)(dual, kern, bi, bj, SX.take(bi), SY.take(bj)) for bi, bj in pairs
             )
             # one BLAS thread per worker: the blocks are the parallelism (with
@@ -402,7 +453,10 @@ def implicit_kernel(
     n_jobs : int, optional
         Blocks computed in parallel through joblib (threads by default; the
         active joblib backend, e.g. ``dask``, when one is configured).
-        Ignored with a torch ``device``.
+        ``None`` means all cores outside a joblib context or worker
+        (:func:`kernel_workers`); ``1`` is serial.  With the same
+        ``block_size`` the result does not depend on it.  Ignored with a
+        torch ``device``.
     tol : float, default=1e-12
         Tolerance of each entry's fixed point.
     device : None, str or torch.device, optional
