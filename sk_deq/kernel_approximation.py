@@ -405,11 +405,11 @@ class ImplicitCKNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
             for sl in rows:
                 out[sl] = self._transform_rows(X[sl], engine)
             return out
-        tasks = Parallel(n_jobs=workers, prefer="threads", return_as="generator_unordered")(
-            delayed(_row_task)(self, engine, sl, X[sl]) for sl in rows
-        )
-        # one BLAS thread per worker: the row blocks are the parallelism
+        # one BLAS thread per worker, set before the first block starts: the row blocks are the parallelism
         with threadpool_limits(limits=1, user_api="blas"):
+            tasks = Parallel(n_jobs=workers, prefer="threads", return_as="generator_unordered")(
+                delayed(_row_task)(self, engine, sl, X[sl]) for sl in rows
+            )
             for sl, block in tasks:
                 out[sl] = block
         return out

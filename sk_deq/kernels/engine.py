@@ -13,7 +13,6 @@ solved by the activation's dual solver (:mod:`sk_deq.kernels._duals`,
 
 from __future__ import annotations
 
-import contextlib
 import copy
 
 import numpy as np
@@ -338,19 +337,22 @@ class ImplicitKernelEngine:
         pairs = [(bi, bj) for bi in rows for bj in cols if not symmetric or bj.start >= bi.start]
         kern = self.kernel_name
         dual = self.dual
+        tasks = ((dual, kern, bi, bj, SX.take(bi), SY.take(bj), out, symmetric) for bi, bj in pairs)
         if workers == 1 or len(pairs) == 1:
-            results = (_block_task(dual, kern, bi, bj, SX.take(bi), SY.take(bj)) for bi, bj in pairs)
-            limits = contextlib.nullcontext()
+            for task in tasks:
+                _block_task(*task)
         else:
-            # the blocks are independent and each is solved as in serial: the same result for any n_jobs
-            results = Parallel(n_jobs=workers, prefer="threads", return_as="generator_unordered")(
-                delayed(_block_task)(dual, kern, bi, bj, SX.take(bi), SY.take(bj)) for bi, bj in pairs
-            )
-            # one BLAS thread per worker: the blocks are the parallelism (with
-            # multithreaded BLAS inside every thread the cores are oversubscribed)
-            limits = threadpool_limits(limits=1, user_api="blas")
-        with limits:
-            self._collect(results, out, symmetric)
+            # one BLAS thread per worker, set before the first block starts: the
+            # blocks are the parallelism (a multithreaded BLAS inside every thread
+            # oversubscribes the cores, and its idle threads spin).  Every worker
+            # writes its block and the block's mirror itself; each block is
+            # solved as in serial, so the result does not depend on n_jobs
+            with threadpool_limits(limits=1, user_api="blas"):
+                done = Parallel(n_jobs=workers, prefer="threads", return_as="generator_unordered")(
+                    delayed(_block_task)(*task) for task in tasks
+                )
+                for _ in done:
+                    pass
         if symmetric:
             out[np.diag_indices(n)] = self.diagonal(SX)
         return out
@@ -364,22 +366,32 @@ class ImplicitKernelEngine:
         cols = rows if symmetric else [slice(j, min(j + b, m)) for j in range(0, m, b)]
         pairs = [(bi, bj) for bi in rows for bj in cols if not symmetric or bj.start >= bi.start]
         with np.errstate(all="ignore"):
-            self._collect(solver.blocks(SX, SY, pairs, self.kernel_name), out, symmetric)
+            for bi, bj, blk in solver.blocks(SX, SY, pairs, self.kernel_name):
+                _write_block(out, bi, bj, blk, symmetric)
         if symmetric:
             out[np.diag_indices(n)] = self.diagonal(SX)
         return out
 
-    _MIRROR_TILE = 128  # rows of the tiles the upper triangle is mirrored in (cache-sized transposes)
 
-    @staticmethod
-    def _collect(results, out, symmetric):
-        """Write the blocks into ``out``; in the symmetric case (blocks on and
-        above the diagonal) then mirror the upper triangle onto the lower one,
-        so that the result is exactly symmetric."""
-        for bi, bj, blk in results:
-            out[bi, bj] = blk
-        if symmetric:
-            _mirror_upper(out, ImplicitKernelEngine._MIRROR_TILE)
+_MIRROR_TILE = 128  # rows of the tiles blocks are mirrored in (cache-sized transposes)
+
+
+def _write_block(out, bi, bj, blk, symmetric):
+    """Write the kernel block of rows ``bi`` and columns ``bj`` into ``out``.
+
+    In the symmetric case (only blocks on and above the diagonal are solved)
+    the block's mirror is written too, from its upper triangle on the
+    diagonal, so that ``out`` is exactly symmetric.
+    """
+    out[bi, bj] = blk
+    if not symmetric:
+        return
+    if bi == bj:
+        _mirror_upper(out[bi, bj], _MIRROR_TILE)
+        return
+    for t in range(bi.start, bi.stop, _MIRROR_TILE):
+        u = min(t + _MIRROR_TILE, bi.stop)
+        out[bj, t:u] = blk[t - bi.start : u - bi.start].T
 
 
 def _mirror_upper(out, tile):
@@ -393,9 +405,9 @@ def _mirror_upper(out, tile):
             out[j : j + tile, i : i + tile] = out[i : i + tile, j : j + tile].T
 
 
-def _block_task(dual, kernel, bi, bj, R, C):
+def _block_task(dual, kernel, bi, bj, R, C, out, symmetric):
     with np.errstate(all="ignore"):
-        return bi, bj, dual.block(R, C, kernel)
+        _write_block(out, bi, bj, dual.block(R, C, kernel), symmetric)
 
 
 def implicit_kernel(
