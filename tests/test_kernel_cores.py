@@ -106,3 +106,13 @@ def test_nystroem_passes_n_jobs_to_the_landmark_kernels(monkeypatch):
     X = _data(80)
     ImplicitCKNystroem("tanh", n_components=20, random_state=0, n_jobs=1).fit(X)
     assert asked and set(asked) == {1}
+
+
+def test_process_backend_sends_the_blocks_back():
+    """Workers of another process cannot write into the caller's array: their blocks come back."""
+    X = _data(100)
+    serial = implicit_kernel(X, activation="tanh", kernel="ntk", tau0=1.0, block_size=32, n_jobs=1)
+    with joblib.parallel_config(backend="loky", n_jobs=2):
+        par = implicit_kernel(X, activation="tanh", kernel="ntk", tau0=1.0, block_size=32)
+    np.testing.assert_allclose(par, serial, rtol=0, atol=1e-12 * np.abs(serial).max())
+    np.testing.assert_array_equal(par, par.T)

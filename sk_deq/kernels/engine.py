@@ -335,24 +335,31 @@ class ImplicitKernelEngine:
         rows = [slice(i, min(i + b, n)) for i in range(0, n, b)]
         cols = rows if symmetric else [slice(j, min(j + b, m)) for j in range(0, m, b)]
         pairs = [(bi, bj) for bi in rows for bj in cols if not symmetric or bj.start >= bi.start]
-        kern = self.kernel_name
-        dual = self.dual
-        tasks = ((dual, kern, bi, bj, SX.take(bi), SY.take(bj), out, symmetric) for bi, bj in pairs)
-        if workers == 1 or len(pairs) == 1:
+        # diagonal blocks first: they hold the correlations near 1, the costliest
+        # entries, so the threads finish on cheaper blocks and together
+        pairs.sort(key=lambda p: p[0] != p[1])
+        kern, dual = self.kernel_name, self.dual
+        serial = workers == 1 or len(pairs) == 1
+        # threads write their blocks (and mirrors) into out themselves; the
+        # workers of a process backend (loky, dask) send them back instead
+        shared = serial or getattr(get_active_backend(prefer="threads")[0], "supports_sharedmem", False)
+        target = out if shared else None
+        tasks = ((dual, kern, bi, bj, SX.take(bi), SY.take(bj), target, symmetric) for bi, bj in pairs)
+        if serial:
             for task in tasks:
                 _block_task(*task)
         else:
             # one BLAS thread per worker, set before the first block starts: the
             # blocks are the parallelism (a multithreaded BLAS inside every thread
-            # oversubscribes the cores, and its idle threads spin).  Every worker
-            # writes its block and the block's mirror itself; each block is
+            # oversubscribes the cores, and its idle threads spin).  Each block is
             # solved as in serial, so the result does not depend on n_jobs
             with threadpool_limits(limits=1, user_api="blas"):
                 done = Parallel(n_jobs=workers, prefer="threads", return_as="generator_unordered")(
                     delayed(_block_task)(*task) for task in tasks
                 )
-                for _ in done:
-                    pass
+                for res in done:
+                    if res is not None:
+                        _write_block(out, *res, symmetric)
         if symmetric:
             out[np.diag_indices(n)] = self.diagonal(SX)
         return out
@@ -406,8 +413,13 @@ def _mirror_upper(out, tile):
 
 
 def _block_task(dual, kernel, bi, bj, R, C, out, symmetric):
+    """Solve one block; write it (and its mirror) into ``out`` when given, else return ``(bi, bj, block)``."""
     with np.errstate(all="ignore"):
-        _write_block(out, bi, bj, dual.block(R, C, kernel), symmetric)
+        blk = dual.block(R, C, kernel)
+    if out is None:
+        return bi, bj, blk
+    _write_block(out, bi, bj, blk, symmetric)
+    return None
 
 
 def implicit_kernel(
