@@ -93,7 +93,7 @@ def timed(f, *args, **kwargs):
 
 
 def exact_square_kernel(eng, X, n_jobs):
-    return eng.kernel(eng.prepare(X), n_jobs=None if n_jobs == 1 else n_jobs)
+    return eng.kernel(eng.prepare(X), n_jobs=n_jobs)
 
 
 def fmt_range(vals, spec=".2f"):

@@ -6,7 +6,7 @@ ReLU (table inversion), tanh (Hermite expansion in both engines) and GELU
 (closed form in numpy, Hermite expansion in torch).  Timed, for every
 activation, in interleaved repeats (medians reported):
 
-* the numpy engine with one thread (``n_jobs=None`` under a one-thread BLAS
+* the numpy engine with one thread (``n_jobs=1`` under a one-thread BLAS
   limit) and with all threads (``n_jobs=-1``: parallel blocks, one BLAS
   thread each);
 * the torch engine on the CPU with one torch thread and with all of them;
@@ -106,7 +106,7 @@ def _configs(all_threads):
     import torch
 
     cfgs = [
-        ("numpy, 1 thread", None, 1, None),
+        ("numpy, 1 thread", None, 1, 1),
         (f"numpy, {all_threads} threads", None, None, -1),
         ("torch cpu, 1 thread", "cpu", 1, None),
         (f"torch cpu, {all_threads} threads", "cpu", all_threads, None),

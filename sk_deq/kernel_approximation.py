@@ -21,7 +21,7 @@ from numbers import Integral
 from typing import ClassVar
 
 import numpy as np
-from joblib import Parallel, delayed, effective_n_jobs
+from joblib import Parallel, delayed
 from scipy import linalg
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin, _fit_context
 from sklearn.utils import check_random_state
@@ -33,6 +33,7 @@ from ._dask import is_dask_collection, map_row_blocks
 from ._inputs import apply_input_scaling, fit_input_scaling
 from ._param_validation import KERNEL_TRANSFORMER_CONSTRAINTS, SortedStrOptions
 from .kernels import ImplicitKernelEngine
+from .kernels.engine import kernel_workers
 from .kernels.memory import check_kernel_fits_in_memory
 
 __all__ = ["LANDMARKS", "ImplicitCKNystroem"]
@@ -109,9 +110,11 @@ class ImplicitCKNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
     n_jobs : int, default=None
         Row blocks transformed in parallel through joblib: threads by default
         (one BLAS thread each), or a Dask cluster's workers inside
-        ``joblib.parallel_config(backend='dask')``.  ``None`` means 1 (with
-        multithreaded BLAS) unless in a ``joblib.parallel_config`` context;
-        ``-1`` uses all processors.
+        ``joblib.parallel_config(backend='dask')``; also the threads of the
+        landmark kernels of ``fit``.  ``None`` means all cores outside a
+        joblib context or worker, as for every exact kernel
+        (:func:`sk_deq.kernels.engine.kernel_workers`); ``1`` is serial
+        (with multithreaded BLAS).  Each block is solved as in serial.
     device : None, str or torch.device, default=None
         Where the blocks of the exact kernel are solved: None for the numpy
         engine on the CPU; ``'auto'`` for CUDA when available, else the
@@ -289,7 +292,7 @@ class ImplicitCKNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
         self.component_indices_ = idx
         self.components_ = apply_input_scaling(X[idx], mean, scale)
         self._landmarks = prepared.take(idx) if prepared is not None else self._engine.prepare(self.components_)
-        self._factor(self._engine.kernel(self._landmarks))
+        self._factor(self._engine.kernel(self._landmarks, n_jobs=self.n_jobs))
         self.n_components_ = len(idx)
         return self
 
@@ -324,7 +327,7 @@ class ImplicitCKNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
             draw = np.unique(rng.choice(n, size=b, p=residual / total))
             draw = np.setdiff1d(draw, chosen)
             c = len(chosen)
-            G = eng.kernel(S, S.take(draw)) - F[:, :c] @ F[draw, :c].T
+            G = eng.kernel(S, S.take(draw), n_jobs=self.n_jobs) - F[:, :c] @ F[draw, :c].T
             new = _accept_pivots(G, draw, residual, len(chosen), k)
             if len(new) == 0:
                 residual[draw] = 0.0  # numerically explained already: never draw them again
@@ -397,16 +400,16 @@ class ImplicitCKNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
         rows = [slice(i, min(i + b, n)) for i in range(0, n, b)]
         # the device of now (set_params may have changed it since fit): resolved as at fit
         engine = self._engine.with_device(self.device)
-        workers = 1 if engine.device is not None else effective_n_jobs(self.n_jobs)
+        workers = 1 if engine.device is not None else kernel_workers(self.n_jobs)
         if workers == 1 or len(rows) == 1:
             for sl in rows:
                 out[sl] = self._transform_rows(X[sl], engine)
             return out
-        tasks = Parallel(n_jobs=self.n_jobs, prefer="threads", return_as="generator_unordered")(
-            delayed(_row_task)(self, engine, sl, X[sl]) for sl in rows
-        )
-        # one BLAS thread per worker: the row blocks are the parallelism
+        # one BLAS thread per worker, set before the first block starts: the row blocks are the parallelism
         with threadpool_limits(limits=1, user_api="blas"):
+            tasks = Parallel(n_jobs=workers, prefer="threads", return_as="generator_unordered")(
+                delayed(_row_task)(self, engine, sl, X[sl]) for sl in rows
+            )
             for sl, block in tasks:
                 out[sl] = block
         return out

@@ -116,8 +116,12 @@ class ImplicitCKTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, B
         Number of blocks of the exact kernel computed in parallel through
         joblib: threads by default (each with a single BLAS thread), or the
         workers of a Dask cluster inside ``joblib.parallel_config(backend='dask')``.
-        ``None`` means 1 unless in a ``joblib.parallel_config`` context; ``-1``
-        uses all processors.  The other methods use multithreaded BLAS.
+        ``None`` means all cores outside a joblib context or worker (as
+        scikit-learn's OpenMP code uses them; inside a
+        ``joblib.parallel_config(n_jobs=...)`` context its value, inside a
+        joblib worker 1: :func:`sk_deq.kernels.engine.kernel_workers`);
+        ``1`` is serial.  Each block is solved as in serial.  The other
+        methods use multithreaded BLAS.
     device : None, str or torch.device, default=None
         Where the blocks of the exact kernel are solved (``method='exact'``
         only): None for the numpy engine on the CPU; ``'auto'`` for CUDA
@@ -434,7 +438,8 @@ class ImplicitCKKernel(Kernel):
     tau0 : float, default=1.0
         Data scale fixing the centring of the activation.
     n_jobs : int, default=None
-        Parallel blocks (see :func:`sk_deq.kernels.implicit_kernel`).
+        Parallel blocks (see :func:`sk_deq.kernels.implicit_kernel`): all
+        cores when None, outside a joblib context or worker.
     device : None, str or torch.device, default=None
         Where the kernel blocks are solved, as for
         :class:`ImplicitCKTransformer` (:func:`sk_deq.resolve_device`): None

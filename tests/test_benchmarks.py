@@ -278,3 +278,14 @@ def test_regression_markdown_reads_the_comparison_dicts():
     row = markdown(out).splitlines()[-1]
     assert row.startswith("| toy | 0.550 ± 0.071 | 0.500 ± 0.141 | 0.300 ± 0.000 |")
     assert row.endswith("| +0.050 (p = 0.50) |")
+
+
+def test_kernel_cores_benchmark_in_a_tiny_configuration():
+    pytest.importorskip("mlxtend")
+    import bench_kernel_cores
+
+    result = bench_kernel_cores.collect(sizes=(150,), acts=("tanh",), repeats=1)
+    (rec,) = result["records"]
+    assert rec["n"] == 150 and rec["activation"] == "tanh" and rec["max_rel_diff"] <= 1e-12
+    assert rec["speedup"] > 0 and rec["ratio_to_gemm_1"] > 0 and rec["ratio_to_gemm_all"] > 0
+    assert "tanh" in bench_kernel_cores.table(result)

@@ -20,7 +20,7 @@ import numpy as np
 
 from .._inputs import squared_norms
 from ..activations import Activation, DualFormula
-from .memory import CHUNK_ENTRIES
+from .memory import SOLVE_CHUNK_ENTRIES
 from ._numerics import newton, vector_fixed_point
 
 __all__ = ["Samples"]
@@ -79,8 +79,10 @@ class _Dual:
     """Interface: per-sample preparation and the block solve of one activation.
 
     :meth:`block` forms the inner products of a block with one matrix
-    product, then solves the entries in row chunks small enough for the
-    elementwise work to stay in cache.
+    product, then solves the entries in row chunks of about
+    :data:`~sk_deq.kernels.memory.SOLVE_CHUNK_ENTRIES` entries: bounded
+    temporaries, and numpy operations long enough for the engine's threads
+    to run side by side.
     """
 
     name = "generic"
@@ -119,7 +121,7 @@ class _Dual:
     def block(self, R: Samples, C: Samples, kernel: str) -> np.ndarray:
         P = self.gram(R, C)
         nr, nc = P.shape
-        step = max(1, CHUNK_ENTRIES // max(nc, 1))
+        step = max(1, SOLVE_CHUNK_ENTRIES // max(nc, 1))
         if step >= nr:
             return self.chunk(P, R, C, kernel)
         out = np.empty_like(P)

@@ -4,19 +4,20 @@ The recursions are those of :ref:`theory-exact` and :ref:`theory-ntk`.
 
 :class:`ImplicitKernelEngine` fixes the activation, ``sigma_a2``,
 ``sigma_b2``, the training scale and the kernel; it prepares per-sample
-quantities once and assembles kernel matrices block by block (optionally in
-parallel through joblib), each block solved by the activation's dual solver
-(:mod:`sk_deq.kernels._duals`, :mod:`sk_deq.kernels._mehler`).  :func:`implicit_kernel` and
+quantities once and assembles kernel matrices block by block (on all cores
+by default: threads through joblib, :func:`kernel_workers`), each block
+solved by the activation's dual solver (:mod:`sk_deq.kernels._duals`,
+:mod:`sk_deq.kernels._mehler`).  :func:`implicit_kernel` and
 :func:`implicit_kernel_diagonal` are its plain-function forms.
 """
 
 from __future__ import annotations
 
-import contextlib
 import copy
 
 import numpy as np
 from joblib import Parallel, delayed, effective_n_jobs
+from joblib.parallel import get_active_backend
 from threadpoolctl import threadpool_limits
 
 from .._device import full_float32_precision, resolve_device
@@ -27,7 +28,7 @@ from ._duals import Samples, _ClosedFormDual, _Dual, _ReluDual
 from ._mehler import MehlerDual
 from .memory import auto_block_size, check_kernel_fits_in_memory
 
-__all__ = ["ImplicitKernelEngine", "dual_for", "implicit_kernel", "implicit_kernel_diagonal"]
+__all__ = ["ImplicitKernelEngine", "dual_for", "implicit_kernel", "implicit_kernel_diagonal", "kernel_workers"]
 
 
 def dual_for(act: Activation, sa: float, sb: float, c: float, tol: float) -> _Dual:
@@ -43,6 +44,52 @@ def dual_for(act: Activation, sa: float, sb: float, c: float, tol: float) -> _Du
     if formula.slopes is not None:
         return _ReluDual(act, sa, sb, c, tol, formula)
     return _ClosedFormDual(act, sa, sb, c, tol, formula)
+
+
+def kernel_workers(n_jobs=None) -> int:
+    """The number of threads an exact kernel's numpy engine solves its blocks with.
+
+    ``None``, the default of every exact kernel, means all cores (as
+    scikit-learn's OpenMP code and BLAS use them without being asked), with
+    two exceptions: inside a ``joblib.parallel_config`` context that sets
+    ``n_jobs``, that value; inside a joblib worker (an outer ``Parallel``,
+    e.g. ``GridSearchCV(n_jobs=...)``, already uses the cores), 1.  An
+    integer is joblib's: ``1`` serial, ``-1`` all cores, ``-2`` all but one.
+
+    Parameters
+    ----------
+    n_jobs : int or None, default=None
+        The ``n_jobs`` asked for.
+
+    Returns
+    -------
+    int
+        Worker threads, at least 1.
+
+    Raises
+    ------
+    ValueError
+        For ``n_jobs=0``.
+
+    Examples
+    --------
+    >>> import joblib
+    >>> from sk_deq.kernels.engine import kernel_workers
+    >>> kernel_workers(1), kernel_workers(None) == joblib.cpu_count()
+    (1, True)
+    >>> with joblib.parallel_config(n_jobs=1):
+    ...     kernel_workers(None)
+    1
+    """
+    if n_jobs is None:
+        backend, n_context = get_active_backend()
+        if n_context is not None:
+            n_jobs = n_context
+        elif getattr(backend, "nesting_level", 0):
+            return 1
+        else:
+            n_jobs = -1
+    return max(1, int(effective_n_jobs(n_jobs)))
 
 
 class ImplicitKernelEngine:
@@ -251,11 +298,14 @@ class ImplicitKernelEngine:
             Rows and columns per block; by default chosen from
             scikit-learn's ``working_memory`` and the number of workers.
         n_jobs : int, optional
-            Blocks computed in parallel through joblib (threads, one BLAS
+            Blocks computed in parallel through joblib: threads, one BLAS
             thread each, unless a ``joblib.parallel_config`` backend such as
-            ``dask`` is active); ``None`` means 1 outside such a context.
-            Ignored with a ``device``: the blocks are then computed one
-            after another on it (with torch's own threads on a CPU).
+            ``dask`` is active.  ``None`` means all cores outside a joblib
+            context or worker (:func:`kernel_workers`); ``1`` is serial.
+            Every block is solved as in serial: with the same
+            ``block_size`` the result does not depend on it.  Ignored with a ``device``: the
+            blocks are then computed one after another on it (with torch's
+            own threads on a CPU).
         out : ndarray of shape (n_samples_X, n_samples_Y), optional
             Array to write the kernel into (no memory check is made then).
 
@@ -280,26 +330,36 @@ class ImplicitKernelEngine:
             return out
         if self.device is not None:
             return self._torch_kernel(SX, None if symmetric else SY, block_size, out)
-        # n_jobs=None: 1 unless a joblib.parallel_config context says otherwise
-        workers = effective_n_jobs(n_jobs)
+        workers = kernel_workers(n_jobs)
         b = int(block_size) if block_size is not None else auto_block_size(workers)
         rows = [slice(i, min(i + b, n)) for i in range(0, n, b)]
         cols = rows if symmetric else [slice(j, min(j + b, m)) for j in range(0, m, b)]
         pairs = [(bi, bj) for bi in rows for bj in cols if not symmetric or bj.start >= bi.start]
-        kern = self.kernel_name
-        dual = self.dual
-        if workers == 1:
-            results = (_block_task(dual, kern, bi, bj, SX.take(bi), SY.take(bj)) for bi, bj in pairs)
-            limits = contextlib.nullcontext()
+        # diagonal blocks first: they hold the correlations near 1, the costliest
+        # entries, so the threads finish on cheaper blocks and together
+        pairs.sort(key=lambda p: p[0] != p[1])
+        kern, dual = self.kernel_name, self.dual
+        serial = workers == 1 or len(pairs) == 1
+        # threads write their blocks (and mirrors) into out themselves; the
+        # workers of a process backend (loky, dask) send them back instead
+        shared = serial or getattr(get_active_backend(prefer="threads")[0], "supports_sharedmem", False)
+        target = out if shared else None
+        tasks = ((dual, kern, bi, bj, SX.take(bi), SY.take(bj), target, symmetric) for bi, bj in pairs)
+        if serial:
+            for task in tasks:
+                _block_task(*task)
         else:
-            results = Parallel(n_jobs=n_jobs, prefer="threads", return_as="generator_unordered")(
-                delayed(_block_task)(dual, kern, bi, bj, SX.take(bi), SY.take(bj)) for bi, bj in pairs
-            )
-            # one BLAS thread per worker: the blocks are the parallelism (with
-            # multithreaded BLAS inside every thread the cores are oversubscribed)
-            limits = threadpool_limits(limits=1, user_api="blas")
-        with limits:
-            self._collect(results, out, symmetric)
+            # one BLAS thread per worker, set before the first block starts: the
+            # blocks are the parallelism (a multithreaded BLAS inside every thread
+            # oversubscribes the cores, and its idle threads spin).  Each block is
+            # solved as in serial, so the result does not depend on n_jobs
+            with threadpool_limits(limits=1, user_api="blas"):
+                done = Parallel(n_jobs=workers, prefer="threads", return_as="generator_unordered")(
+                    delayed(_block_task)(*task) for task in tasks
+                )
+                for res in done:
+                    if res is not None:
+                        _write_block(out, *res, symmetric)
         if symmetric:
             out[np.diag_indices(n)] = self.diagonal(SX)
         return out
@@ -313,22 +373,32 @@ class ImplicitKernelEngine:
         cols = rows if symmetric else [slice(j, min(j + b, m)) for j in range(0, m, b)]
         pairs = [(bi, bj) for bi in rows for bj in cols if not symmetric or bj.start >= bi.start]
         with np.errstate(all="ignore"), full_float32_precision():  # float64 blocks; no TF32 in any case
-            self._collect(solver.blocks(SX, SY, pairs, self.kernel_name), out, symmetric)
+            for bi, bj, blk in solver.blocks(SX, SY, pairs, self.kernel_name):
+                _write_block(out, bi, bj, blk, symmetric)
         if symmetric:
             out[np.diag_indices(n)] = self.diagonal(SX)
         return out
 
-    _MIRROR_TILE = 128  # rows of the tiles the upper triangle is mirrored in (cache-sized transposes)
 
-    @staticmethod
-    def _collect(results, out, symmetric):
-        """Write the blocks into ``out``; in the symmetric case (blocks on and
-        above the diagonal) then mirror the upper triangle onto the lower one,
-        so that the result is exactly symmetric."""
-        for bi, bj, blk in results:
-            out[bi, bj] = blk
-        if symmetric:
-            _mirror_upper(out, ImplicitKernelEngine._MIRROR_TILE)
+_MIRROR_TILE = 128  # rows of the tiles blocks are mirrored in (cache-sized transposes)
+
+
+def _write_block(out, bi, bj, blk, symmetric):
+    """Write the kernel block of rows ``bi`` and columns ``bj`` into ``out``.
+
+    In the symmetric case (only blocks on and above the diagonal are solved)
+    the block's mirror is written too, from its upper triangle on the
+    diagonal, so that ``out`` is exactly symmetric.
+    """
+    out[bi, bj] = blk
+    if not symmetric:
+        return
+    if bi == bj:
+        _mirror_upper(out[bi, bj], _MIRROR_TILE)
+        return
+    for t in range(bi.start, bi.stop, _MIRROR_TILE):
+        u = min(t + _MIRROR_TILE, bi.stop)
+        out[bj, t:u] = blk[t - bi.start : u - bi.start].T
 
 
 def _mirror_upper(out, tile):
@@ -342,9 +412,14 @@ def _mirror_upper(out, tile):
             out[j : j + tile, i : i + tile] = out[i : i + tile, j : j + tile].T
 
 
-def _block_task(dual, kernel, bi, bj, R, C):
+def _block_task(dual, kernel, bi, bj, R, C, out, symmetric):
+    """Solve one block; write it (and its mirror) into ``out`` when given, else return ``(bi, bj, block)``."""
     with np.errstate(all="ignore"):
-        return bi, bj, dual.block(R, C, kernel)
+        blk = dual.block(R, C, kernel)
+    if out is None:
+        return bi, bj, blk
+    _write_block(out, bi, bj, blk, symmetric)
+    return None
 
 
 def implicit_kernel(
@@ -402,7 +477,10 @@ def implicit_kernel(
     n_jobs : int, optional
         Blocks computed in parallel through joblib (threads by default; the
         active joblib backend, e.g. ``dask``, when one is configured).
-        Ignored with a torch ``device``.
+        ``None`` means all cores outside a joblib context or worker
+        (:func:`kernel_workers`); ``1`` is serial.  With the same
+        ``block_size`` the result does not depend on it.  Ignored with a
+        torch ``device``.
     tol : float, default=1e-12
         Tolerance of each entry's fixed point.
     device : None, str or torch.device, optional

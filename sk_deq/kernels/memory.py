@@ -4,7 +4,8 @@ Every kernel function checks that its output matrix fits in the memory
 available before it allocates it (:func:`check_kernel_fits_in_memory`), and
 works in blocks sized from scikit-learn's ``working_memory``
 (:func:`auto_block_size`) or in row chunks of about :data:`CHUNK_ENTRIES`
-entries, so that temporaries stay bounded.  What is available is measured by
+entries (:data:`SOLVE_CHUNK_ENTRIES` in the exact kernel's block solve), so
+that temporaries stay bounded.  What is available is measured by
 :func:`available_memory_bytes`, the one guard every size check of the package
 uses (the kernels, the transformers and the networks' weights and feature
 caches).
@@ -17,6 +18,7 @@ import os
 
 __all__ = [
     "CHUNK_ENTRIES",
+    "SOLVE_CHUNK_ENTRIES",
     "auto_block_size",
     "available_memory_bytes",
     "check_fits_in_memory",
@@ -24,6 +26,12 @@ __all__ = [
 ]
 
 CHUNK_ENTRIES = 32768  # elementwise work is done on row chunks of about this many entries
+#: Entries of a block of the exact kernel solved at once (rows of 256 of the
+#: default 512 columns).  Large enough that every numpy operation runs long
+#: with the GIL released: with 32768 the engine's threads waited on each
+#: other and 2 cores gave 1.1x, with this 1.6x, as fast on one core (measured
+#: by benchmarks/bench_kernel_cores.py).
+SOLVE_CHUNK_ENTRIES = 131072
 
 # Where the guard reads from (module constants, so that tests can point them at files of their own).
 _PROC_MEMINFO = "/proc/meminfo"

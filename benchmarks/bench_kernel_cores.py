@@ -1,0 +1,150 @@
+"""The exact implicit kernel on one core and on all cores, side by side in one process.
+
+Real MNIST digits (784 features, global input scaling; ``digits_784`` of
+``bench_kernels``), ``n`` = 2,000 and 4,000 (``--quick``: 300), the square
+CK of tanh (Hermite series), GELU (closed form with Newton) and ReLU (table
+inversion), ``sigma_a2 = 0.2``.  Every timing is the O(n^2) part
+(``engine.kernel`` of samples prepared once); per activation and ``n`` the
+four runs below are interleaved, repeat after repeat, and medians are
+reported (the machine is shared: a load burst hits all four alike):
+
+* the kernel on one core: ``n_jobs=1`` under a one-thread BLAS limit;
+* a float64 ``X @ X.T`` with one BLAS thread;
+* the kernel on all cores: the default ``n_jobs=None``;
+* ``X @ X.T`` with all BLAS threads.
+
+Recorded: the speed-up of all cores over one (and the GEMM's own, the
+share of the cores the machine gave), the kernel's time in units of the
+GEMM at equal thread counts, the largest difference between the two
+kernels (relative to the kernel's largest entry), and the load average
+before and after.
+
+Usage::
+
+    python benchmarks/bench_kernel_cores.py                 # n = 2000, 4000; 7 repeats
+    python benchmarks/bench_kernel_cores.py --quick         # n = 300, 1 repeat (smoke run)
+    python benchmarks/bench_kernel_cores.py --json out.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import joblib
+import numpy as np
+from threadpoolctl import threadpool_limits
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_kernels import digits_784
+
+from sk_deq.kernels import ImplicitKernelEngine
+from sk_deq.kernels.engine import kernel_workers
+
+ACTIVATIONS = ("tanh", "gelu", "relu")
+SIGMA_A2 = 0.2
+
+
+def _timed(f):
+    t = time.perf_counter()
+    out = f()
+    return out, time.perf_counter() - t
+
+
+def _one_case(X, act, repeats):
+    """Interleaved timings of the kernel and the GEMM on one core and on all cores."""
+    eng = ImplicitKernelEngine(act, SIGMA_A2, 1.0)
+    S = eng.prepare(X)
+    runs = {
+        "kernel_1": lambda: eng.kernel(S, n_jobs=1),
+        "gemm_1": lambda: X @ X.T,
+        "kernel_all": lambda: eng.kernel(S),
+        "gemm_all": lambda: X @ X.T,
+    }
+    times = {k: [] for k in runs}
+    serial = parallel = None
+    for _ in range(repeats):
+        for name, f in runs.items():
+            with threadpool_limits(limits=1) if name.endswith("_1") else threadpool_limits(limits=None):
+                out, t = _timed(f)
+            times[name].append(t)
+            if name == "kernel_1":
+                serial = out
+            elif name == "kernel_all":
+                parallel = out
+    med = {k: statistics.median(v) for k, v in times.items()}
+    diff = float(np.max(np.abs(serial - parallel)) / np.max(np.abs(serial)))
+    return {
+        "activation": act,
+        "method": eng.method,
+        "n": len(X),
+        **{f"{k}_s": v for k, v in med.items()},
+        "speedup": med["kernel_1"] / med["kernel_all"],
+        "gemm_speedup": med["gemm_1"] / med["gemm_all"],
+        "ratio_to_gemm_1": med["kernel_1"] / med["gemm_1"],
+        "ratio_to_gemm_all": med["kernel_all"] / med["gemm_all"],
+        "max_rel_diff": diff,
+        "times": times,
+    }
+
+
+def collect(sizes=(2000, 4000), acts=ACTIVATIONS, repeats=7):
+    """Every (activation, n) of :func:`_one_case`, with the machine's load before and after."""
+    result = {
+        "cpu_count": joblib.cpu_count(),
+        "workers": kernel_workers(None),
+        "repeats": repeats,
+        "load_before": os.getloadavg(),
+        "records": [],
+    }
+    for n in sizes:
+        X, _ = digits_784(n)
+        X = np.ascontiguousarray(X, dtype=np.float64)
+        for act in acts:
+            result["records"].append(_one_case(X, act, repeats))
+    result["load_after"] = os.getloadavg()
+    return result
+
+
+def table(result) -> str:
+    """The records as a text table."""
+    w = result["workers"]
+    lines = [
+        f"cpu_count={result['cpu_count']}, kernel threads={w}, {result['repeats']} interleaved repeats (medians); "
+        f"load average before {result['load_before'][0]:.2f}, after {result['load_after'][0]:.2f}",
+        f"{'n':>5} {'activation':<10} {'1 core s':>9} {f'{w} cores s':>10} {'speed-up':>9} "
+        f"{'/GEMM 1':>8} {f'/GEMM {w}':>8} {'GEMM speed-up':>13} {'rel diff':>9}",
+    ]
+    for r in result["records"]:
+        lines.append(
+            f"{r['n']:>5} {r['activation']:<10} {r['kernel_1_s']:9.3f} {r['kernel_all_s']:10.3f} "
+            f"{r['speedup']:8.2f}x {r['ratio_to_gemm_1']:8.1f} {r['ratio_to_gemm_all']:8.1f} {r['gemm_speedup']:12.2f}x "
+            f"{r['max_rel_diff']:9.1e}"
+        )
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    """Run :func:`collect`, print its table, write its JSON with ``--json``; returns the result."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="300 digits, one repeat")
+    ap.add_argument("--repeats", type=int, default=7)
+    ap.add_argument("--sizes", type=int, nargs="+", default=[2000, 4000])
+    ap.add_argument("--json", type=Path, help="write the records there")
+    args = ap.parse_args(argv)
+    sizes, repeats = ([300], 1) if args.quick else (args.sizes, args.repeats)
+    result = collect(sizes=sizes, repeats=repeats)
+    print(table(result))
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=1))
+    return result
+
+
+if __name__ == "__main__":
+    main()

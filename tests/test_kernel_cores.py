@@ -1,0 +1,118 @@
+"""The exact kernels on several cores: the same numbers as in serial, and ``n_jobs`` honoured.
+
+Timings are not asserted here (the machine is shared): the speed-up is
+measured by ``benchmarks/bench_kernel_cores.py``.
+"""
+
+import threading
+
+import joblib
+import numpy as np
+import pytest
+from joblib import Parallel, delayed
+
+from sk_deq import ImplicitCKNystroem, ImplicitCKTransformer
+from sk_deq.kernels import ImplicitKernelEngine, implicit_kernel
+from sk_deq.kernels.engine import kernel_workers
+
+
+def _data(n=300, p=10, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, p)) * rng.uniform(0.6, 1.5, size=(n, 1))
+    X = X / np.sqrt((X * X).sum(1).mean())
+    X[7] = X[3]  # a duplicate across blocks
+    return X
+
+
+@pytest.mark.parametrize("act", ["tanh", "sigmoid", "gelu", "silu", "relu"])
+@pytest.mark.parametrize("kernel", ["ck", "ntk"])
+def test_parallel_blocks_equal_serial(act, kernel):
+    X = _data()
+    Y = 1.2 * _data(90, seed=1)
+    for args in ((X,), (X, Y)):
+        serial = implicit_kernel(*args, activation=act, kernel=kernel, tau0=1.0, block_size=64, n_jobs=1)
+        for n_jobs in (2, -1, None):
+            par = implicit_kernel(*args, activation=act, kernel=kernel, tau0=1.0, block_size=64, n_jobs=n_jobs)
+            np.testing.assert_allclose(par, serial, rtol=0, atol=1e-12 * np.abs(serial).max())
+
+
+def test_feature_kernel_of_the_transformer_equals_serial():
+    X = _data(200)
+    ref = ImplicitCKTransformer("softplus", kernel="feature", block_size=48, n_jobs=1).fit(X)
+    par = ImplicitCKTransformer("softplus", kernel="feature", block_size=48).fit(X)
+    np.testing.assert_allclose(par.transform(X[:70]), ref.transform(X[:70]), rtol=0, atol=1e-12)
+
+
+def test_kernel_workers_resolves_n_jobs():
+    assert kernel_workers(1) == 1
+    assert kernel_workers(None) == kernel_workers(-1) == joblib.cpu_count()
+    assert kernel_workers(3) == 3
+    with joblib.parallel_config(n_jobs=1):
+        assert kernel_workers(None) == 1
+    with joblib.parallel_config(n_jobs=3):
+        assert kernel_workers(None) == 3
+        assert kernel_workers(1) == 1
+    # inside a joblib worker the outer Parallel already uses the cores
+    assert Parallel(n_jobs=2, prefer="threads")(delayed(kernel_workers)() for _ in range(2)) == [1, 1]
+    with pytest.raises(ValueError, match="n_jobs"):
+        kernel_workers(0)
+
+
+def _record_threads(monkeypatch, dual):
+    seen = []
+    block = type(dual).block
+
+    def recording(self, R, C, kernel):
+        seen.append(threading.get_ident())
+        return block(self, R, C, kernel)
+
+    monkeypatch.setattr(type(dual), "block", recording)
+    return seen
+
+
+@pytest.mark.parametrize("n_jobs", [1, 2, None])
+def test_blocks_run_where_n_jobs_says(monkeypatch, n_jobs):
+    eng = ImplicitKernelEngine("tanh", 0.2, 1.0)
+    seen = _record_threads(monkeypatch, eng.dual)
+    S = eng.prepare(_data(120))
+    eng.kernel(S, block_size=32, n_jobs=n_jobs)
+    assert len(seen) == 10  # 4 row blocks: the upper triangle's pairs
+    main = threading.get_ident()
+    if kernel_workers(n_jobs) == 1:
+        assert set(seen) == {main}
+    else:  # worker threads, never the caller's
+        assert main not in seen
+
+
+def test_single_block_and_context_stay_serial(monkeypatch):
+    eng = ImplicitKernelEngine("gelu", 0.2, 1.0)
+    seen = _record_threads(monkeypatch, eng.dual)
+    S = eng.prepare(_data(60))
+    eng.kernel(S, n_jobs=2)  # one block: no threads started
+    with joblib.parallel_config(n_jobs=1):
+        eng.kernel(S, block_size=16)
+    assert set(seen) == {threading.get_ident()} and len(seen) == 1 + 10
+
+
+def test_nystroem_passes_n_jobs_to_the_landmark_kernels(monkeypatch):
+    asked = []
+    kernel = ImplicitKernelEngine.kernel
+
+    def recording(self, *args, **kwargs):
+        asked.append(kwargs.get("n_jobs", "default"))
+        return kernel(self, *args, **kwargs)
+
+    monkeypatch.setattr(ImplicitKernelEngine, "kernel", recording)
+    X = _data(80)
+    ImplicitCKNystroem("tanh", n_components=20, random_state=0, n_jobs=1).fit(X)
+    assert asked and set(asked) == {1}
+
+
+def test_process_backend_sends_the_blocks_back():
+    """Workers of another process cannot write into the caller's array: their blocks come back."""
+    X = _data(100)
+    serial = implicit_kernel(X, activation="tanh", kernel="ntk", tau0=1.0, block_size=32, n_jobs=1)
+    with joblib.parallel_config(backend="loky", n_jobs=2):
+        par = implicit_kernel(X, activation="tanh", kernel="ntk", tau0=1.0, block_size=32)
+    np.testing.assert_allclose(par, serial, rtol=0, atol=1e-12 * np.abs(serial).max())
+    np.testing.assert_array_equal(par, par.T)
