@@ -1,0 +1,232 @@
+"""Where a fit's time goes on a GPU: host and device time per phase, host syncs, and the speed-up over the CPU.
+
+For each model (the matched net by default, and a DEQ) on Gaussian-mixture
+data of MNIST's shape (60,000 x 784, ten classes; nothing is downloaded):
+
+- **wall time per phase** of ``fit`` (``_initialize``: input scaling and
+  the network; ``_cache_features``: the features; ``readout``: the rest of
+  ``_fit_network``, the L-BFGS fit of the readout) and of ``predict``, each
+  bracketed by ``torch.cuda.synchronize()``;
+- **device time per phase**: the CUDA kernels' time under the phase
+  (``torch.profiler``, a second fit), and the **busy share**, kernel time
+  over wall time (one stream: kernels do not overlap);
+- **host syncs per phase**, counted by CUDA itself:
+  ``torch.cuda.set_sync_debug_mode("warn")`` warns at each operation that
+  makes the host wait for the device;
+- the same fit on the CPU (all its cores), for the **speed-up**.
+
+Without CUDA the benchmark returns ``{"cuda": null, "reason": ...}`` (that
+is what ``run_all`` records on a machine without a GPU).
+
+Usage::
+
+    python benchmarks/bench_gpu.py                      # 60,000 x 784, width 4096, matched and DEQ
+    python benchmarks/bench_gpu.py --quick              # 8,000 x 784, width 1024
+    python benchmarks/bench_gpu.py --models matched --no-cpu --out gpu.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import sys
+import time
+import warnings
+
+import numpy as np
+
+PHASES = ("_initialize", "_cache_features", "_fit_network")
+MODELS = ("matched", "deq")
+
+
+def mixture(n: int, p: int = 784, k: int = 10, seed: int = 0):
+    """``n`` samples of a ``k``-class Gaussian mixture in ``p`` dimensions (noise of norm about 1, means of norm 3)."""
+    rng = np.random.default_rng(seed)
+    means = rng.standard_normal((k, p))
+    means *= 3.0 / np.linalg.norm(means, axis=1, keepdims=True)
+    y = rng.integers(0, k, n)
+    X = means[y] + rng.standard_normal((n, p)) / np.sqrt(p)
+    return X.astype(np.float64), y
+
+
+def make(model: str, width: int, device: str):
+    from sk_deq import DEQClassifier, MatchedExplicitClassifier
+
+    if model == "deq":
+        return DEQClassifier("tanh", 0.2, n_hidden=width, device=device, random_state=0)
+    return MatchedExplicitClassifier("tanh", 0.2, n_hidden=width, device=device, random_state=0)
+
+
+class PhaseClock:
+    """Wall time, host syncs and a profiler range per phase, by wrapping the estimator's phase methods."""
+
+    def __init__(self, est, cuda: bool):
+        self.cuda, self.seconds, self.syncs, self._warnings = cuda, {}, {}, None
+        for name in PHASES:
+            setattr(est, name, self._wrap(name, getattr(est, name)))
+
+    def _sync(self):
+        if self.cuda:
+            import torch
+
+            torch.cuda.synchronize()
+
+    def _n_sync_warnings(self) -> int:
+        if self._warnings is None:
+            return 0
+        return sum("synchroniz" in str(w.message) for w in self._warnings)
+
+    def _wrap(self, name, method):
+        import torch
+
+        def timed(*args, **kwargs):
+            self._sync()
+            t0, s0 = time.perf_counter(), self._n_sync_warnings()
+            with torch.profiler.record_function(f"phase{name}"):
+                out = method(*args, **kwargs)
+            self._sync()
+            self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - t0
+            self.syncs[name] = self.syncs.get(name, 0) + self._n_sync_warnings() - s0
+            return out
+
+        return timed
+
+    @contextlib.contextmanager
+    def counting_syncs(self):
+        """Count CUDA's own sync warnings (``set_sync_debug_mode``) inside the block."""
+        if not self.cuda:
+            yield
+            return
+        import torch
+
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            self._warnings = caught
+            torch.cuda.set_sync_debug_mode("warn")
+            try:
+                yield
+            finally:
+                torch.cuda.set_sync_debug_mode(0)
+                self._warnings = list(caught)
+
+
+def phase_table(clock: PhaseClock, fit_s: float) -> dict:
+    """Seconds per phase, with the readout as ``_fit_network`` less the features it computes."""
+    s = dict(clock.seconds)
+    out = {
+        "initialize_s": s.get("_initialize", 0.0),
+        "features_s": s.get("_cache_features", 0.0),
+        "readout_s": s.get("_fit_network", 0.0) - s.get("_cache_features", 0.0),
+        "fit_s": fit_s,
+    }
+    out["other_s"] = fit_s - out["initialize_s"] - s.get("_fit_network", 0.0)
+    return out
+
+
+def timed_fit(model, width, device, X, y):
+    """One fit (and predict) with wall time and host syncs per phase."""
+    import torch
+
+    cuda = device.startswith("cuda")
+    est = make(model, width, device)
+    clock = PhaseClock(est, cuda)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with clock.counting_syncs():
+            if cuda:
+                torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            est.fit(X, y)
+            fit_s = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            est.predict(X)
+            predict_s = time.perf_counter() - t0
+        n_syncs = clock._n_sync_warnings()
+    out = phase_table(clock, fit_s)
+    out.update(predict_s=predict_s, n_iter=int(est.n_iter_), accuracy=float(est.score(X[:5000], y[:5000])))
+    if cuda:
+        out["syncs_total"] = n_syncs
+        out.update({f"syncs{k}": v for k, v in clock.syncs.items()})
+    return out
+
+
+def device_time(model, width, device, X, y) -> dict:
+    """The CUDA kernels' time in a second fit (torch.profiler): total, per phase, and its share of the fit."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    est = make(model, width, device)
+    PhaseClock(est, True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            t0 = time.perf_counter()
+            est.fit(X, y)
+            torch.cuda.synchronize()
+            wall = time.perf_counter() - t0
+    events = prof.key_averages()
+
+    def dev(e):
+        return getattr(e, "self_device_time_total", None) or getattr(e, "self_cuda_time_total", 0.0)
+
+    kernels_us = sum(dev(e) for e in events)
+    per_phase = {}
+    for e in events:
+        if e.key.startswith("phase_"):
+            total = getattr(e, "device_time_total", None) or getattr(e, "cuda_time_total", 0.0)
+            per_phase[f"device{e.key[5:]}_s"] = total / 1e6
+    return {"profiled_fit_s": wall, "device_s": kernels_us / 1e6, "busy_share": kernels_us / 1e6 / wall, **per_phase}
+
+
+def bench(models=MODELS, n=60000, width=4096, cpu=True, progress=print) -> dict:
+    """The records (one per model and device) and the configuration; see the module docstring."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return {"cuda": None, "reason": "torch.cuda.is_available() is False: no CUDA GPU on this machine"}
+    X, y = mixture(n)
+    make("matched", 64, "cuda").fit(X[:500], y[:500])  # CUDA context, cuBLAS handles, kernels loaded
+    records = []
+    for model in models:
+        rec = {"model": model, "device": torch.cuda.get_device_name(), **timed_fit(model, width, "cuda", X, y)}
+        rec.update(device_time(model, width, "cuda", X, y))
+        progress(json.dumps(rec))
+        records.append(rec)
+        if cpu:
+            cpu_rec = {"model": model, "device": f"cpu ({torch.get_num_threads()} threads)"}
+            cpu_rec.update(timed_fit(model, width, "cpu", X, y))
+            cpu_rec["gpu_speedup"] = cpu_rec["fit_s"] / rec["fit_s"]
+            progress(json.dumps(cpu_rec))
+            records.append(cpu_rec)
+    config = {"n_samples": n, "n_features": X.shape[1], "n_hidden": width, "torch": torch.__version__}
+    return {"cuda": torch.version.cuda, "config": config, "records": records}
+
+
+def run(quick: bool = False, repeats: int = 1) -> dict:
+    """``run_all``'s entry point: the quick configuration is 8,000 x 784 at width 1024."""
+    return bench(n=8000, width=1024) if quick else bench()
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", nargs="+", choices=MODELS, default=list(MODELS))
+    parser.add_argument("--n-samples", type=int, default=60000)
+    parser.add_argument("--width", type=int, default=4096)
+    parser.add_argument("--quick", action="store_true", help="8,000 samples, width 1024")
+    parser.add_argument("--no-cpu", action="store_true", help="skip the CPU fit")
+    parser.add_argument("--out", help="write the JSON result here")
+    args = parser.parse_args(argv)
+    n, width = (8000, 1024) if args.quick else (args.n_samples, args.width)
+    result = bench(args.models, n, width, cpu=not args.no_cpu)
+    text = json.dumps(result, indent=2)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
