@@ -198,9 +198,33 @@ class _Problem:
         # the discrete choice does not change under the positive factors (see _discrete)
         return self._fix_gauge(self._discrete(theta))
 
+    def commuted(self, theta) -> list:
+        """The points of ``theta`` with a (nearly) linear layer moved to another place in a chain of leaky ReLUs.
+
+        A leaky-ReLU layer with ``a = b > 0`` is a positive scaling, which
+        commutes with every positively homogeneous layer: the kernel is the
+        same in any order.  Where the fit is flat along such a layer (a
+        least-squares fit, e.g. ELU's CK) the solver returns one order or the
+        other depending on its path, which differs between machines (scipy,
+        BLAS); :func:`_solve` polishes every order and lets the choice break
+        the tie, so the result does not depend on the path.
+        """
+        if len(self.kinds) < 2 or any(k != "leaky_relu" for k in self.kinds):
+            return []
+        pairs = np.asarray(theta, dtype=float).reshape(-1, 2)
+        moved = []
+        for i, (p, q) in enumerate(pairs):
+            if p > 0 and abs(p - q) <= _NEAR_LINEAR * p:
+                others = [j for j in range(len(pairs)) if j != i]
+                moved += [pairs[others[:j] + [i] + others[j:]].reshape(-1) for j in range(len(pairs)) if j != i]
+        return moved
+
     def distance(self, theta) -> float:
         return float(np.sum((np.asarray(theta) - self.plain) ** 2))
 
+
+#: A leaky-ReLU layer with ``|a - b| <= _NEAR_LINEAR * a`` counts as linear (see :meth:`_Problem.commuted`).
+_NEAR_LINEAR = 1e-3
 
 _MAX_SLIDES = 4  # good roots polished and slid towards plain, per family
 
@@ -267,6 +291,7 @@ def _solve(problem: _Problem, n_starts: int, rng: np.random.Generator, tol: floa
     # Roots on one valley slide to the same point: the few closest to plain suffice.
     roots = sorted(roots, key=lambda th: (problem.distance(th), tuple(-np.round(th, 6))))[:_MAX_SLIDES]
     roots = [fit(th, 100 * dim, xtol=1e-15) for th in roots]
+    roots += [fit(v, 100 * dim, xtol=1e-15) for th in roots for v in problem.commuted(th)]
     slid = []
     for th in roots:
         new = th
