@@ -8,11 +8,14 @@ data of MNIST's shape (60,000 x 784, ten classes; nothing is downloaded):
   ``_fit_network``, the L-BFGS fit of the readout) and of ``predict``, each
   bracketed by ``torch.cuda.synchronize()``;
 - **device time per phase**: the CUDA kernels' time under the phase
-  (``torch.profiler``, a second fit), and the **busy share**, kernel time
-  over wall time (one stream: kernels do not overlap);
+  (``torch.profiler``, a second fit), the copies' time apart, and the
+  **busy share**, the kernels' time over the wall time of the fit (one
+  stream: kernels do not overlap);
 - **host syncs per phase**, counted by CUDA itself:
   ``torch.cuda.set_sync_debug_mode("warn")`` warns at each operation that
   makes the host wait for the device;
+- how far a row's outputs move with its **batch** on CUDA (float32 and
+  float64, relative to the largest output);
 - the same fit on the CPU (all its cores), for the **speed-up**.
 
 Without CUDA the benchmark returns ``{"cuda": null, "reason": ...}`` (that
@@ -37,6 +40,11 @@ import warnings
 import numpy as np
 
 PHASES = ("_initialize", "_cache_features", "_fit_network")
+BUSY_GOAL = {
+    "id": "gpu_busy_share",
+    "goal": "GPU busy share of a matched fit (CUDA kernels / wall time)",
+    "target": ">= 80 %",
+}
 MODELS = ("matched", "deq")
 
 
@@ -171,27 +179,65 @@ def device_time(model, width, device, X, y) -> dict:
     def dev(e):
         return getattr(e, "self_device_time_total", None) or getattr(e, "self_cuda_time_total", 0.0)
 
-    kernels_us = sum(dev(e) for e in events)
+    copies_us = sum(dev(e) for e in events if e.key.startswith(("Memcpy", "Memset")))
+    kernels_us = sum(dev(e) for e in events) - copies_us
     per_phase = {}
     for e in events:
         if e.key.startswith("phase_"):
             total = getattr(e, "device_time_total", None) or getattr(e, "cuda_time_total", 0.0)
             per_phase[f"device{e.key[5:]}_s"] = total / 1e6
-    return {"profiled_fit_s": wall, "device_s": kernels_us / 1e6, "busy_share": kernels_us / 1e6 / wall, **per_phase}
+    return {
+        "profiled_fit_s": wall,
+        "kernels_s": kernels_us / 1e6,
+        "copies_s": copies_us / 1e6,
+        "busy_share": kernels_us / 1e6 / wall,
+        **per_phase,
+    }
 
 
-def bench(models=MODELS, n=60000, width=4096, cpu=True, progress=print) -> dict:
-    """The records (one per model and device) and the configuration; see the module docstring."""
+def batch_deviation(model, width, X, y) -> dict:
+    """How far a row's outputs on CUDA move with its batch: largest difference over batch sizes, relative.
+
+    The same fitted model predicts 512 rows at once and in batches of 1 (the
+    first 16 rows), 7, 63, 64, 65 and 300; the largest absolute difference
+    of the decision function over the largest magnitude, per dtype.
+    """
+    out = {}
+    for dtype in ("float32", "float64"):
+        est = make(model, width, "cuda").set_params(dtype=dtype)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            est.fit(X[:2000], y[:2000])
+        pool = X[2000:2512]
+        full = est.decision_function(pool)
+        worst = 0.0
+        for size in (1, 7, 63, 64, 65, 300):
+            rows = pool[:16] if size == 1 else pool
+            parts = np.concatenate([est.decision_function(rows[i : i + size]) for i in range(0, len(rows), size)])
+            worst = max(worst, float(np.abs(parts - full[: len(rows)]).max()))
+        out[f"batch_deviation_{dtype}"] = worst / float(np.abs(full).max())
+    return out
+
+
+def bench(models=MODELS, n=60000, width=4096, cpu=True, profile=("matched",), progress=print) -> dict:
+    """The records (one per model and device) and the configuration; see the module docstring.
+
+    ``profile`` names the models whose kernels are timed with torch.profiler
+    (a second fit; a DEQ at full size makes hundreds of thousands of events).
+    """
     import torch
 
     if not torch.cuda.is_available():
-        return {"cuda": None, "reason": "torch.cuda.is_available() is False: no CUDA GPU on this machine"}
+        reason = "torch.cuda.is_available() is False: no CUDA GPU on this machine"
+        return {"cuda": None, "reason": reason, "goals": [{**BUSY_GOAL, "measured": None, "met": None, "note": reason}]}
     X, y = mixture(n)
     make("matched", 64, "cuda").fit(X[:500], y[:500])  # CUDA context, cuBLAS handles, kernels loaded
     records = []
     for model in models:
         rec = {"model": model, "device": torch.cuda.get_device_name(), **timed_fit(model, width, "cuda", X, y)}
-        rec.update(device_time(model, width, "cuda", X, y))
+        if model in profile:
+            rec.update(device_time(model, width, "cuda", X, y))
+        rec.update(batch_deviation(model, min(width, 1024), X, y))
         progress(json.dumps(rec))
         records.append(rec)
         if cpu:
@@ -201,10 +247,18 @@ def bench(models=MODELS, n=60000, width=4096, cpu=True, progress=print) -> dict:
             progress(json.dumps(cpu_rec))
             records.append(cpu_rec)
     config = {"n_samples": n, "n_features": X.shape[1], "n_hidden": width, "torch": torch.__version__}
-    return {"cuda": torch.version.cuda, "config": config, "records": records}
+    return {"cuda": torch.version.cuda, "config": config, "records": records, "goals": busy_goal(records)}
 
 
-def run(quick: bool = False, repeats: int = 1) -> dict:
+def busy_goal(records) -> list[dict]:
+    """The busy-share goal from the matched net's profiled CUDA record (none without one)."""
+    busy = [r["busy_share"] for r in records if r["model"] == "matched" and "busy_share" in r]
+    if not busy:
+        return []
+    return [{**BUSY_GOAL, "measured": f"{100 * busy[0]:.0f} %", "met": busy[0] >= 0.8}]
+
+
+def collect(quick: bool = False, repeats: int = 1) -> dict:
     """``run_all``'s entry point: the quick configuration is 8,000 x 784 at width 1024."""
     return bench(n=8000, width=1024) if quick else bench()
 
@@ -216,10 +270,13 @@ def main(argv=None) -> int:
     parser.add_argument("--width", type=int, default=4096)
     parser.add_argument("--quick", action="store_true", help="8,000 samples, width 1024")
     parser.add_argument("--no-cpu", action="store_true", help="skip the CPU fit")
+    parser.add_argument(
+        "--profile", nargs="*", choices=MODELS, default=["matched"], help="models timed by torch.profiler"
+    )
     parser.add_argument("--out", help="write the JSON result here")
     args = parser.parse_args(argv)
     n, width = (8000, 1024) if args.quick else (args.n_samples, args.width)
-    result = bench(args.models, n, width, cpu=not args.no_cpu)
+    result = bench(args.models, n, width, cpu=not args.no_cpu, profile=args.profile)
     text = json.dumps(result, indent=2)
     if args.out:
         with open(args.out, "w") as f:

@@ -289,3 +289,28 @@ def test_kernel_cores_benchmark_in_a_tiny_configuration():
     assert rec["n"] == 150 and rec["activation"] == "tanh" and rec["max_rel_diff"] <= 1e-12
     assert rec["speedup"] > 0 and rec["ratio_to_gemm_1"] > 0 and rec["ratio_to_gemm_all"] > 0
     assert "tanh" in bench_kernel_cores.table(result)
+
+
+def test_the_gpu_section_without_cuda_is_null_with_its_reason(monkeypatch):
+    import torch
+
+    import bench_gpu
+    from run_all import goals_table, markdown
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    result = bench_gpu.collect(quick=True)
+    assert result["cuda"] is None and "no CUDA GPU" in result["reason"]
+    rows = goals_table({"gpu": {"status": "ok", "result": result}})
+    busy = next(r for r in rows if r["id"] == "gpu_busy_share")
+    assert busy["measured"] is None and busy["benchmark"] == "gpu" and "no CUDA GPU" in busy["note"]
+    assert "no CUDA GPU" in markdown({"benchmarks": {"gpu": {"status": "ok", "result": result}}, "goals": rows})
+
+
+def test_the_gpu_phase_clock_times_each_phase_of_a_cpu_fit():
+    import bench_gpu
+
+    X, y = bench_gpu.mixture(300, p=20, k=3)
+    rec = bench_gpu.timed_fit("matched", 32, "cpu", X, y)
+    assert rec["initialize_s"] > 0 and rec["features_s"] > 0 and rec["readout_s"] > 0
+    assert rec["fit_s"] >= rec["initialize_s"] + rec["features_s"] + rec["readout_s"]
+    assert rec["accuracy"] > 0.9 and "syncs_total" not in rec  # syncs are counted on CUDA only
