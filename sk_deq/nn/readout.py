@@ -37,8 +37,6 @@ for the squared loss, on one-hot targets (``-1`` / ``1``, as scikit-learn's
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import torch
 
@@ -56,6 +54,12 @@ GRAM_ROWS = 4096
 PRECONDITION_MIN_ENTRIES = 1 << 20
 #: ... up to this many features ``m``.
 PRECONDITION_MAX_FEATURES = 2048
+
+
+def use_preconditioner(n: int, m: int, device) -> bool:
+    """Whether :func:`fit_readout` preconditions by default (TODO reasoning)."""
+    device = torch.device(device)
+    return m <= PRECONDITION_MAX_FEATURES and n * m >= PRECONDITION_MIN_ENTRIES
 
 
 class LinearReadout(torch.nn.Module):
@@ -207,34 +211,31 @@ class ReadoutObjective:
         -------
         tuple
             The loss (a float) and the float64 gradients with respect to
-            ``W`` and ``b``.
+            ``W`` and ``b``; :meth:`evaluate` keeps the loss a tensor.
+        """
+        loss, gW, gb = self.evaluate(W, b)
+        return float(loss), gW, gb
+
+    def evaluate(self, W, b):
+        """As :meth:`__call__`, the loss a 0-d float64 tensor: nothing is read on the host.
+
+        Parameters
+        ----------
+        W, b : torch.Tensor of shapes (m, k) and (k,)
+            Readout weights and bias.
+
+        Returns
+        -------
+        tuple
+            The loss, ``dL/dW`` and ``dL/db``, float64 tensors on the
+            features' device.
         """
         gW = torch.zeros_like(W)
         gb = torch.zeros_like(b)
-        total = 0.0
+        total = torch.zeros((), dtype=torch.float64, device=W.device)
         for rows in self.slices:
-            L = self.logits(W, b, rows)
-            Y = self.Y[rows]
-            if self.loss == "squared":
-                G = L - Y
-                per = 0.5 * (G * G).sum(dim=1)
-            elif self.k > 1:
-                L -= L.amax(dim=1, keepdim=True)
-                E = torch.exp(L)
-                s = E.sum(dim=1)
-                per = torch.log(s) - (L * Y).sum(dim=1)
-                G = E / s[:, None]
-            else:
-                # log(1 + e^l) - y l, and its derivative sigmoid(l) - y
-                per = torch.nn.functional.softplus(L[:, 0]) - Y[:, 0] * L[:, 0]
-                G = torch.sigmoid(L)
-            if self.loss != "squared":
-                G -= Y
-            if self.weight is not None:
-                w = self.weight[rows]
-                per = per * w
-                G *= w[:, None]
-            total += float(per.sum())
+            G, per = self._residuals(self.logits(W, b, rows), rows)
+            total = total + per.sum()
             gW += _mm(G.T.to(self.dtype), self.Z[rows]).T.to(torch.float64)
             gb += G.sum(dim=0)
         inv_n = 1.0 / max(self.n, 1)
@@ -242,9 +243,33 @@ class ReadoutObjective:
         gb *= inv_n
         loss = total * inv_n
         if self.alpha:
-            loss += 0.5 * self.alpha * float((W * W).sum())
+            loss = loss + 0.5 * self.alpha * (W * W).sum()
             gW += self.alpha * W
         return loss, gW, gb
+
+    def _residuals(self, L, rows):
+        """``dloss/dlogits`` and the per-sample losses (weighted) of the logits ``L`` of ``rows``."""
+        Y = self.Y[rows]
+        if self.loss == "squared":
+            G = L - Y
+            per = 0.5 * (G * G).sum(dim=1)
+        elif self.k > 1:
+            L -= L.amax(dim=1, keepdim=True)
+            E = torch.exp(L)
+            s = E.sum(dim=1)
+            per = torch.log(s) - (L * Y).sum(dim=1)
+            G = E / s[:, None]
+        else:
+            # log(1 + e^l) - y l, and its derivative sigmoid(l) - y
+            per = torch.nn.functional.softplus(L[:, 0]) - Y[:, 0] * L[:, 0]
+            G = torch.sigmoid(L)
+        if self.loss != "squared":
+            G -= Y
+        if self.weight is not None:
+            w = self.weight[rows]
+            per = per * w
+            G *= w[:, None]
+        return G, per
 
     def gram(self):
         """The weighted second moment of the features with a column of ones.
@@ -262,7 +287,7 @@ class ReadoutObjective:
             Zw = Zr if self.weight is None else Zr * self.weight[rows, None].to(self.dtype)
             out[:m, :m] += (Zr.T @ Zw).to(torch.float64)  # compute-bound: torch's threads
             out[:m, m] += Zw.sum(dim=0, dtype=torch.float64)
-            out[m, m] += float(self.weight[rows].sum()) if self.weight is not None else (rows.stop - rows.start)
+            out[m, m] += self.weight[rows].sum() if self.weight is not None else (rows.stop - rows.start)
         out[m, :m] = out[:m, m]
         out /= max(self.n, 1)
         return out
@@ -326,6 +351,7 @@ def fit_readout(
     precondition: bool | None = None,
     ftol: float = 2.2e-9,
     callback=None,
+    backend: str = "auto",
 ) -> LBFGSResult:
     """Train ``linear`` (in place) by L-BFGS-B (:func:`~sk_deq.nn._lbfgs.minimize_lbfgs`) on ``objective``.
 
@@ -355,6 +381,11 @@ def fit_readout(
     callback : callable, optional
         ``callback(loss) -> bool`` after every iteration, once ``linear``
         holds the iterate; True stops the run.
+    backend : {'auto', 'scipy', 'torch'}, default='auto'
+        The L-BFGS back end (:func:`~sk_deq.nn._lbfgs.minimize_lbfgs`):
+        ``'auto'`` runs the torch one on the device of ``linear`` when that
+        is not the CPU, with no host round trip but one read of a few
+        scalars per evaluation.
 
     Returns
     -------
@@ -367,19 +398,17 @@ def fit_readout(
     b0 = linear.bias.detach().to(torch.float64)
     m, k = W0.shape
     if precondition is None:
-        precondition = m <= PRECONDITION_MAX_FEATURES and objective.n * m >= PRECONDITION_MIN_ENTRIES
+        precondition = use_preconditioner(objective.n, m, W0.device)
     pre = _Preconditioner(objective) if precondition else _Identity()
 
     def weights(v):
-        return pre.to_weights(torch.from_numpy(np.asarray(v, dtype=np.float64).reshape(m + 1, k)).to(W0.device))
+        return pre.to_weights(v.reshape(m + 1, k))
 
     def fun(v):
         Wb = weights(v)
-        loss, gW, gb = objective(Wb[:m], Wb[m])
-        if not math.isfinite(loss):
-            raise FloatingPointError(f"The readout loss became {loss}.")
+        loss, gW, gb = objective.evaluate(Wb[:m], Wb[m])
         g = torch.cat([gW, gb[None, :]])
-        return loss, pre.gradient(g).reshape(-1).cpu().numpy(), float(g.abs().max()) if g.numel() else 0.0
+        return loss, pre.gradient(g).reshape(-1), g.abs().max() if g.numel() else g.new_zeros(())
 
     def store(v):
         Wb = weights(v)
@@ -391,8 +420,8 @@ def fit_readout(
         store(v)
         return callback is not None and callback(loss)
 
-    v0 = pre.to_variables(torch.cat([W0, b0[None, :]])).reshape(-1).cpu().numpy()
-    res = minimize_lbfgs(fun, v0, max_iter=max_iter, tol=tol, ftol=ftol, callback=on_iter)
+    v0 = pre.to_variables(torch.cat([W0, b0[None, :]])).reshape(-1)
+    res = minimize_lbfgs(fun, v0, max_iter=max_iter, tol=tol, ftol=ftol, callback=on_iter, backend=backend)
     store(res.x)
     return res
 
@@ -412,6 +441,7 @@ def train_readout(
     improvement_tol: float = 1e-4,
     chunk_size=None,
     loss: str = "cross_entropy",
+    lbfgs_backend: str = "auto",
     **options,
 ) -> TrainResult:
     """Fit the readout ``linear`` (in place) on the cached features ``Z``, with the history of :func:`train`.
@@ -432,6 +462,8 @@ def train_readout(
         ``'sgd'``: minibatches, by :func:`train` on a :class:`LinearReadout`.
     sample_weight, X_val, y_val, val_weight, alpha, max_epochs, improvement_tol, chunk_size, loss
         As in :func:`train` (``X_val``: validation features).
+    lbfgs_backend : {'auto', 'scipy', 'torch'}, default='auto'
+        The back end of ``'lbfgs'`` (see :func:`fit_readout`).
     **options
         The other keyword arguments of :func:`train` (``n_iter_no_change``,
         ``verbose``, ``stream``, ``epoch_offset``, and for minibatches
@@ -469,7 +501,10 @@ def train_readout(
         raise ValueError(f"optimizer must be 'lbfgs', 'ridge', 'adam' or 'sgd', got {optimizer!r}.")
     # all rows in one pass: the loss's temporaries are n x k (logits), not n x m
     objective = ReadoutObjective(Z, y, linear.out_features, alpha, weight, loss=loss)
-    res = fit_readout(linear, objective, max_iter=max_epochs, tol=improvement_tol, callback=epochs.lbfgs_iteration)
+    res = fit_readout(
+        linear, objective, max_iter=max_epochs, tol=improvement_tol, callback=epochs.lbfgs_iteration,
+        backend=lbfgs_backend,
+    )  # fmt: skip
     return epochs.lbfgs_finish(res, improvement_tol)
 
 
