@@ -26,6 +26,8 @@ MAX_LINE_SEARCH = 20
 WOLFE_C1, WOLFE_C2 = 1e-3, 0.9
 #: A pair enters the two-loop recursion only if ``s . y > CURVATURE_EPS * y . y``.
 CURVATURE_EPS = float(np.finfo(np.float64).eps)
+#: Losses within this fraction of each other count as equal in the line search (float64 rounding).
+ROUNDING = 4 * CURVATURE_EPS
 
 
 def _read(packed: torch.Tensor) -> list[float]:
@@ -128,6 +130,8 @@ def _line_search(evaluate, p: _Point, d, t: float, max_eval: int):
     """
     dg0_dev = torch.dot(p.g, d)
     lo, hi, dg0 = None, None, None
+    # losses equal to rounding (near the optimum, at a tight tol) are told apart by the derivatives
+    slack = ROUNDING * abs(p.loss)
     for _ in range(MAX_LINE_SEARCH):
         if evaluate.n >= max_eval:
             break
@@ -137,7 +141,7 @@ def _line_search(evaluate, p: _Point, d, t: float, max_eval: int):
             if not dg0 < 0:
                 return None
             lo = (0.0, p.loss, dg0, p)
-        if not math.isfinite(q.loss) or q.loss > p.loss + WOLFE_C1 * t * dg0 or q.loss >= lo[1]:
+        if not math.isfinite(q.loss) or q.loss > p.loss + WOLFE_C1 * t * dg0 + slack or q.loss > lo[1] + slack:
             hi = (t, q.loss, q.dg, q)
         elif abs(q.dg) <= -WOLFE_C2 * dg0:
             return q
