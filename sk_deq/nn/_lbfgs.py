@@ -33,6 +33,9 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+from threadpoolctl import threadpool_limits
+
+from ._lbfgs_torch import minimize_torch
 
 __all__ = ["BACKENDS", "LBFGSResult", "minimize_lbfgs"]
 
@@ -138,19 +141,19 @@ def minimize_lbfgs(
     if backend == "torch" and not tensor:
         raise TypeError(f"backend='torch' needs a torch.Tensor x0, got {type(x0).__name__}.")
     max_eval = 20 * int(max_iter) + 20
-    stops = dict(max_iter=int(max_iter), tol=float(tol), ftol=float(ftol), callback=callback)
-    if backend == "torch" or (backend == "auto" and tensor and x0.device.type != "cpu"):
-        from ._lbfgs_torch import minimize_torch
-
-        p, *end = minimize_torch(fun, x0, max_eval=max_eval, **stops)
-        return LBFGSResult(p.x, p.loss, p.grad_max, *end)
-    if not tensor:
-        return _minimize_scipy(fun, np.asarray(x0, dtype=np.float64), max_eval=max_eval, **stops)
-    device = x0.device
-    fun_host, callback_host = _on_host(fun, callback, device)
-    x0_host = x0.detach().to("cpu", torch.float64).reshape(-1).numpy()
-    res = _minimize_scipy(fun_host, x0_host, max_eval=max_eval, **{**stops, "callback": callback_host})
-    res.x = torch.from_numpy(res.x).to(device)
+    stops = dict(max_iter=int(max_iter), tol=float(tol), ftol=float(ftol), callback=callback, max_eval=max_eval)
+    # L-BFGS's own work is vector operations on the parameters, where threads do not pay off;
+    # and numpy's BLAS threads, spinning between calls, take the cores from torch's (both back ends)
+    with threadpool_limits(limits=1, user_api="blas"):
+        if backend == "torch" or (backend == "auto" and tensor and x0.device.type != "cpu"):
+            p, *end = minimize_torch(fun, x0, **stops)
+            return LBFGSResult(p.x, p.loss, p.grad_max, *end)
+        if not tensor:
+            return _minimize_scipy(fun, np.asarray(x0, dtype=np.float64), **stops)
+        fun_host, callback_host = _on_host(fun, callback, x0.device)
+        x0_host = x0.detach().to("cpu", torch.float64).reshape(-1).numpy()
+        res = _minimize_scipy(fun_host, x0_host, **{**stops, "callback": callback_host})
+    res.x = torch.from_numpy(res.x).to(x0.device)
     return res
 
 
@@ -177,7 +180,6 @@ def _on_host(fun, callback, device):
 def _minimize_scipy(fun, x0: np.ndarray, *, max_iter, tol, ftol, callback, max_eval) -> LBFGSResult:
     """scipy's L-BFGS-B with one BLAS thread, ``fun`` of float64 arrays (see :func:`minimize_lbfgs`)."""
     from scipy.optimize import minimize
-    from threadpoolctl import threadpool_limits
 
     last = {"x": None, "out": None, "n_eval": 0, "n_iter": 0}
 
@@ -209,10 +211,7 @@ def _minimize_scipy(fun, x0: np.ndarray, *, max_iter, tol, ftol, callback, max_e
         return result(x0, gmax <= tol, False, "converged at the start")
     options = {"maxiter": max_iter, "gtol": 0.0, "ftol": ftol, "maxfun": max_eval}
     try:
-        # L-BFGS-B's own work is vector operations on the parameters, where threads do not pay
-        # off; and numpy's BLAS threads, waiting for work, take the cores from torch's.
-        with threadpool_limits(limits=1, user_api="blas"):
-            res = minimize(evaluate, x0, jac=True, method="L-BFGS-B", callback=on_iter, options=options)
+        res = minimize(evaluate, x0, jac=True, method="L-BFGS-B", callback=on_iter, options=options)
     except _Stop as stop:
         how = (
             "stopped by the callback" if stop.stopped else f"largest gradient entry {last['out'][2]:.3g} <= tol={tol:g}"
