@@ -10,7 +10,8 @@ import torch
 
 from sk_deq.nn import train
 from sk_deq.nn._lbfgs import minimize_lbfgs
-from sk_deq.nn.readout import ReadoutObjective, fit_readout
+from sk_deq.nn import readout
+from sk_deq.nn.readout import ReadoutObjective, fit_readout, use_preconditioner
 
 from test_readout import _problem
 
@@ -150,3 +151,20 @@ def test_end_to_end_training_reaches_the_same_loss_on_both_back_ends():
         losses[be] = [r["train_loss"] for r in res.history]
     assert len(losses["torch"]) == 30 and losses["torch"][-1] < 0.8 * losses["torch"][0]
     assert losses["torch"][-1] == pytest.approx(losses["scipy"][-1], rel=1e-3)
+
+
+def test_the_preconditioner_rule_follows_the_device():
+    # the CPU's Gram matrix pays up to 2,048 features, a GPU's up to 4,096; tiny problems never
+    assert use_preconditioner(20000, 1024, "cpu") and use_preconditioner(20000, 2048, torch.device("cpu"))
+    assert not use_preconditioner(60000, 4096, "cpu")
+    assert use_preconditioner(60000, 4096, "cuda") and use_preconditioner(60000, 4096, torch.device("cuda", 0))
+    assert not use_preconditioner(60000, 8192, "cuda")
+    assert not use_preconditioner(100, 100, "cpu") and not use_preconditioner(100, 100, "cuda")
+
+
+def test_fit_readout_asks_the_rule_with_the_features_device(monkeypatch):
+    asked = []
+    monkeypatch.setattr(readout, "use_preconditioner", lambda n, m, device: asked.append((n, m, device)) or True)
+    Z, y, _ = _problem(n=50, m=5)
+    _, info = _readout(Z, y, 4, 1e-3, None, "cross_entropy")
+    assert asked == [(50, 5, torch.device("cpu"))] and info.converged
