@@ -1,4 +1,4 @@
-"""The one L-BFGS driver: scipy's L-BFGS-B on a flat float64 vector.
+"""The one L-BFGS driver: scipy's L-BFGS-B on the host, or a float64 L-BFGS in torch on the device.
 
 Both full-batch trainers use it: the readout on cached features
 (:func:`sk_deq.nn.readout.fit_readout`, in preconditioned variables) and
@@ -7,19 +7,44 @@ end-to-end training of a whole network (:func:`sk_deq.nn.train` with
 stopping test on the largest gradient entry, a callback that may stop the
 run (early stopping on a validation set), the start that already meets the
 test, and one evaluation per point (scipy asks for the starting point again).
+
+Two back ends, one set of stopping rules (``backend``):
+
+- ``'scipy'``: L-BFGS-B on a float64 numpy vector.  A torch starting point
+  is copied to the host, and so is every evaluation's gradient.
+- ``'torch'``: a float64 L-BFGS on the starting point's device
+  (:mod:`sk_deq.nn._lbfgs_torch`: two-loop recursion over the last 10
+  pairs, as scipy's default ``maxcor``; a strong-Wolfe line search whose
+  unit step is accepted in the usual case).  Nothing but scalars crosses to
+  the host: each evaluation packs the loss, the largest gradient entry and
+  the directional derivatives into one tensor read once, so an iteration
+  reads the host once in the usual case.  A pair that fails the curvature
+  test is masked on the device, not skipped by a host branch.
+- ``'auto'`` (the default): torch for a torch starting point on a GPU (or
+  any device but the CPU), scipy otherwise.  On the CPU the two take the
+  same iterations and evaluations on the readout (109 and 114 at
+  n = 20,000, m = 1,024, k = 10, 3.8 s either way; 24 and 26
+  preconditioned) and reach the same loss; scipy stays the CPU default.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+import torch
+from threadpoolctl import threadpool_limits
 
-__all__ = ["LBFGSResult", "minimize_lbfgs"]
+from ._lbfgs_torch import minimize_torch
+
+__all__ = ["BACKENDS", "LBFGSResult", "minimize_lbfgs"]
 
 #: scipy's default relative-reduction tolerance of L-BFGS-B (``factr = 1e7``).
 FTOL = 1e7 * np.finfo(float).eps
+#: Back ends of :func:`minimize_lbfgs`.
+BACKENDS = ("auto", "scipy", "torch")
 
 
 @dataclass
@@ -28,8 +53,9 @@ class LBFGSResult:
 
     Parameters
     ----------
-    x : ndarray
-        The last iterate.
+    x : ndarray or torch.Tensor
+        The last iterate (a float64 tensor on the starting point's device
+        when the start was a tensor).
     loss : float
         The loss there.
     grad_max : float
@@ -46,7 +72,7 @@ class LBFGSResult:
         How the run ended.
     """
 
-    x: np.ndarray
+    x: np.ndarray | torch.Tensor
     loss: float
     grad_max: float
     n_iter: int
@@ -64,42 +90,98 @@ class _Stop(Exception):
 
 def minimize_lbfgs(
     fun: Callable,
-    x0: np.ndarray,
+    x0,
     *,
     max_iter: int,
     tol: float,
     ftol: float = FTOL,
     callback: Callable | None = None,
+    backend: str = "auto",
 ) -> LBFGSResult:
-    """Minimise ``fun`` by L-BFGS-B from ``x0`` with one BLAS thread.
+    """Minimise ``fun`` by L-BFGS from ``x0``: scipy's L-BFGS-B (one BLAS thread) or the torch back end.
 
     Parameters
     ----------
     fun : callable
-        ``fun(x) -> (loss, grad, grad_max)``: the loss, its gradient (a
-        float64 array of the shape of ``x``) and the convergence measure,
-        the largest gradient entry in the variables that matter (they may
-        differ from ``x``, e.g. preconditioned ones).
-    x0 : ndarray of shape (n,)
-        Starting point (float64).
+        ``fun(x) -> (loss, grad, grad_max)``: the loss, its gradient (of the
+        shape of ``x``) and the convergence measure, the largest gradient
+        entry in the variables that matter (they may differ from ``x``, e.g.
+        preconditioned ones).  For a numpy ``x0``: floats and a float64
+        array.  For a torch ``x0``: ``x`` is a float64 tensor on its device
+        and ``fun`` returns tensors there (``loss`` and ``grad_max`` 0-d),
+        which it should not read on the host.
+    x0 : ndarray or torch.Tensor of shape (n,)
+        Starting point (converted to float64).
     max_iter : int
         Largest number of iterations.
     tol : float
         Stop once ``grad_max`` is at most ``tol`` (the start included).
     ftol : float, default=FTOL
-        L-BFGS-B also stops once an iteration reduces the loss by less than
-        this fraction.
+        Also stop once an iteration reduces the loss by less than this
+        fraction (of the larger of the two losses and 1).
     callback : callable, optional
-        ``callback(x, loss) -> bool`` after every iteration; True stops the
-        run (``stopped``).
+        ``callback(x, loss) -> bool`` after every iteration (``x`` of the
+        type of ``x0``); True stops the run (``stopped``).
+    backend : {'auto', 'scipy', 'torch'}, default='auto'
+        See the module docstring; ``'torch'`` needs a tensor ``x0``.  Both
+        also stop after ``20 * max_iter + 20`` evaluations.
 
     Returns
     -------
     LBFGSResult
         The last iterate and how the run ended.
+
+    Raises
+    ------
+    FloatingPointError
+        On a tensor ``x0``: the loss is not finite at the start, or NaN at
+        a trial point (an infinite one makes the line search back off).
     """
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {list(BACKENDS)}, got {backend!r}.")
+    tensor = isinstance(x0, torch.Tensor)
+    if backend == "torch" and not tensor:
+        raise TypeError(f"backend='torch' needs a torch.Tensor x0, got {type(x0).__name__}.")
+    max_eval = 20 * int(max_iter) + 20
+    stops = dict(max_iter=int(max_iter), tol=float(tol), ftol=float(ftol), callback=callback, max_eval=max_eval)
+    # L-BFGS's own work is vector operations on the parameters, where threads do not pay off;
+    # and numpy's BLAS threads, spinning between calls, take the cores from torch's (both back ends)
+    with threadpool_limits(limits=1, user_api="blas"):
+        if backend == "torch" or (backend == "auto" and tensor and x0.device.type != "cpu"):
+            p, *end = minimize_torch(fun, x0, **stops)
+            return LBFGSResult(p.x, p.loss, p.grad_max, *end)
+        if not tensor:
+            return _minimize_scipy(fun, np.asarray(x0, dtype=np.float64), **stops)
+        fun_host, callback_host = _on_host(fun, callback, x0.device)
+        x0_host = x0.detach().to("cpu", torch.float64).reshape(-1).numpy()
+        res = _minimize_scipy(fun_host, x0_host, **{**stops, "callback": callback_host})
+    res.x = torch.from_numpy(res.x).to(x0.device)
+    return res
+
+
+def _on_host(fun, callback, device):
+    """``fun`` and ``callback`` of tensors on ``device`` as scipy's functions of float64 arrays."""
+
+    def fun_host(x):
+        loss, grad, gmax = fun(torch.from_numpy(x).to(device))
+        scalars = torch.stack(
+            [torch.as_tensor(v, dtype=torch.float64, device=device).reshape(()) for v in (loss, gmax)]
+        )
+        loss, gmax = scalars.tolist()
+        if not math.isfinite(loss) and (fun_host.first or math.isnan(loss)):
+            raise FloatingPointError(f"The loss became {loss}{' at the starting point' if fun_host.first else ''}.")
+        fun_host.first = False
+        return loss, grad.detach().reshape(-1).to("cpu", torch.float64).numpy(), gmax
+
+    fun_host.first = True
+    if callback is None:
+        return fun_host, None
+    return fun_host, lambda x, loss: callback(torch.from_numpy(x).to(device), loss)
+
+
+def _minimize_scipy(fun, x0: np.ndarray, *, max_iter, tol, ftol, callback, max_eval) -> LBFGSResult:
+    """scipy's L-BFGS-B with one BLAS thread, ``fun`` of float64 arrays (see :func:`minimize_lbfgs`)."""
     from scipy.optimize import minimize
-    from threadpoolctl import threadpool_limits
 
     last = {"x": None, "out": None, "n_eval": 0, "n_iter": 0}
 
@@ -125,17 +207,13 @@ def minimize_lbfgs(
         loss, _, gmax = last["out"]
         return LBFGSResult(x, loss, gmax, last["n_iter"], last["n_eval"], converged, stopped, message)
 
-    x0 = np.asarray(x0, dtype=np.float64)
     evaluate(x0)
     gmax = last["out"][2]
     if gmax <= tol or max_iter <= 0:
         return result(x0, gmax <= tol, False, "converged at the start")
-    options = {"maxiter": int(max_iter), "gtol": 0.0, "ftol": float(ftol), "maxfun": 20 * int(max_iter) + 20}
+    options = {"maxiter": max_iter, "gtol": 0.0, "ftol": ftol, "maxfun": max_eval}
     try:
-        # L-BFGS-B's own work is vector operations on the parameters, where threads do not pay
-        # off; and numpy's BLAS threads, waiting for work, take the cores from torch's.
-        with threadpool_limits(limits=1, user_api="blas"):
-            res = minimize(evaluate, x0, jac=True, method="L-BFGS-B", callback=on_iter, options=options)
+        res = minimize(evaluate, x0, jac=True, method="L-BFGS-B", callback=on_iter, options=options)
     except _Stop as stop:
         how = (
             "stopped by the callback" if stop.stopped else f"largest gradient entry {last['out'][2]:.3g} <= tol={tol:g}"

@@ -20,7 +20,9 @@ Two things make it cheap here:
   read half the memory of float64 ones, and at ``k`` = 10 columns they are
   bound by memory, not arithmetic.  Small ones (below
   :data:`FLOAT64_BELOW_ENTRIES`) are copied to float64 once.
-- :func:`fit_readout` runs scipy's L-BFGS-B in preconditioned variables
+- :func:`fit_readout` runs L-BFGS (:func:`~sk_deq.nn._lbfgs.minimize_lbfgs`:
+  scipy's L-BFGS-B on the CPU, a float64 torch L-BFGS with one packed host
+  read per evaluation on a GPU) in preconditioned variables
   ``V = R^T [W; b]``, ``R R^T = h Z1^T D Z1 / n + alpha I`` (``Z1`` the
   features with a column of ones, ``D`` the sample weights, ``h`` the
   curvature of the loss at zero): the Hessian at the start becomes about
@@ -28,6 +30,8 @@ Two things make it cheap here:
   the features (random features are badly conditioned: their mean and top
   principal directions dwarf the rest).  The stopping rule is unchanged: the
   largest gradient entry in the original variables below ``tol``.
+  Whether to precondition depends on the device's costs
+  (:func:`use_preconditioner`).
 
 :func:`ridge_readout` is the closed-form alternative: the least-squares
 readout, one Gram matrix and one Cholesky solve: on the regression targets
@@ -37,8 +41,6 @@ for the squared loss, on one-hot targets (``-1`` / ``1``, as scikit-learn's
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import torch
 
@@ -46,7 +48,7 @@ from ._history import LOSSES, TrainResult, normalised_weights, start_epochs
 from ._lbfgs import LBFGSResult, minimize_lbfgs
 from .training import train
 
-__all__ = ["LinearReadout", "ReadoutObjective", "fit_readout", "ridge_readout", "train_readout"]
+__all__ = ["LinearReadout", "ReadoutObjective", "fit_readout", "ridge_readout", "train_readout", "use_preconditioner"]
 
 #: Features with fewer entries than this are copied to float64 (products in float64).
 FLOAT64_BELOW_ENTRIES = 1 << 20
@@ -54,8 +56,57 @@ FLOAT64_BELOW_ENTRIES = 1 << 20
 GRAM_ROWS = 4096
 #: :func:`fit_readout` preconditions by default from this many feature entries ``n * m`` ...
 PRECONDITION_MIN_ENTRIES = 1 << 20
-#: ... up to this many features ``m``.
+#: ... up to this many features ``m`` on the CPU ...
 PRECONDITION_MAX_FEATURES = 2048
+#: ... and on a GPU (see :func:`use_preconditioner`).
+PRECONDITION_MAX_FEATURES_GPU = 4096
+
+
+def use_preconditioner(n: int, m: int, device) -> bool:
+    """Whether :func:`fit_readout` preconditions by default, by the device's costs.
+
+    Preconditioning costs a setup, the Gram matrix (``2 n m^2`` FLOPs on the
+    float32 features, compute-bound) and its Cholesky factor (``m^3 / 3`` in
+    float64), and saves iterations: about three quarters of them on random
+    features (measured on the CPU at ``alpha = 1e-5``, ``k = 10``: 109 -> 24
+    iterations at n = 20,000, m = 1,024; at n = 10,000, 218 -> 51, 46 -> 11
+    and 29 -> 9 at m = 1,024, 2,048, 4,096; 131 -> 45 at 60,000 x 4,096 on
+    MNIST).  An evaluation reads the features twice (``8 n m`` bytes,
+    memory-bound at ``k`` about 10), so the setup costs about
+    ``m BW / (4 F)`` evaluations (``F`` the GEMM rate, ``BW`` the memory
+    bandwidth): it grows with ``m`` and does not depend on ``n``.
+
+    - CPU (``F`` about 80 GFLOP/s on two cores, ``BW`` about 15 GB/s): about
+      ``m / 20`` evaluations, measured 19 at m = 2,048 and 47 at 4,096 (a
+      Gram matrix of 0.7 s and 4.9 s against 35 and 105 ms an
+      evaluation): the saved iterations pay up to
+      :data:`PRECONDITION_MAX_FEATURES` = 2,048.
+    - GPU (H200: ``F`` about 60 TFLOP/s in float32 and float64, ``BW`` about
+      4.8 TB/s): about ``m / 50`` evaluations, plus the host sync (20-50 us)
+      and the kernel launches every iteration costs, which the saved
+      iterations save too.  At 60,000 x 4,096 the setup is about 40 ms (33
+      of Gram, a few of Cholesky) against about 0.5 ms an iteration: the 86
+      iterations saved pay for it; at m = 8,192 it would be about 145
+      iterations' worth, more than are saved.  Hence up to
+      :data:`PRECONDITION_MAX_FEATURES_GPU` = 4,096.
+
+    Below :data:`PRECONDITION_MIN_ENTRIES` feature entries an iteration costs
+    little either way, and the plain iteration is kept.
+
+    Parameters
+    ----------
+    n, m : int
+        Rows and columns of the features.
+    device : str or torch.device
+        Where the features live.
+
+    Returns
+    -------
+    bool
+        True to iterate in the preconditioned variables.
+    """
+    most = PRECONDITION_MAX_FEATURES if torch.device(device).type == "cpu" else PRECONDITION_MAX_FEATURES_GPU
+    return n * m >= PRECONDITION_MIN_ENTRIES and m <= most
 
 
 class LinearReadout(torch.nn.Module):
@@ -207,34 +258,31 @@ class ReadoutObjective:
         -------
         tuple
             The loss (a float) and the float64 gradients with respect to
-            ``W`` and ``b``.
+            ``W`` and ``b``; :meth:`evaluate` keeps the loss a tensor.
+        """
+        loss, gW, gb = self.evaluate(W, b)
+        return float(loss), gW, gb
+
+    def evaluate(self, W, b):
+        """As :meth:`__call__`, the loss a 0-d float64 tensor: nothing is read on the host.
+
+        Parameters
+        ----------
+        W, b : torch.Tensor of shapes (m, k) and (k,)
+            Readout weights and bias.
+
+        Returns
+        -------
+        tuple
+            The loss, ``dL/dW`` and ``dL/db``, float64 tensors on the
+            features' device.
         """
         gW = torch.zeros_like(W)
         gb = torch.zeros_like(b)
-        total = 0.0
+        total = torch.zeros((), dtype=torch.float64, device=W.device)
         for rows in self.slices:
-            L = self.logits(W, b, rows)
-            Y = self.Y[rows]
-            if self.loss == "squared":
-                G = L - Y
-                per = 0.5 * (G * G).sum(dim=1)
-            elif self.k > 1:
-                L -= L.amax(dim=1, keepdim=True)
-                E = torch.exp(L)
-                s = E.sum(dim=1)
-                per = torch.log(s) - (L * Y).sum(dim=1)
-                G = E / s[:, None]
-            else:
-                # log(1 + e^l) - y l, and its derivative sigmoid(l) - y
-                per = torch.nn.functional.softplus(L[:, 0]) - Y[:, 0] * L[:, 0]
-                G = torch.sigmoid(L)
-            if self.loss != "squared":
-                G -= Y
-            if self.weight is not None:
-                w = self.weight[rows]
-                per = per * w
-                G *= w[:, None]
-            total += float(per.sum())
+            G, per = self._residuals(self.logits(W, b, rows), rows)
+            total = total + per.sum()
             gW += _mm(G.T.to(self.dtype), self.Z[rows]).T.to(torch.float64)
             gb += G.sum(dim=0)
         inv_n = 1.0 / max(self.n, 1)
@@ -242,9 +290,33 @@ class ReadoutObjective:
         gb *= inv_n
         loss = total * inv_n
         if self.alpha:
-            loss += 0.5 * self.alpha * float((W * W).sum())
+            loss = loss + 0.5 * self.alpha * (W * W).sum()
             gW += self.alpha * W
         return loss, gW, gb
+
+    def _residuals(self, L, rows):
+        """``dloss/dlogits`` and the per-sample losses (weighted) of the logits ``L`` of ``rows``."""
+        Y = self.Y[rows]
+        if self.loss == "squared":
+            G = L - Y
+            per = 0.5 * (G * G).sum(dim=1)
+        elif self.k > 1:
+            L -= L.amax(dim=1, keepdim=True)
+            E = torch.exp(L)
+            s = E.sum(dim=1)
+            per = torch.log(s) - (L * Y).sum(dim=1)
+            G = E / s[:, None]
+        else:
+            # log(1 + e^l) - y l, and its derivative sigmoid(l) - y
+            per = torch.nn.functional.softplus(L[:, 0]) - Y[:, 0] * L[:, 0]
+            G = torch.sigmoid(L)
+        if self.loss != "squared":
+            G -= Y
+        if self.weight is not None:
+            w = self.weight[rows]
+            per = per * w
+            G *= w[:, None]
+        return G, per
 
     def gram(self):
         """The weighted second moment of the features with a column of ones.
@@ -262,7 +334,7 @@ class ReadoutObjective:
             Zw = Zr if self.weight is None else Zr * self.weight[rows, None].to(self.dtype)
             out[:m, :m] += (Zr.T @ Zw).to(torch.float64)  # compute-bound: torch's threads
             out[:m, m] += Zw.sum(dim=0, dtype=torch.float64)
-            out[m, m] += float(self.weight[rows].sum()) if self.weight is not None else (rows.stop - rows.start)
+            out[m, m] += self.weight[rows].sum() if self.weight is not None else (rows.stop - rows.start)
         out[m, :m] = out[:m, m]
         out /= max(self.n, 1)
         return out
@@ -326,6 +398,7 @@ def fit_readout(
     precondition: bool | None = None,
     ftol: float = 2.2e-9,
     callback=None,
+    backend: str = "auto",
 ) -> LBFGSResult:
     """Train ``linear`` (in place) by L-BFGS-B (:func:`~sk_deq.nn._lbfgs.minimize_lbfgs`) on ``objective``.
 
@@ -343,18 +416,19 @@ def fit_readout(
         and ``b``) is at most ``tol``.
     precondition : bool, optional
         Iterate in the preconditioned variables (see the module docstring).
-        By default (None) only where it pays: at least
-        :data:`PRECONDITION_MIN_ENTRIES` feature entries (below, an
-        iteration costs little either way) and at most
-        :data:`PRECONDITION_MAX_FEATURES` features (above, the Gram matrix,
-        its factor and the two triangular solves per iteration cost more
-        than the iterations they save; see ``benchmarks/bench_readout.py``).
+        By default (None) where it pays on the features' device
+        (:func:`use_preconditioner`).
     ftol : float, default=2.2e-9
         L-BFGS-B also stops once an iteration reduces the loss by less than
         this fraction (scipy's default).
     callback : callable, optional
         ``callback(loss) -> bool`` after every iteration, once ``linear``
         holds the iterate; True stops the run.
+    backend : {'auto', 'scipy', 'torch'}, default='auto'
+        The L-BFGS back end (:func:`~sk_deq.nn._lbfgs.minimize_lbfgs`):
+        ``'auto'`` runs the torch one on the device of ``linear`` when that
+        is not the CPU, with no host round trip but one read of a few
+        scalars per evaluation.
 
     Returns
     -------
@@ -367,19 +441,17 @@ def fit_readout(
     b0 = linear.bias.detach().to(torch.float64)
     m, k = W0.shape
     if precondition is None:
-        precondition = m <= PRECONDITION_MAX_FEATURES and objective.n * m >= PRECONDITION_MIN_ENTRIES
+        precondition = use_preconditioner(objective.n, m, W0.device)
     pre = _Preconditioner(objective) if precondition else _Identity()
 
     def weights(v):
-        return pre.to_weights(torch.from_numpy(np.asarray(v, dtype=np.float64).reshape(m + 1, k)).to(W0.device))
+        return pre.to_weights(v.reshape(m + 1, k))
 
     def fun(v):
         Wb = weights(v)
-        loss, gW, gb = objective(Wb[:m], Wb[m])
-        if not math.isfinite(loss):
-            raise FloatingPointError(f"The readout loss became {loss}.")
+        loss, gW, gb = objective.evaluate(Wb[:m], Wb[m])
         g = torch.cat([gW, gb[None, :]])
-        return loss, pre.gradient(g).reshape(-1).cpu().numpy(), float(g.abs().max()) if g.numel() else 0.0
+        return loss, pre.gradient(g).reshape(-1), g.abs().max() if g.numel() else g.new_zeros(())
 
     def store(v):
         Wb = weights(v)
@@ -391,8 +463,8 @@ def fit_readout(
         store(v)
         return callback is not None and callback(loss)
 
-    v0 = pre.to_variables(torch.cat([W0, b0[None, :]])).reshape(-1).cpu().numpy()
-    res = minimize_lbfgs(fun, v0, max_iter=max_iter, tol=tol, ftol=ftol, callback=on_iter)
+    v0 = pre.to_variables(torch.cat([W0, b0[None, :]])).reshape(-1)
+    res = minimize_lbfgs(fun, v0, max_iter=max_iter, tol=tol, ftol=ftol, callback=on_iter, backend=backend)
     store(res.x)
     return res
 
@@ -412,6 +484,7 @@ def train_readout(
     improvement_tol: float = 1e-4,
     chunk_size=None,
     loss: str = "cross_entropy",
+    lbfgs_backend: str = "auto",
     **options,
 ) -> TrainResult:
     """Fit the readout ``linear`` (in place) on the cached features ``Z``, with the history of :func:`train`.
@@ -432,6 +505,8 @@ def train_readout(
         ``'sgd'``: minibatches, by :func:`train` on a :class:`LinearReadout`.
     sample_weight, X_val, y_val, val_weight, alpha, max_epochs, improvement_tol, chunk_size, loss
         As in :func:`train` (``X_val``: validation features).
+    lbfgs_backend : {'auto', 'scipy', 'torch'}, default='auto'
+        The back end of ``'lbfgs'`` (see :func:`fit_readout`).
     **options
         The other keyword arguments of :func:`train` (``n_iter_no_change``,
         ``verbose``, ``stream``, ``epoch_offset``, and for minibatches
@@ -469,7 +544,10 @@ def train_readout(
         raise ValueError(f"optimizer must be 'lbfgs', 'ridge', 'adam' or 'sgd', got {optimizer!r}.")
     # all rows in one pass: the loss's temporaries are n x k (logits), not n x m
     objective = ReadoutObjective(Z, y, linear.out_features, alpha, weight, loss=loss)
-    res = fit_readout(linear, objective, max_iter=max_epochs, tol=improvement_tol, callback=epochs.lbfgs_iteration)
+    res = fit_readout(
+        linear, objective, max_iter=max_epochs, tol=improvement_tol, callback=epochs.lbfgs_iteration,
+        backend=lbfgs_backend,
+    )  # fmt: skip
     return epochs.lbfgs_finish(res, improvement_tol)
 
 

@@ -68,6 +68,7 @@ def train(
     stream=None,
     torch_optimizer: torch.optim.Optimizer | None = None,
     loss: str = "cross_entropy",
+    lbfgs_backend: str = "auto",
 ) -> TrainResult:
     """Train ``model`` (inputs -> outputs) with cross-entropy or squared error.
 
@@ -103,7 +104,7 @@ def train(
         Weights of the validation samples (in its loss and score).
     optimizer : {'adam', 'sgd', 'lbfgs'}, default='adam'
         Minibatch Adam or SGD (Nesterov momentum 0.9), or full-batch L-BFGS
-        (scipy's L-BFGS-B on the flattened parameters).  A trial point of
+        (on the flattened parameters; see ``lbfgs_backend``).  A trial point of
         L-BFGS's line search at which a DEQ's fixed point diverges
         (:class:`~sk_deq.nn.DEQDivergenceError`) counts as an infinite loss,
         and the search backs off; at the starting point it is an error.
@@ -150,6 +151,10 @@ def train(
         (logistic for one output), or half the squared error summed over
         the outputs.  The validation score is the accuracy, or R² averaged
         over the outputs.
+    lbfgs_backend : {'auto', 'scipy', 'torch'}, default='auto'
+        The back end of L-BFGS (:func:`sk_deq.nn._lbfgs.minimize_lbfgs`):
+        ``'auto'`` runs the torch one on the parameters' device when that is
+        not the CPU, scipy's L-BFGS-B on the host otherwise.
 
     Returns
     -------
@@ -206,7 +211,8 @@ def train(
     if optimizer == "lbfgs":
         if torch_optimizer is not None:
             raise ValueError("torch_optimizer continues a minibatch optimizer; it cannot be used with 'lbfgs'.")
-        return _train_lbfgs(model, X, y, w, params, penalized, alpha, max_epochs, improvement_tol, epochs)
+        run = dict(max_iter=max_epochs, tol=improvement_tol, backend=lbfgs_backend)
+        return _train_lbfgs(model, X, y, w, params, penalized, alpha, epochs, run)
     opt = make_optimizer(optimizer, params, learning_rate) if torch_optimizer is None else torch_optimizer
     rng = np.random.RandomState(0) if rng is None else rng
     batch = max(1, min(int(batch_size), X.shape[0]))
@@ -276,28 +282,27 @@ def _minibatch_epoch(model, X, y, w, order, bs, opt, penalized, alpha, bar, loss
 
 
 class _FlatParameters:
-    """The trainable parameters as one float64 vector for scipy (each keeps its own dtype)."""
+    """The trainable parameters as one float64 vector on their device (each keeps its own dtype)."""
 
     def __init__(self, params):
         self.params = params
         self.sizes = [p.numel() for p in params]
 
-    def get(self) -> np.ndarray:
-        return torch.cat([p.detach().reshape(-1).to("cpu", torch.float64) for p in self.params]).numpy()
+    def get(self) -> torch.Tensor:
+        return torch.cat([p.detach().reshape(-1).to(torch.float64) for p in self.params])
 
-    def set(self, v) -> None:
-        v = torch.from_numpy(np.asarray(v, dtype=np.float64))
+    def set(self, v: torch.Tensor) -> None:
         with torch.no_grad():
             for p, part in zip(self.params, torch.split(v, self.sizes)):
                 p.copy_(part.view_as(p))
 
-    def grad(self) -> np.ndarray:
+    def grad(self) -> torch.Tensor:
         parts = [(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1) for p in self.params]
-        return torch.cat([g.to("cpu", torch.float64) for g in parts]).numpy()
+        return torch.cat([g.to(torch.float64) for g in parts])
 
 
-def _train_lbfgs(model, X, y, w, params, penalized, alpha, max_epochs, tol, epochs) -> TrainResult:
-    """Full-batch L-BFGS on the flattened parameters; one iteration is one epoch."""
+def _train_lbfgs(model, X, y, w, params, penalized, alpha, epochs, run) -> TrainResult:
+    """Full-batch L-BFGS on the flattened parameters (``run``: the driver's options); one iteration is one epoch."""
     n = X.shape[0]
     chunk = n if not epochs.chunk_size else int(epochs.chunk_size)
     flat = _FlatParameters(params)
@@ -307,32 +312,33 @@ def _train_lbfgs(model, X, y, w, params, penalized, alpha, max_epochs, tol, epoc
         flat.set(v)
         for p in params:
             p.grad = None
-        total = 0.0
+        total = torch.zeros((), dtype=torch.float64, device=v.device)
         try:
             for i in range(0, n, chunk):
                 sl = slice(i, i + chunk)
                 loss = loss_sum(model(X[sl]), y[sl], None if w is None else w[sl], epochs.loss) / n
                 loss.backward()
-                total += float(loss.detach())
+                total = total + loss.detach()
         except DEQDivergenceError:
             # A trial point of the line search left the region where the fixed point exists:
-            # an infinite loss makes L-BFGS-B back off (the starting point must be finite).
+            # an infinite loss makes L-BFGS back off (the starting point must be finite).
             if n_eval[0] == 0:
                 raise
-            return math.inf, np.zeros(sum(flat.sizes)), math.inf
+            inf = torch.full((), math.inf, dtype=torch.float64, device=v.device)
+            return inf, torch.zeros_like(v), inf
         finally:
             n_eval[0] += 1
         pen = _penalty(penalized, alpha)
         if pen is not None:
             pen.backward()
-            total += float(pen.detach())
+            total = total + pen.detach()
         grad = flat.grad()
-        return total, grad, float(np.abs(grad).max()) if grad.size else 0.0
+        return total, grad, grad.abs().max() if grad.numel() else grad.new_zeros(())
 
     def callback(v, loss):
         flat.set(v)
         return epochs.lbfgs_iteration(loss)
 
-    res = minimize_lbfgs(fun, flat.get(), max_iter=max_epochs, tol=tol, callback=callback)
+    res = minimize_lbfgs(fun, flat.get(), callback=callback, **run)
     flat.set(res.x)
-    return epochs.lbfgs_finish(res, tol)
+    return epochs.lbfgs_finish(res, run["tol"])
