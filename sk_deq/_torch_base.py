@@ -181,7 +181,10 @@ class TorchEstimatorBase(NetworkMixin, BaseEstimator):
         before computing anything rather than switch to another optimizer;
         :meth:`partial_fit` trains on chunks of any size instead.  With
         trained hidden weights nothing is cached: every minibatch goes
-        through the network.
+        through the network.  ``predict``, ``decision_function`` and
+        ``predict_proba`` hold no such cache: they apply the readout to
+        each block of features as it comes and keep only the float64
+        outputs, ``n_samples * n_outputs * 8`` bytes, and one chunk.
         """
         warm = bool(self.warm_start) and hasattr(self, "module_")
         self.__dict__.pop("_stream", None)  # fit starts a new stream of partial_fit calls
