@@ -20,11 +20,22 @@ which reports
   makes no copy of them: it scales and converts one chunk at a time);
 - the fit's wall time and the test accuracy.
 
+With ``--predict-rows N`` (and in :func:`collect`: 200,000 rows, 20,000
+with ``quick``) every model is instead fitted on the first 4,000 saved rows
+and the worker measures ``decision_function`` on ``N`` float32 rows (the
+training digits repeated, built before the measurement): the peak resident
+memory it adds (``VmHWM`` reset as above) next to the float32 features
+``N * m * 4`` bytes it no longer holds and the ``N * k * 8`` bytes of
+logits it returns.  The DEQ's fixed point is capped at
+:data:`PREDICT_DEQ_ITER` iterations there (the memory does not depend on
+it; the time does).
+
 Usage::
 
     python benchmarks/bench_large_fit.py                         # n = 60,000, width 1024, DEQ and matched
     python benchmarks/bench_large_fit.py --n-samples 20000 --models matched
     python benchmarks/bench_large_fit.py --quick                 # n = 8,000, width 256
+    python benchmarks/bench_large_fit.py --predict-rows 200000 --n-samples 4000   # predict's peak memory
 """
 
 from __future__ import annotations
@@ -43,6 +54,9 @@ from _memory import PeakMemory, peak_rss_bytes
 
 MODELS = ("deq", "matched")
 MIB = 2**20
+#: Rows the predict workers fit on, and the DEQ's fixed-point iterations in their measured predict.
+PREDICT_FIT_ROWS, PREDICT_DEQ_ITER = 4000, 3
+JSON_DEFAULT = "sk_deq_out/bench_large_fit.json"
 
 
 def worker(args) -> int:
@@ -81,9 +95,53 @@ def worker(args) -> int:
     return 0
 
 
+def predict_worker(args) -> int:
+    """Fit one model on the first saved rows, then measure ``decision_function`` on ``predict_rows`` float32 rows."""
+    import warnings
+
+    import torch
+    from sklearn.exceptions import ConvergenceWarning
+
+    from sk_deq import DEQClassifier, MatchedExplicitClassifier
+
+    torch.set_num_threads(args.threads)
+    data = np.load(args.data)
+    X_tr, y_tr = data["X_tr"][:PREDICT_FIT_ROWS], data["y_tr"][:PREDICT_FIT_ROWS]
+    cls = DEQClassifier if args.worker == "deq" else MatchedExplicitClassifier
+    est = cls("relu", 0.2, n_hidden=args.width, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        est.fit(X_tr, y_tr)
+        if args.worker == "deq":
+            est.set_params(fixed_point_max_iter=PREDICT_DEQ_ITER)
+        X = np.resize(X_tr.astype(np.float32), (args.predict_rows, X_tr.shape[1]))
+        est.decision_function(X[:10])  # one-off allocations (thread pools, the allocator) before the measurement
+        with PeakMemory() as mem:
+            t0 = time.perf_counter()
+            out = est.decision_function(X)
+            seconds = time.perf_counter() - t0
+    n, m = len(X), args.width
+    record = {
+        "model": args.worker,
+        "predict_rows": n,
+        "width": m,
+        "predict_s": seconds,
+        "rss_before": mem.before,
+        "rss_peak": mem.peak,
+        "rss_predict": mem.peak - mem.before,
+        "features_bytes": n * m * 4,
+        "outputs_bytes": out.nbytes,
+        "inputs_bytes": X.nbytes,
+        "peak_measured_by": "VmHWM" if mem.reset else "ru_maxrss",
+    }
+    print(json.dumps(record))
+    return 0
+
+
 def run_model(model, path, args) -> dict:
     cmd = [sys.executable, __file__, "--worker", model, "--data", str(path)]
     cmd += ["--width", str(args.width), "--threads", str(args.threads)]
+    cmd += ["--predict-rows", str(getattr(args, "predict_rows", 0))]
     done = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise RuntimeError(f"the {model} worker failed:\n{done.stderr}")
@@ -113,7 +171,9 @@ def build_data(n_samples, path) -> dict:
 def collect(quick=False, repeats=3, models=MODELS, threads=1):
     """The benchmark as JSON records (one per model: medians of ``repeats`` worker subprocesses, interleaved).
 
-    Full: n = 60,000, width 1024; quick: n = 8,000, width 256.
+    Full: n = 60,000, width 1024; quick: n = 8,000, width 256.  The table
+    ``predict_records`` holds one predict-peak record per model (one run
+    each): 200,000 rows (quick: 20,000).
     """
     import statistics
 
@@ -126,6 +186,8 @@ def collect(quick=False, repeats=3, models=MODELS, threads=1):
         for r in range(max(int(repeats), 1)):
             for model in models[r % len(models) :] + models[: r % len(models)]:
                 runs[model].append(run_model(model, path, args))
+        predict_args = argparse.Namespace(**vars(args), predict_rows=20_000 if quick else 200_000)
+        predicted = [predict_record(run_model(model, path, predict_args)) for model in models]
     cache = build["n_train"] * args.width * 4
     records = []
     for model in models:
@@ -148,7 +210,29 @@ def collect(quick=False, repeats=3, models=MODELS, threads=1):
                 "repeats": len(rs),
             }
         )
-    return {"config": {**vars(args), "models": models}, "data": build, "records": records, "runs": runs}
+    return {
+        "config": {**vars(args), "models": models},
+        "data": build,
+        "records": records,
+        "predict_records": predicted,
+        "extra_tables": ["predict_records"],
+        "runs": runs,
+    }
+
+
+def predict_record(r: dict) -> dict:
+    """A predict worker's output as a table row (MiB)."""
+    return {
+        "model": r["model"],
+        "predict_rows": r["predict_rows"],
+        "width": r["width"],
+        "predict_s": r["predict_s"],
+        "predict_added_mib": r["rss_predict"] / MIB,
+        "features_f32_mib": r["features_bytes"] / MIB,
+        "outputs_mib": r["outputs_bytes"] / MIB,
+        "added_over_features": r["rss_predict"] / r["features_bytes"],
+        "peak_measured_by": r["peak_measured_by"],
+    }
 
 
 def print_table(rows, build, args):
@@ -178,15 +262,20 @@ def main(argv=None):
     parser.add_argument("--n-samples", type=int, default=60_000)
     parser.add_argument("--width", type=int, default=1024)
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads of the workers")
-    parser.add_argument("--json", default="sk_deq_out/bench_large_fit.json", help="where the results go")
+    parser.add_argument("--json", default=JSON_DEFAULT, help="where the results go")
     parser.add_argument("--quick", action="store_true", help="n = 8,000, width 256")
+    parser.add_argument(
+        "--predict-rows", type=int, default=0, help="measure decision_function's peak memory on this many rows instead"
+    )
     parser.add_argument("--worker", choices=MODELS, help=argparse.SUPPRESS)
     parser.add_argument("--data", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
-        return worker(args)
+        return predict_worker(args) if args.predict_rows else worker(args)
     if args.quick:
         args.n_samples, args.width = 8000, 256
+    if args.predict_rows and args.json == JSON_DEFAULT:
+        args.json = "sk_deq_out/bench_predict_peak.json"
     print(
         f"# fit at n = {args.n_samples} (augmented MNIST), width {args.width}, default settings, "
         f"{args.threads} torch thread(s) per worker; python {platform.python_version()}, {platform.machine()}"
@@ -203,7 +292,15 @@ def main(argv=None):
         for model in args.models:
             rows.append(run_model(model, path, args))
             print(f"  {model}: {rows[-1]}", flush=True)
-    print_table(rows, build, args)
+    if args.predict_rows:
+        for r in map(predict_record, rows):
+            print(
+                f"  {r['model']}: decision_function on {r['predict_rows']} rows at width {r['width']} in "
+                f"{r['predict_s']:.1f}s added {r['predict_added_mib']:.0f} MiB (float32 features: "
+                f"{r['features_f32_mib']:.0f} MiB, outputs: {r['outputs_mib']:.0f} MiB)"
+            )
+    else:
+        print_table(rows, build, args)
     out = {
         "benchmark": "large_fit",
         "config": {k: v for k, v in vars(args).items() if k not in ("json", "worker", "data")},

@@ -42,7 +42,6 @@ from ._param_validation import DEVICE_CONSTRAINTS, SortedStrOptions
 from ._stream import Stream, numpy_to_tensors
 from ._torch_network import DTYPES, NetworkMixin
 from ._torch_targets import Data, split_validation
-from .nn.blocks import map_row_blocks
 from .nn.readout import train_readout
 from .nn.solvers import SolverLog
 from .nn.training import make_optimizer, train
@@ -182,7 +181,10 @@ class TorchEstimatorBase(NetworkMixin, BaseEstimator):
         before computing anything rather than switch to another optimizer;
         :meth:`partial_fit` trains on chunks of any size instead.  With
         trained hidden weights nothing is cached: every minibatch goes
-        through the network.
+        through the network.  ``predict``, ``decision_function`` and
+        ``predict_proba`` hold no such cache: they apply the readout to
+        each block of features as it comes and keep only the float64
+        outputs, ``n_samples * n_outputs * 8`` bytes, and one chunk.
         """
         warm = bool(self.warm_start) and hasattr(self, "module_")
         self.__dict__.pop("_stream", None)  # fit starts a new stream of partial_fit calls
@@ -373,30 +375,29 @@ class TorchEstimatorBase(NetworkMixin, BaseEstimator):
         return torch.device("cpu") if dev is None else dev
 
     @full_float32_precision()
-    def _predict_features(self, X) -> torch.Tensor:
-        """The features of ``X`` on the device ``device`` names now (validated against the fit; no TF32)."""
+    def _predict_features(self, X, outputs: bool = False) -> torch.Tensor:
+        """The features of ``X`` on the device ``device`` names now (validated against the fit; no TF32).
+
+        With ``outputs``, the readout's float64 outputs instead, computed
+        block by block as the features come (see
+        :meth:`~sk_deq._torch_network.NetworkMixin._compute_features`): the
+        features of all rows are never held.
+        """
         check_is_fitted(self, "module_")
         X = validate_data(self, X, reset=False, accept_sparse=False, dtype=[np.float64, np.float32])
         device = self._device()
         self.module_.to(device)
         self._sync_runtime_settings()
         self.module_.eval()
-        with SolverLog(self.module_) as log:
-            Z = self._compute_features(np.asarray(X, dtype=np.float64), device, "predict", log)
+        readout = self.module_.readout if outputs else None
+        with SolverLog(self.module_) as log:  # the inputs are scaled (in float64) one chunk at a time
+            Z = self._compute_features(X, device, "predict", log, readout=readout)
         log.warn(type(self).__name__, "predict")
         return Z
 
     def _outputs(self, X) -> np.ndarray:
-        """The readout's outputs on ``X`` (float64, one column per output)."""
-        Z = self._predict_features(X)
-        readout = self.module_.readout
-        logits = torch.empty(Z.shape[0], readout.out_features, dtype=torch.float64, device=Z.device)
-        with torch.no_grad():  # the readout is float64 (see Model); in the features' blocks
-            map_row_blocks(lambda zb, rows: readout(zb.to(torch.float64)), Z, self._block_rows(), logits)
-        out = logits.to("cpu").numpy()
-        if not np.all(np.isfinite(out)):
-            raise ValueError(f"{type(self).__name__} produced non-finite outputs; check the inputs' scale.")
-        return out
+        """The readout's outputs on ``X`` (float64, one column per output; finite, or a ``ValueError``)."""
+        return self._predict_features(X, outputs=True).to("cpu").numpy()
 
     def features(self, X):
         """Hidden features the readout sees (``z*`` of a DEQ, ``y_L`` of an explicit net).

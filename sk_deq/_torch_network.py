@@ -151,28 +151,35 @@ class NetworkMixin:
         feats = self._make_features(n_features, n_outputs, generator, dtype, device)
         return Model(feats, int(self.n_hidden), n_outputs, device)
 
-    def _compute_features(self, X: np.ndarray, device, where: str, log, desc: str = "features"):
+    def _compute_features(self, X: np.ndarray, device, where: str, log, desc: str = "features", readout=None):
         """Features of the raw inputs ``X`` in chunks, the solves recorded in ``log`` (a :class:`~sk_deq.nn.solvers.SolverLog`).
 
         Every chunk is scaled, converted and moved to ``device`` on its own
         (no scaled copy of all of ``X``), and goes through the network in
         blocks of exactly :func:`~sk_deq.nn.block_rows` rows (see
         :mod:`sk_deq.nn.blocks`), so a sample's features do not depend on
-        the other rows of its batch.
+        the other rows of its batch.  With a ``readout`` (a float64 module,
+        predict's), each block's features go through it as they come and
+        the result is its float64 outputs: the features of one block exist
+        at a time.
         """
         feats = self.module_.features
         feats.eval()
         chunk, block = self._chunk_rows(), self._block_rows()
         n = X.shape[0]
-        self._check_features_fit(n, device, where)
+        self._check_features_fit(n, device, where, None if readout is None else readout.out_features)
 
         def network(xb, rows):
             log.n_rows = rows  # the padding rows' solves are not recorded
             with torch.no_grad():
-                return feats(xb)
+                z = feats(xb)
+                return z if readout is None else readout(z.to(torch.float64))
 
-        # filled in place (concatenating chunks would hold the features twice), checked chunk by chunk
-        Z = torch.empty(n, int(self.n_hidden), dtype=self._torch_dtype, device=device)
+        # filled in place (concatenating chunks would hold the results twice), checked chunk by chunk
+        if readout is None:
+            Z = torch.empty(n, int(self.n_hidden), dtype=self._torch_dtype, device=device)
+        else:
+            Z = torch.empty(n, readout.out_features, dtype=torch.float64, device=device)
         finite = True
         n_chunks = max(1, math.ceil(n / chunk))
         with ProgressBar(n_chunks, desc, enabled=bool(self.verbose) and n_chunks > 1) as bar:
@@ -184,14 +191,21 @@ class NetworkMixin:
         log.n_rows = None
         if not finite:
             raise ValueError(
-                f"{type(self).__name__} produced non-finite features; the inputs are far outside the range "
-                "the network can handle. Check the input scaling."
+                f"{type(self).__name__} produced non-finite {'features' if readout is None else 'outputs'}; the "
+                "inputs are far outside the range the network can handle. Check the input scaling."
             )
         return Z
 
-    def _check_features_fit(self, n_rows: int, device: torch.device, where: str = "fit") -> None:
-        """Raise ``MemoryError`` when the features of ``n_rows`` samples cannot be held on ``device``."""
-        name, values = type(self).__name__, f"{int(n_rows)} x {self.n_hidden} {self.dtype} values need"
+    def _check_features_fit(self, n_rows: int, device: torch.device, where: str = "fit", n_outputs=None) -> None:
+        """Raise ``MemoryError`` when the features of ``n_rows`` samples cannot be held on ``device``.
+
+        With ``n_outputs`` (predict's readout applied block by block, see
+        :meth:`_compute_features`), what is held is the ``n_rows x
+        n_outputs`` float64 outputs and the features of one chunk.
+        """
+        name, n_rows, width = type(self).__name__, int(n_rows), int(self.n_hidden)
+        nbytes = n_rows * width * self._torch_dtype.itemsize
+        values = f"{n_rows} x {width} {self.dtype} values need"
         if where == "fit":
             what = f"{name} caches the features of the {n_rows} training samples to fit the readout on {device}"
             remedy = (
@@ -201,7 +215,13 @@ class NetworkMixin:
         else:
             what = f"{name} computes the features of the {n_rows} samples on {device}"
             remedy = "Pass fewer samples at a time (every sample's output depends on it alone)."
-        nbytes = int(n_rows) * int(self.n_hidden) * self._torch_dtype.itemsize
+        if n_outputs is not None:
+            chunk = min(n_rows, self._chunk_rows())
+            nbytes = n_rows * int(n_outputs) * 8 + chunk * width * self._torch_dtype.itemsize
+            what = f"{name} computes the outputs of the {n_rows} samples on {device}"
+            values = (
+                f"{n_rows} x {n_outputs} float64 outputs and a chunk of {chunk} x {width} {self.dtype} features need"
+            )
         check_fits_in_memory(nbytes, f"{what}: {values}", remedy, available=_device_memory(device))
 
     def _check_network_fits(self, shapes, n_features: int, n_outputs: int, device) -> None:
@@ -209,13 +229,17 @@ class NetworkMixin:
 
         The hidden weights (of ``shapes``) are drawn in float64 on the CPU,
         then cast to the network's dtype and moved to ``device``; the
-        readout is float64.
+        readout is float64.  On the ``meta`` device (the frame of a saved
+        state, see :meth:`_empty_module`) nothing is drawn and the weights
+        are allocated on the CPU.
         """
         device = torch.device(device)
         n_weights = sum(int(r) * int(c) for r, c in shapes)
         itemsize = self._torch_dtype.itemsize
         kept = n_weights * itemsize + (int(self.n_hidden) + 1) * int(n_outputs) * 8
-        drawn = 0 if itemsize == 8 and device.type == "cpu" else n_weights * 8  # the float64 draws, on the CPU
+        loaded = device.type == "meta"  # shapes only (see _empty_module): nothing drawn, a state loaded on the CPU
+        device = torch.device("cpu") if loaded else device
+        drawn = 0 if loaded or (itemsize == 8 and device.type == "cpu") else n_weights * 8  # float64 draws, on the CPU
         what = (
             f"{type(self).__name__}(n_hidden={self.n_hidden}) on {n_features} features: its hidden weights "
             f"({', '.join(f'{r} x {c}' for r, c in shapes)}: {n_weights:.4g} values in {self.dtype}, drawn in "
@@ -268,9 +292,18 @@ class NetworkMixin:
         super().__setstate__(state)
         if module_state is not None:
             dtype = DTYPES.get(self.dtype, torch.float32)
-            generator = torch.Generator().manual_seed(0)  # placeholder weights, overwritten below
             n_outputs = module_state["readout.weight"].shape[0]
-            module = self._build_module(self.n_features_in_, n_outputs, generator, dtype, torch.device("cpu"))
+            module = self._empty_module(self.n_features_in_, n_outputs, dtype)
             module.load_state_dict({k: torch.from_numpy(np.array(v)) for k, v in module_state.items()})
             module.eval()
             self.module_ = module
+
+    def _empty_module(self, n_features: int, n_outputs: int, dtype) -> Model:
+        """The network with uninitialised weights on the CPU, nothing drawn: the frame a saved state is loaded into.
+
+        The module is built on torch's ``meta`` device (shapes only: no
+        weight is drawn or allocated), then given empty CPU storage.
+        """
+        with torch.device("meta"):
+            module = self._build_module(n_features, n_outputs, None, dtype, torch.device("meta"))
+        return module.to_empty(device="cpu")

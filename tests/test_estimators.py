@@ -1,5 +1,6 @@
 """DEQClassifier, ExplicitClassifier and MatchedExplicitClassifier as scikit-learn estimators."""
 
+import copy
 import io
 import math
 import pickle
@@ -10,6 +11,8 @@ import numpy as np
 import pytest
 import torch
 from scipy import sparse
+from torch.utils._python_dispatch import TorchDispatchMode
+from sklearn.base import clone
 from sklearn.datasets import load_digits, make_blobs
 from sklearn.exceptions import ConvergenceWarning, NotFittedError
 from sklearn.linear_model import LogisticRegression
@@ -296,6 +299,42 @@ def test_pickle_and_joblib_round_trip_predict_identically(cls, dtype, blobs, tmp
         np.testing.assert_array_equal(loaded.decision_function(X), est.decision_function(X))
         np.testing.assert_array_equal(loaded.predict(X), est.predict(X))
         assert loaded.history_ == est.history_
+
+
+class _RandomDraws(TorchDispatchMode):
+    """Records the random draws into real (not ``meta``) tensors."""
+
+    def __init__(self):
+        super().__init__()
+        self.draws = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        name = func.overloadpacket.__name__
+        if name.startswith(("rand", "normal", "uniform", "bernoulli")) and out.device.type != "meta":
+            self.draws.append(name)
+        return out
+
+
+@pytest.mark.parametrize("cls", ESTIMATORS)
+@pytest.mark.parametrize("trainable", ["readout", "all"])
+def test_unpickling_and_deepcopy_draw_no_weights(cls, trainable, blobs):
+    X, y = blobs
+    est = _small(cls, trainable=trainable, max_iter=5, solver="adam").fit(X, y)
+    blob = pickle.dumps(est)
+    with _RandomDraws() as seen:
+        loaded = [pickle.loads(blob), copy.deepcopy(est)]
+    assert seen.draws == []  # the network of a saved state is built on the meta device: shapes only
+    with _RandomDraws() as seen:
+        torch.randn(2, generator=torch.Generator())
+    assert seen.draws == ["randn"]  # what it would have seen: the draws of the weights it replaced
+    flags = lambda e: [(name, p.requires_grad, p.dtype, p.device) for name, p in e.module_.named_parameters()]
+    for copied in loaded:
+        np.testing.assert_array_equal(copied.decision_function(X), est.decision_function(X))
+        np.testing.assert_array_equal(copied.predict_proba(X), est.predict_proba(X))
+        assert flags(copied) == flags(est) and not copied.module_.training
+    # clone starts from the parameters alone: it fits the same network
+    np.testing.assert_array_equal(clone(est).fit(X, y).decision_function(X), est.decision_function(X))
 
 
 def _joblib_round_trip(est, tmp_path):

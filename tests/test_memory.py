@@ -102,9 +102,77 @@ def test_the_estimators_use_the_guard_at_predict_too(monkeypatch):
     monkeypatch.setattr(network, "available_memory_bytes", lambda: 100 * 32 * 4 - 1)
     reg.predict(X)  # 64 rows fit
     with pytest.raises(MemoryError, match=r"computes the features of the 100 samples on cpu: 100 x 32 float32"):
+        reg.features(np.tile(X, (2, 1))[:100])
+    # predict holds the outputs and one chunk's features (the whole batch here: it is a single chunk)
+    with pytest.raises(MemoryError, match=r"outputs of the 100 samples on cpu: 100 x 1 float64 outputs and a chunk"):
         reg.predict(np.tile(X, (2, 1))[:100])
     with pytest.raises(MemoryError, match=r"DEQRegressor\(n_hidden=32\) on 3 features: its hidden weights"):
         DEQRegressor(n_hidden=32).fit(X, y)  # the network itself: 32 x 32 and 32 x 3 weights
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+@pytest.mark.parametrize("name", ["DEQ", "Explicit", "MatchedExplicit"])
+@pytest.mark.parametrize("task", ["Classifier", "Regressor"])
+def test_predict_needs_the_memory_of_its_outputs_and_one_chunk_not_of_all_features(name, task, monkeypatch):
+    import sk_deq
+    from sk_deq._torch_base import TorchEstimatorBase
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(1000, 3))
+    y = (X[:, 0] > 0).astype(int) if task == "Classifier" else X[:, 0]
+    est = getattr(sk_deq, name + task)(n_hidden=32, max_iter=20, random_state=0).fit(X, y)
+    reference, reference_features = (
+        est.decision_function(X) if task == "Classifier" else est.predict(X),
+        est.features(X),
+    )
+    monkeypatch.setattr(TorchEstimatorBase, "_chunk_rows", lambda self: 64)
+    monkeypatch.setattr(network, "available_memory_bytes", lambda: 1000 * 8 + 64 * 32 * 4 + 100)
+    # all the features (128,000 bytes) do not fit, the outputs and one chunk's features do
+    got = est.decision_function(X) if task == "Classifier" else est.predict(X)
+    np.testing.assert_array_equal(got, reference)  # chunks of whole blocks: the same blocks, bitwise
+    with pytest.raises(MemoryError, match="computes the features of the 1000 samples"):
+        est.features(X)
+    monkeypatch.undo()
+    np.testing.assert_array_equal(est.features(X), reference_features)
+
+
+_PREDICT_PEAK = """
+import json, sys
+import numpy as np
+sys.path.insert(0, sys.argv[1])
+from _memory import PeakMemory
+from sk_deq import MatchedExplicitClassifier
+
+rng = np.random.default_rng(0)
+X = rng.normal(size=(50_000, 16)).astype(np.float32)
+y = (X[:, 0] > 0).astype(int) + (X[:, 1] > 0)
+est = MatchedExplicitClassifier("relu", 0.2, n_hidden=512, random_state=0).fit(X[:500], y[:500])
+est.decision_function(X[:10_000])  # one-off allocations (more than a chunk) before the measurement
+with PeakMemory() as mem:
+    out = est.decision_function(X)
+print(json.dumps({"added": mem.above, "reset": mem.reset, "features": X.shape[0] * 512 * 4, "out": out.nbytes}))
+"""
+
+
+@pytest.mark.heavy  # a subprocess: seconds
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="VmHWM and /proc/self/clear_refs are Linux's")
+def test_decision_function_holds_the_outputs_not_the_features_of_all_rows():
+    import json
+
+    import sk_deq
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(sk_deq.__file__)))
+    env = dict(os.environ, PYTHONPATH=root, OMP_NUM_THREADS="1")
+    bench = os.path.join(root, "benchmarks")
+    run = subprocess.run(
+        [sys.executable, "-c", _PREDICT_PEAK, bench], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    peak = json.loads(run.stdout.strip().splitlines()[-1])
+    if not peak["reset"]:
+        pytest.skip("the peak resident set cannot be reset here")
+    # the float32 features of all rows are 102 MB (the code before kept them and a float64 copy of the inputs)
+    assert peak["added"] < 0.25 * peak["features"], peak
 
 
 @pytest.mark.heavy
