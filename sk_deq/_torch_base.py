@@ -33,15 +33,16 @@ from sklearn.base import BaseEstimator, _fit_context
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
 from ._device import full_float32_precision, resolve_device
 from ._export import deployed_network
-from ._inputs import INPUT_SCALING, fit_input_scaling
+from ._inputs import INPUT_SCALING, fit_input_scaling, scaling_device
 from ._param_validation import DEVICE_CONSTRAINTS, SortedStrOptions
 from ._stream import Stream, numpy_to_tensors
 from ._torch_network import DTYPES, NetworkMixin
 from ._torch_targets import Data, split_validation
+from ._validation import is_tensor, validate_samples
 from .nn.blocks import map_row_blocks
 from .nn.readout import train_readout
 from .nn.solvers import SolverLog
@@ -214,7 +215,8 @@ class TorchEstimatorBase(NetworkMixin, BaseEstimator):
             self._sync_runtime_settings()
             return
         n_outputs = self._fit_targets(targets, first=True)
-        self.input_mean_, self.input_scale_, self.tau0_ = fit_input_scaling(X, self.input_scaling, sample_weight)
+        scaling = fit_input_scaling(X, self.input_scaling, sample_weight, device=scaling_device(device))
+        self.input_mean_, self.input_scale_, self.tau0_ = scaling
         self._prepare(self.tau0_)
         generator = torch.Generator().manual_seed(weight_seed)
         self.module_ = self._build_module(X.shape[1], n_outputs, generator, self._torch_dtype, device)
@@ -376,13 +378,13 @@ class TorchEstimatorBase(NetworkMixin, BaseEstimator):
     def _predict_features(self, X) -> torch.Tensor:
         """The features of ``X`` on the device ``device`` names now (validated against the fit; no TF32)."""
         check_is_fitted(self, "module_")
-        X = validate_data(self, X, reset=False, accept_sparse=False, dtype=[np.float64, np.float32])
+        X = validate_samples(self, X, reset=False, accept_sparse=False, dtype=[np.float64, np.float32])
         device = self._device()
         self.module_.to(device)
         self._sync_runtime_settings()
         self.module_.eval()
         with SolverLog(self.module_) as log:
-            Z = self._compute_features(np.asarray(X, dtype=np.float64), device, "predict", log)
+            Z = self._compute_features(X if is_tensor(X) else np.asarray(X, dtype=np.float64), device, "predict", log)
         log.warn(type(self).__name__, "predict")
         return Z
 

@@ -9,11 +9,12 @@ import torch
 from scipy import special
 from sklearn.base import ClassifierMixin, _fit_context
 from sklearn.utils.metaestimators import available_if
-from sklearn.utils.validation import _check_sample_weight, validate_data
+from sklearn.utils.validation import _check_sample_weight
 
 from ._param_validation import SortedStrOptions
 from ._stream import partial_fit_available
 from ._torch_base import TorchEstimatorBase
+from ._validation import is_tensor, validate_samples
 from ._torch_targets import Data, checked_weights, class_weighted, sorted_labels, unit_max
 
 __all__ = ["READOUTS", "TorchClassifierBase"]
@@ -87,11 +88,11 @@ class TorchClassifierBase(ClassifierMixin, TorchEstimatorBase):
             classes = self._chunk_classes(classes, reset)
         else:
             self._check_ridge()
-        X, y = validate_data(
+        X, y = validate_samples(
             self, X, y, reset=reset, accept_sparse=False, dtype=[np.float64, np.float32],
             ensure_min_samples=1 if partial else 2,
         )  # fmt: skip
-        X = np.asarray(X, dtype=np.float64)
+        X = X if is_tensor(X) else np.asarray(X, dtype=np.float64)
         labels = sorted_labels(y, "y")
         sample_weight = checked_weights(sample_weight, X, name)
         if partial:
