@@ -146,8 +146,11 @@ class TorchEstimatorBase(NetworkMixin, BaseEstimator):
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
-            Training data (dense; sparse input is rejected).
+        X : array-like or torch.Tensor of shape (n_samples, n_features)
+            Training data (dense; sparse input is rejected).  A float32 or
+            float64 tensor (CPU or CUDA) is used as it is, not copied to
+            numpy (see :ref:`devices`); the outputs of every method are
+            numpy arrays all the same.
         y : array-like of shape (n_samples,) or (n_samples, n_outputs)
             Targets: class labels for a classifier (any hashable type, at
             least two classes, one column); real values for a regressor,
@@ -405,13 +408,13 @@ class TorchEstimatorBase(NetworkMixin, BaseEstimator):
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
+        X : array-like or torch.Tensor of shape (n_samples, n_features)
             Raw inputs; the fitted input scaling is applied first.
 
         Returns
         -------
         ndarray of shape (n_samples, n_hidden)
-            The features, in float64.
+            The features, in float64 (numpy, for a tensor ``X`` too).
         """
         return self._predict_features(X).detach().to("cpu", torch.float64).numpy()
 

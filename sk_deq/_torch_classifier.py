@@ -153,7 +153,7 @@ class TorchClassifierBase(ClassifierMixin, TorchEstimatorBase):
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
+        X : array-like or torch.Tensor of shape (n_samples, n_features)
             One chunk of training data (dense).
         y : array-like of shape (n_samples,)
             Its labels, all among the classes of the first call; a chunk
@@ -265,7 +265,7 @@ class TorchClassifierBase(ClassifierMixin, TorchEstimatorBase):
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
+        X : array-like or torch.Tensor of shape (n_samples, n_features)
             Samples to score, unscaled as in ``fit``.
 
         Returns
@@ -283,7 +283,7 @@ class TorchClassifierBase(ClassifierMixin, TorchEstimatorBase):
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
+        X : array-like or torch.Tensor of shape (n_samples, n_features)
             Samples to classify.
 
         Returns
@@ -303,7 +303,7 @@ class TorchClassifierBase(ClassifierMixin, TorchEstimatorBase):
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
+        X : array-like or torch.Tensor of shape (n_samples, n_features)
             Samples to classify, as for :meth:`predict_proba`.
 
         Returns
@@ -320,7 +320,7 @@ class TorchClassifierBase(ClassifierMixin, TorchEstimatorBase):
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
+        X : array-like or torch.Tensor of shape (n_samples, n_features)
             Samples to label.
 
         Returns
@@ -337,7 +337,7 @@ class TorchClassifierBase(ClassifierMixin, TorchEstimatorBase):
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
+        X : array-like or torch.Tensor of shape (n_samples, n_features)
             Raw inputs (the fitted input scaling is applied).
         y : array-like of shape (n_samples,)
             True labels.

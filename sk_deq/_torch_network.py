@@ -122,8 +122,8 @@ class NetworkMixin:
         the caller's array is left alone.  One host read (of two scalars):
         the range check.
         """
-        if isinstance(X, np.ndarray) and not X.flags.writeable:
-            X = X.copy()  # torch shares the memory of writeable arrays only
+        if isinstance(X, np.ndarray):
+            X = np.require(X, requirements=["C", "W"])  # torch shares the memory of such arrays (no copy)
         X = torch.as_tensor(X).to(device)  # a numpy chunk shares its memory: no copy before the one to the device
         X = apply_input_scaling(X, self.input_mean_, self.input_scale_)
         dtype = self._torch_dtype

@@ -129,7 +129,7 @@ class TorchRegressorBase(RegressorMixin, TorchEstimatorBase):
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
+        X : array-like or torch.Tensor of shape (n_samples, n_features)
             One chunk of training data (dense).
         y : array-like of shape (n_samples,) or (n_samples, n_outputs)
             Its targets, with as many outputs as on the first call.
@@ -167,7 +167,7 @@ class TorchRegressorBase(RegressorMixin, TorchEstimatorBase):
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
+        X : array-like or torch.Tensor of shape (n_samples, n_features)
             Samples to predict targets for, unscaled as in ``fit``.
 
         Returns
@@ -190,7 +190,7 @@ class TorchRegressorBase(RegressorMixin, TorchEstimatorBase):
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
+        X : array-like or torch.Tensor of shape (n_samples, n_features)
             Raw inputs (the fitted input scaling is applied).
         y : array-like of shape (n_samples,) or (n_samples, n_outputs)
             True targets.

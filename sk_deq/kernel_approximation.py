@@ -247,7 +247,7 @@ class ImplicitCKNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
+        X : array-like or torch.Tensor of shape (n_samples, n_features)
             Training samples; the input scaling is fitted on all of them.
         y : None
             Ignored.
@@ -383,7 +383,7 @@ class ImplicitCKNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
 
         Parameters
         ----------
-        X : array-like or dask.array.Array of shape (n_samples, n_features)
+        X : array-like, torch.Tensor or dask.array.Array of shape (n_samples, n_features)
             Samples to transform (raw: the fitted input scaling is applied).
 
         Returns
