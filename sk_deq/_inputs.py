@@ -25,6 +25,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ._validation import is_tensor, to_numpy
+
 INPUT_SCALING = ("global", "none")
 
 #: The data scale ``tau0`` of every training set under ``input_scaling='global'`` (and the
@@ -45,6 +47,7 @@ __all__ = [
     "data_tau0",
     "fit_input_scaling",
     "power_of_two_scale",
+    "scaling_device",
     "squared_norms",
     "Moments",
 ]
@@ -208,18 +211,26 @@ def check_samples(X, name: str = "X", *, n_features: int | None = None, caller: 
     return X
 
 
-def fit_input_scaling(X, mode: str = "global", sample_weight=None):
+def fit_input_scaling(X, mode: str = "global", sample_weight=None, device=None):
     """Fit the input map; returns ``(mean, scale, tau0)``.
 
     Parameters
     ----------
-    X : ndarray of shape (n_samples, n_features)
+    X : ndarray or torch.Tensor of shape (n_samples, n_features)
         Validated, finite training data.
     mode : {'global', 'none'}
         The input scaling (see the module's documentation).
     sample_weight : ndarray of shape (n_samples,), optional
         Non-negative weights: the mean and the mean squared norm are weighted
         averages, so integer weights act as repeated rows.
+    device : torch.device, optional
+        Where the statistics are computed: None in numpy on the host (a
+        tensor ``X`` through the numpy array it shares memory with, a GPU
+        tensor copied); a torch device in float64 torch there, ``X`` (numpy
+        or tensor) moved in blocks of 16 MiB.  The estimators pass
+        :func:`scaling_device` of theirs: torch on a GPU, numpy on the CPU.
+        Both compute the same statistics to about 1e-15 relative (their
+        sums run in another order).
 
     Returns
     -------
@@ -236,52 +247,148 @@ def fit_input_scaling(X, mode: str = "global", sample_weight=None):
         For an unknown mode, or data whose scale is zero (all samples with
         positive weight identical, or all zero).
     """
-    X = np.asarray(X, dtype=float)
-    w = None if sample_weight is None else np.asarray(sample_weight, dtype=float)
-    if w is not None and not np.all(w > 0):  # rows of weight zero count as absent, to the last bit
-        X, w = X[w > 0], w[w > 0]
-
-    def average(values, axis=0):
-        return np.average(values, axis=axis, weights=w)
-
-    step = max(1, 2**21 // max(X.shape[1], 1))  # rows of 16 MiB at a time: no centred copy of all of X
-    blocks = [slice(i, i + step) for i in range(0, X.shape[0], step)] if X.size else []
+    if mode not in INPUT_SCALING:
+        raise ValueError(f"input_scaling must be one of {INPUT_SCALING}, got {mode!r}.")
+    rows = _NumpyRows(X, sample_weight) if device is None else _TorchRows(X, sample_weight, device)
 
     def rms_norm(center):
         # sqrt(mean ||x - center||^2) without overflow: squares of entries near 1e154 overflow
-        big = max((float(np.max(np.abs(X[b] - center))) for b in blocks), default=0.0)
-        if not big > 0:
-            return 0.0
-        norms = np.concatenate([squared_norms((X[b] - center) / big) for b in blocks])
-        return big * math.sqrt(float(average(norms)))
+        big = rows.abs_max(center)
+        return big * math.sqrt(rows.mean_square_norm(center, big)) if big > 0 else 0.0
 
     if mode == "global":
-        mean = average(X)
+        mean = rows.mean()
         scale = rms_norm(mean)
         if not scale > 0:
             raise ValueError(
                 "All training samples (with positive weight) are identical: input_scaling='global' cannot "
                 "normalise them."
             )
-        return mean, scale, SCALED_TAU0
-    if mode == "none":
-        tau0 = rms_norm(0.0)
-        if not tau0 > 0:
-            raise ValueError("All training samples (with positive weight) are zero: the data scale tau0 would be 0.")
-        if not 1e-150 < tau0 < 1e150:  # tau0^2 enters the theory
-            which = "large" if tau0 >= 1e150 else "small"
-            raise ValueError(
-                f"The data scale tau0 = {tau0:.3g} of input_scaling='none' is too {which} for the theory (tau0^2 "
-                f"{'overflows' if which == 'large' else 'underflows'}); use input_scaling='global' or rescale "
-                "the inputs."
-            )
-        return None, 1.0, tau0
-    raise ValueError(f"input_scaling must be one of {INPUT_SCALING}, got {mode!r}.")
+        return rows.numpy(mean), scale, SCALED_TAU0
+    tau0 = rms_norm(0.0)
+    if not tau0 > 0:
+        raise ValueError("All training samples (with positive weight) are zero: the data scale tau0 would be 0.")
+    if not 1e-150 < tau0 < 1e150:  # tau0^2 enters the theory
+        which = "large" if tau0 >= 1e150 else "small"
+        raise ValueError(
+            f"The data scale tau0 = {tau0:.3g} of input_scaling='none' is too {which} for the theory (tau0^2 "
+            f"{'overflows' if which == 'large' else 'underflows'}); use input_scaling='global' or rescale "
+            "the inputs."
+        )
+    return None, 1.0, tau0
+
+
+def scaling_device(device):
+    """Where :func:`fit_input_scaling` computes for an estimator on ``device``: None (numpy) on the CPU.
+
+    On the CPU numpy keeps the statistics those of every earlier version,
+    to the last bit; on a GPU the statistics are computed there, from raw
+    blocks of the inputs, instead of on the host.
+
+    Parameters
+    ----------
+    device : torch.device or None
+        The estimator's device (None: the CPU).
+
+    Returns
+    -------
+    torch.device or None
+    """
+    return None if device is None or device.type == "cpu" else device
+
+
+class _NumpyRows:
+    """The rows of positive weight of ``X`` and the statistics of :func:`fit_input_scaling`, in numpy.
+
+    The statistics are written against four operations, which
+    :class:`_TorchRows` implements in torch: the (weighted) mean row, the
+    largest ``|x - center|`` and the (weighted) mean of ``||(x - center) /
+    big||^2``, every one over row blocks of 16 MiB (no centred copy of all
+    of ``X``), and the conversion of the mean to numpy.
+    """
+
+    def __init__(self, X, sample_weight):
+        X = np.asarray(to_numpy(X), dtype=float)
+        w = None if sample_weight is None else np.asarray(sample_weight, dtype=float)
+        if w is not None and not np.all(w > 0):  # rows of weight zero count as absent, to the last bit
+            X, w = X[w > 0], w[w > 0]
+        self.X, self.w = X, w
+        step = max(1, 2**21 // max(X.shape[1], 1))
+        self.blocks = [slice(i, i + step) for i in range(0, X.shape[0], step)] if X.size else []
+
+    def mean(self):
+        return np.average(self.X, axis=0, weights=self.w)
+
+    def abs_max(self, center) -> float:
+        return max((float(np.max(np.abs(self.X[b] - center))) for b in self.blocks), default=0.0)
+
+    def mean_square_norm(self, center, big) -> float:
+        norms = np.concatenate([squared_norms((self.X[b] - center) / big) for b in self.blocks])
+        return float(np.average(norms, axis=0, weights=self.w))
+
+    @staticmethod
+    def numpy(values):
+        return values
+
+
+class _TorchRows(_NumpyRows):
+    """:class:`_NumpyRows` in float64 torch on ``device``: every block of ``X`` moved there, one host read per statistic."""
+
+    def __init__(self, X, sample_weight, device):
+        import torch
+
+        self.torch, self.device = torch, torch.device(device)
+        n, p = X.shape
+        w = None if sample_weight is None else torch.as_tensor(sample_weight, dtype=torch.float64, device=device)
+        if w is not None and not bool((w > 0).all()):  # rows of weight zero count as absent
+            keep = w > 0
+            X, w = X[keep.to(X.device) if is_tensor(X) else keep.cpu().numpy()], w[keep]
+            n = X.shape[0]
+        self.X, self.w = X, w
+        step = max(1, 2**21 // max(p, 1))
+        self.blocks = [slice(i, i + step) for i in range(0, n, step)] if n * p else []
+        self.total = float(n) if w is None else w.sum()
+
+    def _rows(self, b):
+        return self.torch.as_tensor(self.X[b]).to(self.device, self.torch.float64)
+
+    def _sum(self, values, b):
+        """Sum over the rows of ``values`` (the rows ``b``), weighted."""
+        return values.sum(0) if self.w is None else self.w[b] @ values
+
+    def mean(self):
+        return sum(self._sum(self._rows(b), b) for b in self.blocks) / self.total
+
+    def abs_max(self, center) -> float:
+        if not self.blocks:
+            return 0.0
+        return float(self.torch.stack([(self._rows(b) - center).abs_().max() for b in self.blocks]).max())
+
+    def mean_square_norm(self, center, big) -> float:
+        def norms(b):
+            x = (self._rows(b) - center).div_(big)
+            return (x * x).sum(1)
+
+        return float(sum(self._sum(norms(b), b) for b in self.blocks) / self.total)
+
+    @staticmethod
+    def numpy(values):
+        return values.cpu().numpy()
 
 
 def apply_input_scaling(X, mean, scale):
-    """Apply a map fitted by :func:`fit_input_scaling`."""
-    X = np.asarray(X, dtype=float)
+    """Apply a map fitted by :func:`fit_input_scaling`.
+
+    A torch tensor is scaled in float64 where it lies (the same operations,
+    and so the same bits, as numpy's); the caller's array is left alone.
+    """
+    if is_tensor(X):
+        import torch
+
+        X = X.to(torch.float64)
+        mean = None if mean is None else torch.as_tensor(mean, dtype=torch.float64, device=X.device)
+    else:
+        X = np.asarray(X, dtype=float)
     if mean is not None:
         X = X - mean  # a new array (the caller's is left alone), divided in place below
         if scale != 1.0:

@@ -33,15 +33,16 @@ from sklearn.base import BaseEstimator, _fit_context
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
 from ._device import full_float32_precision, resolve_device
 from ._export import deployed_network
-from ._inputs import INPUT_SCALING, fit_input_scaling
+from ._inputs import INPUT_SCALING, fit_input_scaling, scaling_device
 from ._param_validation import DEVICE_CONSTRAINTS, SortedStrOptions
 from ._stream import Stream, numpy_to_tensors
 from ._torch_network import DTYPES, NetworkMixin
 from ._torch_targets import Data, split_validation
+from ._validation import validate_samples
 from .nn.readout import train_readout
 from .nn.solvers import SolverLog
 from .nn.training import make_optimizer, train
@@ -144,8 +145,11 @@ class TorchEstimatorBase(NetworkMixin, BaseEstimator):
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
-            Training data (dense; sparse input is rejected).
+        X : array-like or torch.Tensor of shape (n_samples, n_features)
+            Training data (dense; sparse input is rejected).  A float32 or
+            float64 tensor (CPU or CUDA) is used as it is, not copied to
+            numpy (see :ref:`devices`); the outputs of every method are
+            numpy arrays all the same.
         y : array-like of shape (n_samples,) or (n_samples, n_outputs)
             Targets: class labels for a classifier (any hashable type, at
             least two classes, one column); real values for a regressor,
@@ -216,7 +220,8 @@ class TorchEstimatorBase(NetworkMixin, BaseEstimator):
             self._sync_runtime_settings()
             return
         n_outputs = self._fit_targets(targets, first=True)
-        self.input_mean_, self.input_scale_, self.tau0_ = fit_input_scaling(X, self.input_scaling, sample_weight)
+        scaling = fit_input_scaling(X, self.input_scaling, sample_weight, device=scaling_device(device))
+        self.input_mean_, self.input_scale_, self.tau0_ = scaling
         self._prepare(self.tau0_)
         generator = torch.Generator().manual_seed(weight_seed)
         self.module_ = self._build_module(X.shape[1], n_outputs, generator, self._torch_dtype, device)
@@ -384,7 +389,7 @@ class TorchEstimatorBase(NetworkMixin, BaseEstimator):
         features of all rows are never held.
         """
         check_is_fitted(self, "module_")
-        X = validate_data(self, X, reset=False, accept_sparse=False, dtype=[np.float64, np.float32])
+        X = validate_samples(self, X, reset=False, accept_sparse=False, dtype=[np.float64, np.float32])
         device = self._device()
         self.module_.to(device)
         self._sync_runtime_settings()
@@ -404,13 +409,13 @@ class TorchEstimatorBase(NetworkMixin, BaseEstimator):
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
+        X : array-like or torch.Tensor of shape (n_samples, n_features)
             Raw inputs; the fitted input scaling is applied first.
 
         Returns
         -------
         ndarray of shape (n_samples, n_hidden)
-            The features, in float64.
+            The features, in float64 (numpy, for a tensor ``X`` too).
         """
         return self._predict_features(X).detach().to("cpu", torch.float64).numpy()
 

@@ -9,11 +9,12 @@ import torch
 from scipy import special
 from sklearn.base import ClassifierMixin, _fit_context
 from sklearn.utils.metaestimators import available_if
-from sklearn.utils.validation import _check_sample_weight, validate_data
+from sklearn.utils.validation import _check_sample_weight
 
 from ._param_validation import SortedStrOptions
 from ._stream import partial_fit_available
 from ._torch_base import TorchEstimatorBase
+from ._validation import is_tensor, validate_samples
 from ._torch_targets import Data, checked_weights, class_weighted, sorted_labels, unit_max
 
 __all__ = ["READOUTS", "TorchClassifierBase"]
@@ -87,11 +88,11 @@ class TorchClassifierBase(ClassifierMixin, TorchEstimatorBase):
             classes = self._chunk_classes(classes, reset)
         else:
             self._check_ridge()
-        X, y = validate_data(
+        X, y = validate_samples(
             self, X, y, reset=reset, accept_sparse=False, dtype=[np.float64, np.float32],
             ensure_min_samples=1 if partial else 2,
         )  # fmt: skip
-        X = np.asarray(X, dtype=np.float64)
+        X = X if is_tensor(X) else np.asarray(X, dtype=np.float64)
         labels = sorted_labels(y, "y")
         sample_weight = checked_weights(sample_weight, X, name)
         if partial:
@@ -152,7 +153,7 @@ class TorchClassifierBase(ClassifierMixin, TorchEstimatorBase):
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
+        X : array-like or torch.Tensor of shape (n_samples, n_features)
             One chunk of training data (dense).
         y : array-like of shape (n_samples,)
             Its labels, all among the classes of the first call; a chunk
@@ -264,7 +265,7 @@ class TorchClassifierBase(ClassifierMixin, TorchEstimatorBase):
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
+        X : array-like or torch.Tensor of shape (n_samples, n_features)
             Samples to score, unscaled as in ``fit``.
 
         Returns
@@ -282,7 +283,7 @@ class TorchClassifierBase(ClassifierMixin, TorchEstimatorBase):
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
+        X : array-like or torch.Tensor of shape (n_samples, n_features)
             Samples to classify.
 
         Returns
@@ -302,7 +303,7 @@ class TorchClassifierBase(ClassifierMixin, TorchEstimatorBase):
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
+        X : array-like or torch.Tensor of shape (n_samples, n_features)
             Samples to classify, as for :meth:`predict_proba`.
 
         Returns
@@ -319,7 +320,7 @@ class TorchClassifierBase(ClassifierMixin, TorchEstimatorBase):
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
+        X : array-like or torch.Tensor of shape (n_samples, n_features)
             Samples to label.
 
         Returns
@@ -336,7 +337,7 @@ class TorchClassifierBase(ClassifierMixin, TorchEstimatorBase):
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
+        X : array-like or torch.Tensor of shape (n_samples, n_features)
             Raw inputs (the fitted input scaling is applied).
         y : array-like of shape (n_samples,)
             True labels.

@@ -115,18 +115,33 @@ class NetworkMixin:
         return max(1, (1 << 22) // (max(int(self.n_hidden), 1) * block)) * block
 
     def _to_tensor(self, X, device, where: str = "predict") -> torch.Tensor:
+        """The raw inputs ``X`` (a numpy or torch chunk) copied to ``device`` as they are, then scaled there.
+
+        The scaling runs in float64 on the device (the same operations, and
+        bits, as numpy's) and the result is cast to the network's dtype;
+        the caller's array is left alone.  The range check reads nothing
+        from the device for a numpy chunk (it scales the chunk's column
+        extremes on the host: the scaling is monotone, so they give the
+        same largest value), one scalar for a tensor.
+        """
+        big = None
+        if isinstance(X, np.ndarray):
+            X = np.require(X, requirements=["C", "W"])  # torch shares the memory of such arrays (no copy)
+            ends = np.stack([X.min(axis=0), X.max(axis=0)]) if X.size else np.zeros((2, X.shape[1]))
+            big = float(np.abs(apply_input_scaling(ends, self.input_mean_, self.input_scale_)).max(initial=0.0))
+        X = torch.as_tensor(X).to(device)  # a numpy chunk shares its memory: no copy before the one to the device
         X = apply_input_scaling(X, self.input_mean_, self.input_scale_)
-        dtype = np.float64 if self.dtype == "float64" else np.float32
+        dtype = self._torch_dtype
         # The input term B x of a layer is about ||x|| in size: keep it within the dtype's range.
-        limit = math.sqrt(np.finfo(dtype).max) / 1e3
-        big = max(float(X.max()), -float(X.min())) if X.size else 0.0  # max |x| without a temporary
+        limit = math.sqrt(torch.finfo(dtype).max) / 1e3
+        if big is None:  # max |x| of a tensor: one pass, two scalars read at once
+            big = float(torch.stack(torch.aminmax(X)).abs().max()) if X.numel() else 0.0
         if not big * math.sqrt(max(X.shape[1], 1)) < limit:
             raise ValueError(
                 f"After input scaling the inputs of {type(self).__name__} reach {big:.3g}, too large for "
                 f"dtype='{self.dtype}' (samples of norm up to about {limit:.1g}); {self._range_advice(where)}"
             )
-        X = np.require(X, dtype=dtype, requirements=["C", "W"])
-        return torch.from_numpy(X).to(device)
+        return X.to(dtype).contiguous()
 
     def _range_advice(self, where: str) -> str:
         """What to do about inputs too large after scaling: it depends on the scaling and on what is computed."""

@@ -8,11 +8,12 @@ import numpy as np
 import torch
 from sklearn.base import RegressorMixin, _fit_context
 from sklearn.utils.metaestimators import available_if
-from sklearn.utils.validation import _check_sample_weight, check_array, validate_data
+from sklearn.utils.validation import _check_sample_weight, check_array
 
 from ._inputs import Moments, power_of_two_scale
 from ._stream import partial_fit_available
 from ._torch_base import TorchEstimatorBase
+from ._validation import is_tensor, validate_samples
 from ._torch_targets import Data, checked_weights, unit_max
 
 __all__ = ["TorchRegressorBase"]
@@ -43,7 +44,7 @@ class TorchRegressorBase(RegressorMixin, TorchEstimatorBase):
 
     def _validate(self, X, y, sample_weight, *, reset: bool, partial: bool = False):
         """Validate ``X``, ``y`` (real, one or more columns) and the weights (a chunk may hold one sample)."""
-        X, y = validate_data(
+        X, y = validate_samples(
             self,
             X,
             y,
@@ -54,7 +55,7 @@ class TorchRegressorBase(RegressorMixin, TorchEstimatorBase):
             multi_output=True,
             y_numeric=True,
         )
-        X = np.asarray(X, dtype=np.float64)
+        X = X if is_tensor(X) else np.asarray(X, dtype=np.float64)
         y = np.asarray(y, dtype=np.float64)
         Y = y.reshape(len(y), -1)
         name = type(self).__name__
@@ -128,7 +129,7 @@ class TorchRegressorBase(RegressorMixin, TorchEstimatorBase):
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
+        X : array-like or torch.Tensor of shape (n_samples, n_features)
             One chunk of training data (dense).
         y : array-like of shape (n_samples,) or (n_samples, n_outputs)
             Its targets, with as many outputs as on the first call.
@@ -166,7 +167,7 @@ class TorchRegressorBase(RegressorMixin, TorchEstimatorBase):
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
+        X : array-like or torch.Tensor of shape (n_samples, n_features)
             Samples to predict targets for, unscaled as in ``fit``.
 
         Returns
@@ -189,7 +190,7 @@ class TorchRegressorBase(RegressorMixin, TorchEstimatorBase):
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
+        X : array-like or torch.Tensor of shape (n_samples, n_features)
             Raw inputs (the fitted input scaling is applied).
         y : array-like of shape (n_samples,) or (n_samples, n_outputs)
             True targets.

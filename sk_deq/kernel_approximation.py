@@ -26,11 +26,13 @@ from scipy import linalg
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin, _fit_context
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import threadpool_limits
 
 from ._dask import is_dask_collection, map_row_blocks
-from ._inputs import apply_input_scaling, fit_input_scaling
+from ._device import resolve_device
+from ._inputs import apply_input_scaling, fit_input_scaling, scaling_device
+from ._validation import to_numpy, validate_samples
 from ._param_validation import KERNEL_TRANSFORMER_CONSTRAINTS, SortedStrOptions
 from .kernels import ImplicitKernelEngine
 from .kernels.engine import kernel_workers
@@ -245,7 +247,7 @@ class ImplicitCKNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
+        X : array-like or torch.Tensor of shape (n_samples, n_features)
             Training samples; the input scaling is fitted on all of them.
         y : None
             Ignored.
@@ -262,7 +264,7 @@ class ImplicitCKNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
             is capped to ``n_samples``.
         """
         min_samples = 2 if self.input_scaling == "global" else 1
-        X = validate_data(self, X, dtype=np.float64, ensure_min_samples=min_samples)
+        X = validate_samples(self, X, reset=True, dtype=np.float64, ensure_min_samples=min_samples)
         n = X.shape[0]
         k = int(self.n_components)
         if k > n:
@@ -274,7 +276,8 @@ class ImplicitCKNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
                 stacklevel=2,
             )
             k = n
-        mean, scale, tau0 = fit_input_scaling(X, self.input_scaling)
+        mean, scale, tau0 = fit_input_scaling(X, self.input_scaling, device=scaling_device(resolve_device(self.device)))
+        X = np.asarray(to_numpy(X), dtype=np.float64)  # the engine prepares the samples on the host
         self.input_mean_, self.input_scale_, self.tau0_ = mean, scale, tau0
         self._engine = ImplicitKernelEngine(
             self.activation,
@@ -380,7 +383,7 @@ class ImplicitCKNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
 
         Parameters
         ----------
-        X : array-like or dask.array.Array of shape (n_samples, n_features)
+        X : array-like, torch.Tensor or dask.array.Array of shape (n_samples, n_features)
             Samples to transform (raw: the fitted input scaling is applied).
 
         Returns
@@ -393,7 +396,7 @@ class ImplicitCKNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
             return map_row_blocks(X, self.transform, self.n_components_)
         if hasattr(X, "shape") and len(getattr(X, "shape", ())) == 2:
             check_kernel_fits_in_memory(X.shape[0], self.n_components_)  # the output, before any copy of X
-        X = validate_data(self, X, dtype=np.float64, reset=False)
+        X = np.asarray(to_numpy(validate_samples(self, X, dtype=np.float64, reset=False)), dtype=np.float64)
         n = X.shape[0]
         out = np.empty((n, self.n_components_))
         b = self._block()

@@ -24,11 +24,12 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin, _fit_context
 from sklearn.gaussian_process.kernels import Hyperparameter, Kernel
 from sklearn.utils._param_validation import Interval
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
 from ._dask import is_dask_collection, map_row_blocks
 from ._device import resolve_device
-from ._inputs import apply_input_scaling, check_samples, fit_input_scaling, squared_norms
+from ._inputs import apply_input_scaling, check_samples, fit_input_scaling, scaling_device, squared_norms
+from ._validation import to_numpy, validate_samples
 from ._param_validation import KERNEL_TRANSFORMER_CONSTRAINTS, SortedStrOptions
 from .kernels import (
     ImplicitKernelEngine,
@@ -238,10 +239,10 @@ class ImplicitCKTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, B
         min_samples = 2 if self.input_scaling == "global" else 1
         if square and hasattr(X, "shape") and len(getattr(X, "shape", ())) == 2:
             check_kernel_fits_in_memory(X.shape[0], X.shape[0])  # before any work
-        X = validate_data(self, X, dtype=np.float64, ensure_min_samples=min_samples)
-        resolve_device(self.device)  # an unsupported or missing device: ValueError before any work
-        mean, scale, tau0 = fit_input_scaling(X, self.input_scaling)
-        Xs = apply_input_scaling(X, mean, scale)
+        X = validate_samples(self, X, reset=True, dtype=np.float64, ensure_min_samples=min_samples)
+        device = resolve_device(self.device)  # an unsupported or missing device: ValueError before any work
+        mean, scale, tau0 = fit_input_scaling(X, self.input_scaling, device=scaling_device(device))
+        Xs = to_numpy(apply_input_scaling(X, mean, scale))  # the engine prepares the samples on the host
         self.input_mean_, self.input_scale_, self.tau0_ = mean, scale, tau0
         self.X_fit_ = Xs
         self._build_state(Xs)
@@ -299,7 +300,7 @@ class ImplicitCKTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, B
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
+        X : array-like or torch.Tensor of shape (n_samples, n_features)
             Training samples.
         y : None
             Ignored.
@@ -320,7 +321,7 @@ class ImplicitCKTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, B
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
+        X : array-like or torch.Tensor of shape (n_samples, n_features)
             Training samples.
         y : None
             Ignored.
@@ -342,7 +343,7 @@ class ImplicitCKTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, B
 
         Parameters
         ----------
-        X : array-like or dask.array.Array of shape (n_samples, n_features)
+        X : array-like, torch.Tensor or dask.array.Array of shape (n_samples, n_features)
             Samples to transform.
 
         Returns
@@ -355,8 +356,8 @@ class ImplicitCKTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, B
             return map_row_blocks(X, self.transform, len(self.X_fit_))
         if hasattr(X, "shape") and len(getattr(X, "shape", ())) == 2:
             check_kernel_fits_in_memory(X.shape[0], len(self.X_fit_))  # before any copy of X
-        X = validate_data(self, X, dtype=np.float64, reset=False)
-        Xs = apply_input_scaling(X, self.input_mean_, self.input_scale_)
+        X = validate_samples(self, X, dtype=np.float64, reset=False)
+        Xs = to_numpy(apply_input_scaling(X, self.input_mean_, self.input_scale_))
         return self._kernel(Xs, square=False)
 
     def _kernel(self, Xs, *, square):

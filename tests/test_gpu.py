@@ -295,3 +295,27 @@ def test_the_readout_lbfgs_on_cuda_runs_on_the_device_and_reaches_scipys_loss(co
             assert isinstance(info.x, torch.Tensor) and info.x.device.type == "cuda"
             assert syncs.total <= info.n_eval + 2 and syncs.total <= 2 * info.n_iter
     assert losses[CUDA] == pytest.approx(losses["cpu"], rel=1e-7)
+
+
+@pytest.mark.parametrize("cls", [DEQClassifier, MatchedExplicitRegressor], ids=lambda c: c.__name__)
+def test_a_cuda_tensor_fits_and_predicts_as_numpy_on_cuda(cls, data):
+    X, labels, values = data
+    y = values if cls.__name__.endswith("Regressor") else labels
+    T = torch.tensor(X, device=CUDA)
+    ref, est = _make(cls, "float64", CUDA).fit(X, y), _make(cls, "float64", CUDA).fit(T, y)
+    np.testing.assert_allclose(est.input_mean_, ref.input_mean_, rtol=0, atol=1e-15)
+    out = _outputs(est, T)
+    assert isinstance(out, np.ndarray)
+    _close(out, _outputs(ref, X), PREDICT_TOL["float64"], cls.__name__)
+    cpu = pickle.loads(pickle.dumps(est)).set_params(device="cpu")  # a CUDA tensor on a CPU estimator: moved
+    _close(_outputs(cpu, T), _outputs(ref, X), PREDICT_TOL["float64"], cls.__name__)
+
+
+def test_the_input_scaling_statistics_on_cuda_match_the_cpu(data):
+    from sk_deq._inputs import fit_input_scaling
+
+    X, weight = data[0], np.linspace(0.0, 1.0, len(data[0]))
+    want = fit_input_scaling(X, "global", weight)
+    mean, scale, _ = fit_input_scaling(torch.tensor(X, device=CUDA), "global", weight, device=torch.device(CUDA))
+    assert abs(scale - want[1]) <= 1e-12 * want[1]
+    assert np.linalg.norm(mean - want[0]) <= 1e-12 * np.linalg.norm(want[0])

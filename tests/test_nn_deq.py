@@ -13,7 +13,6 @@ from sk_deq.nn import DEQDivergenceError, DEQLayer, ExplicitNet
 from sk_deq.theory import deq_ck_coefficients, explicit_coefficients
 
 
-
 def _layer(m=8, p=3, activation="tanh", sigma_a2=0.3, solver="iteration", train=True, seed=0, **kw):
     act = get_activation(activation)
     c = deq_ck_coefficients(act, sigma_a2, 1.0).moments.mean

@@ -11,7 +11,6 @@ from sk_deq.nn.solvers import SOLVERS, anderson, fixed_point_iteration, get_solv
 ALL = sorted(SOLVERS)
 
 
-
 def _linear_problem(d=60, bsz=5, radius=0.7, seed=0):
     g = torch.Generator().manual_seed(seed)
     M = radius * torch.randn(d, d, generator=g, dtype=torch.float64) / math.sqrt(d)
