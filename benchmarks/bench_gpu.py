@@ -7,16 +7,18 @@ data of MNIST's shape (60,000 x 784, ten classes; nothing is downloaded):
   the network; ``_cache_features``: the features; ``readout``: the rest of
   ``_fit_network``, the L-BFGS fit of the readout) and of ``predict``, each
   bracketed by ``torch.cuda.synchronize()``;
-- **device time per phase**: the CUDA kernels' time under the phase
-  (``torch.profiler``, a second fit), the copies' time apart, and the
-  **busy share**, the kernels' time over the wall time of the fit (one
-  stream: kernels do not overlap);
+- **device time per phase**: the time the GPU runs kernels or copies
+  (``torch.profiler``, a second fit: the union of their intervals on the
+  device timeline, within each phase's window), kernels and copies apart,
+  and the **busy share**, busy time over the wall time of the fit;
 - **host syncs per phase**, counted by CUDA itself:
   ``torch.cuda.set_sync_debug_mode("warn")`` warns at each operation that
   makes the host wait for the device;
 - how far a row's outputs move with its **batch** on CUDA (float32 and
   float64, relative to the largest output);
-- the same fit on the CPU (all its cores), for the **speed-up**.
+- the same fit on the CPU (all its cores), for the **speed-up**;
+- for the profiled models, the fit again from a float32 CUDA tensor (the
+  inputs already on the GPU: no copies, the scaling there).
 
 Without CUDA the benchmark returns ``{"cuda": null, "reason": ...}`` (that
 is what ``run_all`` records on a machine without a GPU).
@@ -153,6 +155,7 @@ def timed_fit(model, width, device, X, y):
         n_syncs = clock._n_sync_warnings()
     out = phase_table(clock, fit_s)
     out.update(predict_s=predict_s, n_iter=int(est.n_iter_), accuracy=float(est.score(X[:5000], y[:5000])))
+    out["fixed_point_iters"] = (est.fixed_point_info_ or {}).get("n_iter")
     if cuda:
         out["syncs_total"] = n_syncs
         out.update({f"syncs{k}": v for k, v in clock.syncs.items()})
@@ -174,25 +177,49 @@ def device_time(model, width, device, X, y) -> dict:
             est.fit(X, y)
             torch.cuda.synchronize()
             wall = time.perf_counter() - t0
-    events = prof.key_averages()
+    return device_busy(prof.events(), wall)
 
-    def dev(e):
-        return getattr(e, "self_device_time_total", None) or getattr(e, "self_cuda_time_total", 0.0)
 
-    copies_us = sum(dev(e) for e in events if e.key.startswith(("Memcpy", "Memset")))
-    kernels_us = sum(dev(e) for e in events) - copies_us
-    per_phase = {}
-    for e in events:
-        if e.key.startswith("phase_"):
-            total = getattr(e, "device_time_total", None) or getattr(e, "cuda_time_total", 0.0)
-            per_phase[f"device{e.key[5:]}_s"] = total / 1e6
-    return {
+def union_us(intervals) -> float:
+    """Total length of the union of ``(start, end)`` intervals (overlaps counted once)."""
+    total, reach = 0.0, None
+    for start, end in sorted(intervals):
+        if reach is None or start > reach:
+            total += end - start
+            reach = end
+        elif end > reach:
+            total += end - reach
+            reach = end
+    return total
+
+
+def device_busy(events, wall: float) -> dict:
+    """Busy time of the GPU from the profiler's device-side events: kernels and copies, per phase.
+
+    The phases' annotations (``record_function``) also appear on the device
+    timeline, spanning their kernels: they give each phase's window and are
+    not work themselves.  Work is the union of the kernels' and copies'
+    intervals (concurrent ones counted once).
+    """
+    from torch.autograd import DeviceType
+
+    on_device = [e for e in events if e.device_type == DeviceType.CUDA]
+    windows = {e.name: (e.time_range.start, e.time_range.end) for e in on_device if e.name.startswith("phase_")}
+    work = [e for e in on_device if not e.name.startswith("phase_") and not getattr(e, "is_user_annotation", False)]
+    copies = [(e.time_range.start, e.time_range.end) for e in work if e.name.startswith(("Memcpy", "Memset"))]
+    kernels = [(e.time_range.start, e.time_range.end) for e in work if not e.name.startswith(("Memcpy", "Memset"))]
+    busy = union_us(kernels + copies) / 1e6
+    out = {
         "profiled_fit_s": wall,
-        "kernels_s": kernels_us / 1e6,
-        "copies_s": copies_us / 1e6,
-        "busy_share": kernels_us / 1e6 / wall,
-        **per_phase,
+        "kernels_s": union_us(kernels) / 1e6,
+        "copies_s": union_us(copies) / 1e6,
+        "busy_s": busy,
+        "busy_share": busy / wall,
     }
+    for name, (lo, hi) in windows.items():
+        inside = [(max(a, lo), min(b, hi)) for a, b in kernels + copies if b > lo and a < hi]
+        out[f"busy{name[5:]}_s"] = union_us(inside) / 1e6
+    return out
 
 
 def batch_deviation(model, width, X, y) -> dict:
@@ -233,15 +260,23 @@ def bench(models=MODELS, n=60000, width=4096, cpu=True, profile=("matched",), pr
     X, y = mixture(n)
     make("matched", 64, "cuda").fit(X[:500], y[:500])  # CUDA context, cuBLAS handles, kernels loaded
     records = []
+    on_device = torch.as_tensor(X, dtype=torch.float32, device="cuda")
     for model in models:
-        rec = {"model": model, "device": torch.cuda.get_device_name(), **timed_fit(model, width, "cuda", X, y)}
+        rec = {"model": model, "input": "numpy float64", "device": torch.cuda.get_device_name()}
+        rec.update(timed_fit(model, width, "cuda", X, y))
         if model in profile:
             rec.update(device_time(model, width, "cuda", X, y))
         rec.update(batch_deviation(model, min(width, 1024), X, y))
         progress(json.dumps(rec))
         records.append(rec)
+        if model in profile:  # the inputs already on the GPU: no copies, scaling there
+            tensor_rec = {"model": model, "input": "CUDA tensor float32", "device": rec["device"]}
+            tensor_rec.update(timed_fit(model, width, "cuda", on_device, y))
+            tensor_rec.update(device_time(model, width, "cuda", on_device, y))
+            progress(json.dumps(tensor_rec))
+            records.append(tensor_rec)
         if cpu:
-            cpu_rec = {"model": model, "device": f"cpu ({torch.get_num_threads()} threads)"}
+            cpu_rec = {"model": model, "input": "numpy float64", "device": f"cpu ({torch.get_num_threads()} threads)"}
             cpu_rec.update(timed_fit(model, width, "cpu", X, y))
             cpu_rec["gpu_speedup"] = cpu_rec["fit_s"] / rec["fit_s"]
             progress(json.dumps(cpu_rec))
@@ -252,7 +287,11 @@ def bench(models=MODELS, n=60000, width=4096, cpu=True, profile=("matched",), pr
 
 def busy_goal(records) -> list[dict]:
     """The busy-share goal from the matched net's profiled CUDA record (none without one)."""
-    busy = [r["busy_share"] for r in records if r["model"] == "matched" and "busy_share" in r]
+    busy = [
+        r["busy_share"]
+        for r in records
+        if r["model"] == "matched" and r["input"].startswith("numpy") and "busy_share" in r
+    ]
     if not busy:
         return []
     return [{**BUSY_GOAL, "measured": f"{100 * busy[0]:.0f} %", "met": busy[0] >= 0.8}]

@@ -206,7 +206,7 @@ class TorchEstimatorBase(NetworkMixin, BaseEstimator):
             )
         else:
             train_set, valid_set = data, None
-        options = self._train_options(len(train_set), np.random.RandomState(seeds[2]))
+        options = self._train_options(len(train_set), np.random.RandomState(seeds[2]), device)
         result = self._fit_network(train_set, valid_set, options, device, "fit")
         self._record(result, time.perf_counter() - t_start)
         return self
@@ -228,7 +228,7 @@ class TorchEstimatorBase(NetworkMixin, BaseEstimator):
         self._built_with = self._network_definition()
         self.history_ = []
 
-    def _train_options(self, n_samples: int, shuffle_rng, partial: bool = False) -> dict:
+    def _train_options(self, n_samples: int, shuffle_rng, device=None, partial: bool = False) -> dict:
         """Keyword arguments of :func:`sk_deq.nn.train` and :func:`sk_deq.nn.readout.train_readout`."""
         return dict(
             optimizer=self._optimizer(partial),
@@ -241,7 +241,7 @@ class TorchEstimatorBase(NetworkMixin, BaseEstimator):
             rng=shuffle_rng,
             verbose=int(self.verbose),
             epoch_offset=len(self.history_),
-            chunk_size=self._chunk_rows(),
+            chunk_size=self._chunk_rows(device),
             loss=self._loss,
         )
 
@@ -332,7 +332,7 @@ class TorchEstimatorBase(NetworkMixin, BaseEstimator):
         t_start = time.perf_counter()
         data = data.positive()
         optimizer = self._chunk_optimizer(device)
-        options = self._train_options(len(data), self._stream.rng, partial=True)
+        options = self._train_options(len(data), self._stream.rng, device, partial=True)
         options.update(max_epochs=1, torch_optimizer=optimizer)
         result = self._fit_network(data, None, options, device, "partial_fit")
         self._record_chunk(result, time.perf_counter() - t_start)

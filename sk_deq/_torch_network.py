@@ -20,7 +20,7 @@ import torch
 from ._inputs import apply_input_scaling
 from ._progress import ProgressBar
 from .kernels.memory import available_memory_bytes, check_fits_in_memory
-from .nn.blocks import block_rows, map_row_blocks
+from .nn.blocks import block_rows, map_row_blocks, on_gpu
 from ._stream import picklable
 
 __all__ = ["DTYPES", "Model", "NetworkMixin"]
@@ -106,13 +106,19 @@ class NetworkMixin:
     def _torch_dtype(self):
         return DTYPES[self.dtype]
 
-    def _block_rows(self) -> int:
-        return block_rows(int(self.n_hidden))
+    def _block_rows(self, device=None) -> int:
+        return block_rows(int(self.n_hidden), device)
 
-    def _chunk_rows(self) -> int:
-        """Rows scaled and moved to the device at once: whole blocks, about 2^22 features."""
-        block = self._block_rows()
-        return max(1, (1 << 22) // (max(int(self.n_hidden), 1) * block)) * block
+    def _chunk_rows(self, device=None) -> int:
+        """Rows scaled and moved to ``device`` at once: whole blocks, about 2^22 features (2^24 on a GPU).
+
+        On a GPU every chunk costs a copy and a host read, and the readout's
+        L-BFGS evaluates its loss chunk by chunk (kernel launches): fewer,
+        larger chunks there.
+        """
+        block = self._block_rows(device)
+        entries = 1 << (24 if on_gpu(device) else 22)
+        return max(1, entries // (max(int(self.n_hidden), 1) * block)) * block
 
     def _to_tensor(self, X, device, where: str = "predict") -> torch.Tensor:
         """The raw inputs ``X`` (a numpy or torch chunk) copied to ``device`` as they are, then scaled there.
@@ -180,7 +186,7 @@ class NetworkMixin:
         """
         feats = self.module_.features
         feats.eval()
-        chunk, block = self._chunk_rows(), self._block_rows()
+        chunk, block = self._chunk_rows(device), self._block_rows(device)
         n = X.shape[0]
         self._check_features_fit(n, device, where, None if readout is None else readout.out_features)
 
@@ -231,7 +237,7 @@ class NetworkMixin:
             what = f"{name} computes the features of the {n_rows} samples on {device}"
             remedy = "Pass fewer samples at a time (every sample's output depends on it alone)."
         if n_outputs is not None:
-            chunk = min(n_rows, self._chunk_rows())
+            chunk = min(n_rows, self._chunk_rows(device))
             nbytes = n_rows * int(n_outputs) * 8 + chunk * width * self._torch_dtype.itemsize
             what = f"{name} computes the outputs of the {n_rows} samples on {device}"
             values = (

@@ -109,8 +109,12 @@ def test_activation_does_not_depend_on_an_elements_position(name, threads, dtype
         torch.set_num_threads(before)
 
 
-def test_block_rows_depends_on_the_width_only():
-    assert [block_rows(m) for m in (1, 32, 64, 1000, 1024, 2048, 4096, 10**6)] == [1024, 1024, 1024, 64, 64, 64, 64, 64]
+def test_block_rows_depends_on_the_width_and_the_kind_of_device_only():
+    widths = (1, 32, 64, 1000, 1024, 2048, 4096, 10**6)
+    assert [block_rows(m) for m in widths] == [1024, 1024, 1024, 64, 64, 64, 64, 64]
+    assert [block_rows(m, "cpu") for m in widths] == [block_rows(m) for m in widths]
+    for gpu in ("cuda", "cuda:1", torch.device("cuda", 0)):  # no GPU needed: the rule reads the device's kind
+        assert [block_rows(m, gpu) for m in widths] == [1024, 1024, 1024, 1024, 1024, 512, 256, 64]
 
 
 def test_map_row_blocks_calls_with_one_shape_and_pads_with_the_last_row():

@@ -314,3 +314,27 @@ def test_the_gpu_phase_clock_times_each_phase_of_a_cpu_fit():
     assert rec["initialize_s"] > 0 and rec["features_s"] > 0 and rec["readout_s"] > 0
     assert rec["fit_s"] >= rec["initialize_s"] + rec["features_s"] + rec["readout_s"]
     assert rec["accuracy"] > 0.9 and "syncs_total" not in rec  # syncs are counted on CUDA only
+
+
+def test_gpu_busy_time_counts_overlaps_once_and_not_the_phase_windows():
+    from types import SimpleNamespace
+
+    from torch.autograd import DeviceType
+
+    import bench_gpu
+
+    def event(name, start, end, device=DeviceType.CUDA):
+        return SimpleNamespace(name=name, device_type=device, time_range=SimpleNamespace(start=start, end=end))
+
+    assert bench_gpu.union_us([(0, 10), (5, 12), (20, 25)]) == 17
+    events = [
+        event("phase_readout", 0, 100),  # the annotation's window: not work
+        event("gemm", 10, 40),
+        event("Memcpy HtoD", 30, 50),  # overlaps the gemm by 10
+        event("softmax", 200, 210),  # outside the window
+        event("host op", 0, 1000, DeviceType.CPU),
+    ]
+    out = bench_gpu.device_busy(events, wall=1e-3)
+    assert out["kernels_s"] == pytest.approx(40e-6) and out["copies_s"] == pytest.approx(20e-6)
+    assert out["busy_s"] == pytest.approx(50e-6) and out["busy_share"] == pytest.approx(0.05)
+    assert out["busy_readout_s"] == pytest.approx(40e-6)

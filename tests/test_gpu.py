@@ -20,14 +20,14 @@ Tolerances, relative to the largest magnitude of the CPU's outputs:
   largest scores are further apart than twice the tolerance.
 * A model fitted on each device (float64, :data:`FIT_TOL` 1e-6): the hidden
   weights are drawn on the CPU on both and are equal bitwise; the readout's
-  L-BFGS then runs on features that agree to about 1e-13, to the optimum
-  (``tol`` 1e-10: the readout's problem is convex, its minimiser unique),
-  where the two agree far below 1e-6.  In float32 the
+  L-BFGS (the torch back end on both: CUDA's default) then runs on
+  features that agree to about 1e-13, and its iterates (stopped at ``tol``
+  1e-4) agree far below 1e-6.  In float32 the
   features differ by about 1e-6 and L-BFGS can take another path: only the
-  labels are compared (at least 98 % equal).  On CUDA the readout runs the
-  torch L-BFGS back end, on the CPU scipy's: both take the unit step in the
-  usual case and agreed to about 1e-14 in loss on the CPU, but their line
-  searches differ when a step is searched for.
+  labels are compared (at least 98 % equal).  By default CUDA fits the
+  readout with the torch L-BFGS back end and the CPU with scipy's, whose
+  line searches differ (seen on an H200: 4e-3 apart for the classifiers at
+  ``tol`` 1e-4); the comparison runs the torch back end on both.
 * The exact kernels in float64 (:data:`KERNEL_TOL`): 1e-10 absolute on
   entries of order one, as between the numpy and torch CPU engines (1e-12).
 * Batch invariance on CUDA (:data:`BATCH_TOL`): 1e-5 in float32, 1e-12 in
@@ -39,6 +39,7 @@ This module has not yet run on a GPU in this project (no GPU was lent): the
 tolerances above are argued, not measured.
 """
 
+import functools
 import os
 import pickle
 import subprocess
@@ -147,11 +148,14 @@ def test_the_same_model_predicts_alike_on_cuda_and_cpu(cls, dtype, data):
 
 
 @pytest.mark.parametrize("cls", ESTIMATORS, ids=lambda c: c.__name__)
-def test_a_fit_on_cuda_matches_a_fit_on_the_cpu(cls, data):
+def test_a_fit_on_cuda_matches_a_fit_on_the_cpu(cls, data, monkeypatch):
+    import sk_deq._torch_base as base
+
     X = data[0]
-    # run to the (unique: convex, alpha > 0) optimum: the two L-BFGS back ends take their own paths there
-    tight = dict(tol=1e-10, max_iter=1000)
-    cpu, gpu = _fit(cls, "float64", "cpu", data, **tight), _fit(cls, "float64", CUDA, data, **tight)
+    # CUDA fits the readout with the torch L-BFGS; the CPU, by default, with scipy's, whose line search takes
+    # another path (tests/test_lbfgs.py compares the two): here the CPU runs the CUDA fit's back end
+    monkeypatch.setattr(base, "train_readout", functools.partial(base.train_readout, lbfgs_backend="torch"))
+    cpu, gpu = _fit(cls, "float64", "cpu", data), _fit(cls, "float64", CUDA, data)
     assert gpu.device_.startswith("cuda") and cpu.device_ == "cpu"
     for name, value in cpu.module_.features.state_dict().items():  # drawn on the CPU for both
         assert torch.equal(gpu.module_.features.state_dict()[name].cpu(), value), name

@@ -80,7 +80,7 @@ def test_a_frozen_network_sees_the_inputs_one_chunk_at_a_time(cls, blobs, monkey
         seen.append(len(X))
         return to_tensor(self, X, device, *args)
 
-    monkeypatch.setattr(TorchClassifierBase, "_chunk_rows", lambda self: 64)
+    monkeypatch.setattr(TorchClassifierBase, "_chunk_rows", lambda self, device=None: 64)
     monkeypatch.setattr(TorchClassifierBase, "_to_tensor", spy)
     chunked = cls(n_hidden=48, max_iter=40, random_state=0).fit(X, y)
     assert seen == [64, 64, 64, 64, 44]  # no scaled copy of all 300 rows

@@ -125,7 +125,7 @@ def test_predict_needs_the_memory_of_its_outputs_and_one_chunk_not_of_all_featur
         est.decision_function(X) if task == "Classifier" else est.predict(X),
         est.features(X),
     )
-    monkeypatch.setattr(TorchEstimatorBase, "_chunk_rows", lambda self: 64)
+    monkeypatch.setattr(TorchEstimatorBase, "_chunk_rows", lambda self, device=None: 64)
     monkeypatch.setattr(network, "available_memory_bytes", lambda: 1000 * 8 + 64 * 32 * 4 + 100)
     # all the features (128,000 bytes) do not fit, the outputs and one chunk's features do
     got = est.decision_function(X) if task == "Classifier" else est.predict(X)
