@@ -49,10 +49,12 @@ def test_the_torch_back_end_reaches_scipys_loss_and_accuracy(case):
         y = y % 2
     w = w if case["weighted"] else None
     fits = {
-        be: _readout(Z, y, k, case["alpha"], w, loss, precondition=case["precondition"], tol=1e-9, ftol=0.0,
+        be: _readout(Z, y, k, case["alpha"], w, loss, precondition=case["precondition"], tol=1e-8, ftol=0.0,
                      max_iter=5000, backend=be)
         for be in BACKENDS
     }  # fmt: skip
+    # tol 1e-8, not 1e-9: on a 16-core Intel host (torch 2.11) the torch line search stopped at 1.08e-9 on
+    # (4, 1e-4, unweighted, preconditioned), where the loss no longer decreases in float64
     (lin_s, scipy), (lin_t, torch_) = fits["scipy"], fits["torch"]
     assert scipy.converged and torch_.converged and torch_.grad_max <= 1e-8
     assert isinstance(torch_.x, torch.Tensor) and torch_.x.dtype == torch.float64

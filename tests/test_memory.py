@@ -118,19 +118,20 @@ def test_predict_needs_the_memory_of_its_outputs_and_one_chunk_not_of_all_featur
     from sk_deq._torch_base import TorchEstimatorBase
 
     rng = np.random.default_rng(0)
-    X = rng.normal(size=(1000, 3))
+    X = rng.normal(size=(3000, 3))
     y = (X[:, 0] > 0).astype(int) if task == "Classifier" else X[:, 0]
     est = getattr(sk_deq, name + task)(n_hidden=32, max_iter=20, random_state=0).fit(X, y)
     reference, reference_features = (
         est.decision_function(X) if task == "Classifier" else est.predict(X),
         est.features(X),
     )
-    monkeypatch.setattr(TorchEstimatorBase, "_chunk_rows", lambda self, device=None: 64)
-    monkeypatch.setattr(network, "available_memory_bytes", lambda: 1000 * 8 + 64 * 32 * 4 + 100)
-    # all the features (128,000 bytes) do not fit, the outputs and one chunk's features do
+    block = est._block_rows()  # 1024 rows at width 32: chunks are whole blocks, as _chunk_rows makes them
+    monkeypatch.setattr(TorchEstimatorBase, "_chunk_rows", lambda self, device=None: block)
+    monkeypatch.setattr(network, "available_memory_bytes", lambda: 3000 * 8 + block * 32 * 4 + 100)
+    # all the features (384,000 bytes) do not fit, the outputs and one chunk's features do
     got = est.decision_function(X) if task == "Classifier" else est.predict(X)
     np.testing.assert_array_equal(got, reference)  # chunks of whole blocks: the same blocks, bitwise
-    with pytest.raises(MemoryError, match="computes the features of the 1000 samples"):
+    with pytest.raises(MemoryError, match="computes the features of the 3000 samples"):
         est.features(X)
     monkeypatch.undo()
     np.testing.assert_array_equal(est.features(X), reference_features)

@@ -17,6 +17,7 @@ from sklearn.svm import SVC
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from sk_deq import ImplicitCKTransformer
+from sk_deq.kernels.memory import available_memory_bytes
 from sk_deq.datasets import load_mnist_digits, make_gaussian_mixture
 from sk_deq.kernels import (
     implicit_kernel,
@@ -231,9 +232,12 @@ def test_too_large_kernel_is_refused_before_allocation():
     with pytest.raises(MemoryError, match=r"\(150000, 150000\).*GiB"):
         ImplicitCKTransformer().fit_transform(big)
     tr = ImplicitCKTransformer().fit(big[:10])
+    # (n, 10) floats beyond this machine's memory (10**9 rows, 80 GB, fit on a 128 GiB machine and ran for
+    # minutes); the check happens before anything is built
+    available = available_memory_bytes()
+    n = max(10**9, 2 * (available or 0) // 80)
     with pytest.raises(MemoryError, match="GiB"):
-        # (10**9, 10) floats = 80 GB; the check happens before anything is built
-        tr.transform(np.broadcast_to(big[:1], (10**9, 2)))
+        tr.transform(np.broadcast_to(big[:1], (n, 2)))
 
 
 # -- Gaussian-process kernel ----------------------------------------------------------
