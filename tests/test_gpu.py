@@ -35,8 +35,9 @@ Tolerances, relative to the largest magnitude of the CPU's outputs:
   same kernel runs on every block, but cuBLAS may still choose by the
   alignment of a block's rows: not bitwise, within rounding.
 
-This module has not yet run on a GPU in this project (no GPU was lent): the
-tolerances above are argued, not measured.
+Run on one NVIDIA H200 (torch 2.11, CUDA 13.0): 43 passed.  The
+tolerances above are argued from rounding; the differences seen there were
+inside them (batch invariance on CUDA was bitwise, see bench_gpu.py).
 """
 
 import functools
