@@ -27,7 +27,7 @@ Usage::
 
     python benchmarks/bench_gpu.py                      # 60,000 x 784, width 4096, matched and DEQ
     python benchmarks/bench_gpu.py --quick              # 8,000 x 784, width 1024
-    python benchmarks/bench_gpu.py --models matched --no-cpu --out gpu.json
+    python benchmarks/bench_gpu.py --models matched --cpu --out gpu.json   # no CPU fit
 """
 
 from __future__ import annotations
@@ -246,11 +246,13 @@ def batch_deviation(model, width, X, y) -> dict:
     return out
 
 
-def bench(models=MODELS, n=60000, width=4096, cpu=True, profile=("matched",), progress=print) -> dict:
+def bench(models=MODELS, n=60000, width=4096, cpu=MODELS, profile=("matched",), tensor=True, progress=print) -> dict:
     """The records (one per model and device) and the configuration; see the module docstring.
 
-    ``profile`` names the models whose kernels are timed with torch.profiler
-    (a second fit; a DEQ at full size makes hundreds of thousands of events).
+    ``cpu`` names the models also fitted on the CPU; ``profile`` those whose
+    kernels are timed with torch.profiler (a second fit; a DEQ at full size
+    makes hundreds of thousands of events), and, with ``tensor``, fitted
+    again from a CUDA tensor.
     """
     import torch
 
@@ -269,13 +271,13 @@ def bench(models=MODELS, n=60000, width=4096, cpu=True, profile=("matched",), pr
         rec.update(batch_deviation(model, min(width, 1024), X, y))
         progress(json.dumps(rec))
         records.append(rec)
-        if model in profile:  # the inputs already on the GPU: no copies, scaling there
+        if tensor and model in profile:  # the inputs already on the GPU: no copies, scaling there
             tensor_rec = {"model": model, "input": "CUDA tensor float32", "device": rec["device"]}
             tensor_rec.update(timed_fit(model, width, "cuda", on_device, y))
             tensor_rec.update(device_time(model, width, "cuda", on_device, y))
             progress(json.dumps(tensor_rec))
             records.append(tensor_rec)
-        if cpu:
+        if model in cpu:
             cpu_rec = {"model": model, "input": "numpy float64", "device": f"cpu ({torch.get_num_threads()} threads)"}
             cpu_rec.update(timed_fit(model, width, "cpu", X, y))
             cpu_rec["gpu_speedup"] = cpu_rec["fit_s"] / rec["fit_s"]
@@ -308,14 +310,15 @@ def main(argv=None) -> int:
     parser.add_argument("--n-samples", type=int, default=60000)
     parser.add_argument("--width", type=int, default=4096)
     parser.add_argument("--quick", action="store_true", help="8,000 samples, width 1024")
-    parser.add_argument("--no-cpu", action="store_true", help="skip the CPU fit")
+    parser.add_argument("--cpu", nargs="*", choices=MODELS, default=list(MODELS), help="models also fitted on the CPU")
+    parser.add_argument("--no-tensor", action="store_true", help="skip the fit from a CUDA tensor")
     parser.add_argument(
         "--profile", nargs="*", choices=MODELS, default=["matched"], help="models timed by torch.profiler"
     )
     parser.add_argument("--out", help="write the JSON result here")
     args = parser.parse_args(argv)
     n, width = (8000, 1024) if args.quick else (args.n_samples, args.width)
-    result = bench(args.models, n, width, cpu=not args.no_cpu, profile=args.profile)
+    result = bench(args.models, n, width, cpu=args.cpu, profile=args.profile, tensor=not args.no_tensor)
     text = json.dumps(result, indent=2)
     if args.out:
         with open(args.out, "w") as f:

@@ -22,6 +22,7 @@ from sk_deq._param_validation import ActivationName
 from sk_deq.activations import ACTIVATION_NAMES, get_activation
 from sk_deq.kernels import monte_carlo_implicit_kernel
 from sk_deq.transformers import ImplicitCKKernel
+from _networks import NETWORKS
 
 #: The parameters that name the model: the only ones that may be given by position.
 POSITIONAL = {
@@ -35,15 +36,6 @@ POSITIONAL = {
     MatchedExplicitRegressor: ("activation", "sigma_a2"),
     ExplicitRegressor: ("layers",),
 }
-
-NETWORKS = [
-    DEQClassifier,
-    MatchedExplicitClassifier,
-    ExplicitClassifier,
-    DEQRegressor,
-    MatchedExplicitRegressor,
-    ExplicitRegressor,
-]
 
 
 def _parameters(cls):

@@ -15,29 +15,17 @@ from sklearn.utils._param_validation import InvalidParameterError
 import sk_deq
 from sk_deq import (
     DEQClassifier,
-    DEQRegressor,
-    ExplicitClassifier,
-    ExplicitRegressor,
     ImplicitCKKernel,
     ImplicitCKNystroem,
     ImplicitCKTransformer,
-    MatchedExplicitClassifier,
-    MatchedExplicitRegressor,
     resolve_device,
 )
 from sk_deq._param_validation import DEVICE_CONSTRAINTS
 from sk_deq.kernels import ImplicitKernelEngine, implicit_kernel
+from _networks import NETWORKS
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 
-NETWORKS = (
-    DEQClassifier,
-    DEQRegressor,
-    ExplicitClassifier,
-    ExplicitRegressor,
-    MatchedExplicitClassifier,
-    MatchedExplicitRegressor,
-)
 TRANSFORMERS = (ImplicitCKTransformer, ImplicitCKNystroem)
 
 #: Refused values and the reason the message gives.

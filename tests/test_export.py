@@ -21,9 +21,8 @@ from sk_deq import (
 )
 from sk_deq._export import activation_module
 from sk_deq.activations import ACTIVATIONS, Activation, HardTanh, LeakyReLU, Quadratic
+from _networks import CLASSIFIERS, REGRESSORS
 
-CLASSIFIERS = (DEQClassifier, ExplicitClassifier, MatchedExplicitClassifier)
-REGRESSORS = (DEQRegressor, ExplicitRegressor, MatchedExplicitRegressor)
 ESTIMATORS = CLASSIFIERS + REGRESSORS
 EXPLICIT = (ExplicitClassifier, ExplicitRegressor, MatchedExplicitClassifier, MatchedExplicitRegressor)
 

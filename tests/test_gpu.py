@@ -59,15 +59,14 @@ from sklearn.exceptions import ConvergenceWarning  # noqa: E402
 
 from sk_deq import (  # noqa: E402
     DEQClassifier,
-    DEQRegressor,
     ExplicitClassifier,
-    ExplicitRegressor,
     ImplicitCKNystroem,
     ImplicitCKTransformer,
     MatchedExplicitClassifier,
     MatchedExplicitRegressor,
 )
 from sk_deq.kernels import implicit_kernel  # noqa: E402
+from _networks import NETWORKS  # noqa: E402
 
 pytestmark = [pytest.mark.gpu, pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")]
 
@@ -78,14 +77,7 @@ FIT_TOL = 1e-6
 KERNEL_TOL = 1e-10
 BATCH_TOL = {"float32": 1e-5, "float64": 1e-12}
 FIXED_POINT_TOL = {"float32": 1e-6, "float64": 1e-12}
-ESTIMATORS = (
-    DEQClassifier,
-    DEQRegressor,
-    ExplicitClassifier,
-    ExplicitRegressor,
-    MatchedExplicitClassifier,
-    MatchedExplicitRegressor,
-)
+ESTIMATORS = NETWORKS
 BATCH_SIZES = (1, 7, 63, 64, 65, 300)
 
 

@@ -9,13 +9,14 @@ import sk_deq._torch_base as base
 import sk_deq._torch_network as network
 from sk_deq._torch_classifier import TorchClassifierBase
 from sk_deq.nn import train
-from sk_deq import DEQClassifier, ExplicitClassifier, MatchedExplicitClassifier
+from sk_deq import DEQClassifier
+from _networks import CLASSIFIERS
 
 pytestmark = [
     pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning"),
 ]
 
-ESTIMATORS = (DEQClassifier, ExplicitClassifier, MatchedExplicitClassifier)
+ESTIMATORS = CLASSIFIERS
 
 
 @pytest.fixture(scope="module")

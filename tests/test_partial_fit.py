@@ -17,8 +17,9 @@ from sk_deq import (
     MatchedExplicitRegressor,
 )
 from sk_deq._inputs import fit_input_scaling
+from _networks import CLASSIFIERS
 
-ESTIMATORS = (DEQClassifier, ExplicitClassifier, MatchedExplicitClassifier)
+ESTIMATORS = CLASSIFIERS
 
 pytestmark = [
     pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning"),

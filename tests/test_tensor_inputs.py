@@ -12,26 +12,18 @@ from sklearn.datasets import make_classification
 
 from sk_deq import (
     DEQClassifier,
-    DEQRegressor,
     ExplicitClassifier,
     ExplicitRegressor,
     ImplicitCKNystroem,
     ImplicitCKTransformer,
     MatchedExplicitClassifier,
-    MatchedExplicitRegressor,
 )
 from sk_deq._inputs import apply_input_scaling, fit_input_scaling
+from _networks import NETWORKS
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 
-ESTIMATORS = (
-    DEQClassifier,
-    DEQRegressor,
-    ExplicitClassifier,
-    ExplicitRegressor,
-    MatchedExplicitClassifier,
-    MatchedExplicitRegressor,
-)
+ESTIMATORS = NETWORKS
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,23 @@
+"""The package's six network estimators, listed once for the tests that sweep them."""
+
+from sk_deq import (
+    DEQClassifier,
+    DEQRegressor,
+    ExplicitClassifier,
+    ExplicitRegressor,
+    MatchedExplicitClassifier,
+    MatchedExplicitRegressor,
+)
+
+#: The three classifiers and the three regressors, in the same order of kinds.
+CLASSIFIERS = (DEQClassifier, ExplicitClassifier, MatchedExplicitClassifier)
+REGRESSORS = (DEQRegressor, ExplicitRegressor, MatchedExplicitRegressor)
+#: All six, each classifier before its regressor twin.
+NETWORKS = (
+    DEQClassifier,
+    DEQRegressor,
+    ExplicitClassifier,
+    ExplicitRegressor,
+    MatchedExplicitClassifier,
+    MatchedExplicitRegressor,
+)
