@@ -13,11 +13,4 @@ from sk_deq import (
 CLASSIFIERS = (DEQClassifier, ExplicitClassifier, MatchedExplicitClassifier)
 REGRESSORS = (DEQRegressor, ExplicitRegressor, MatchedExplicitRegressor)
 #: All six, each classifier before its regressor twin.
-NETWORKS = (
-    DEQClassifier,
-    DEQRegressor,
-    ExplicitClassifier,
-    ExplicitRegressor,
-    MatchedExplicitClassifier,
-    MatchedExplicitRegressor,
-)
+NETWORKS = tuple(cls for pair in zip(CLASSIFIERS, REGRESSORS) for cls in pair)
