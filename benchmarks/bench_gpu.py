@@ -27,6 +27,7 @@ Usage::
 
     python benchmarks/bench_gpu.py                      # 60,000 x 784, width 4096, matched and DEQ
     python benchmarks/bench_gpu.py --quick              # 8,000 x 784, width 1024
+    python benchmarks/bench_gpu.py --block-sweep        # the DEQ against the rows of a block
     python benchmarks/bench_gpu.py --models matched --cpu --out gpu.json   # no CPU fit
 """
 
@@ -246,6 +247,53 @@ def batch_deviation(model, width, X, y) -> dict:
     return out
 
 
+#: Block sizes of the sweep: ``(entries, most rows)`` as in :mod:`sk_deq.nn.blocks`.
+BLOCK_SWEEP = ((1 << 16, 1024), (1 << 18, 4096), (1 << 20, 8192), (1 << 22, 16384))
+
+
+def block_sweep(n=20000, width=4096, progress=print) -> list[dict]:
+    """DEQ fit and predict on CUDA against the rows of a block (``nn.blocks``'s constants patched in turn).
+
+    The measurement behind :data:`sk_deq.nn.blocks.GPU_BLOCK_ENTRIES`: fit,
+    predict of all ``n`` rows, and one-row latency (best of two).
+    """
+    import torch
+
+    import sk_deq.nn.blocks as blocks
+
+    X, y = mixture(n)
+    make("deq", 64, "cuda").fit(X[:300], y[:300])
+    saved, records = (blocks.GPU_BLOCK_ENTRIES, blocks.MAX_BLOCK_ROWS), []
+    try:
+        for entries, most in BLOCK_SWEEP:
+            blocks.GPU_BLOCK_ENTRIES, blocks.MAX_BLOCK_ROWS = entries, most
+            est = make("deq", width, "cuda")
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                torch.cuda.synchronize()
+                t0 = time.perf_counter()
+                est.fit(X, y)
+                fit_s = time.perf_counter() - t0
+            one = []
+            for _ in range(2):
+                t0 = time.perf_counter()
+                est.decision_function(X[:1])
+                one.append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            est.decision_function(X)
+            rec = {
+                "block_rows": blocks.block_rows(width, "cuda"),
+                "fit_s": fit_s,
+                "predict_all_s": time.perf_counter() - t0,
+            }
+            rec["predict_one_ms"] = 1e3 * min(one)
+            progress(json.dumps(rec))
+            records.append(rec)
+    finally:
+        blocks.GPU_BLOCK_ENTRIES, blocks.MAX_BLOCK_ROWS = saved
+    return records
+
+
 def bench(models=MODELS, n=60000, width=4096, cpu=MODELS, profile=("matched",), tensor=True, progress=print) -> dict:
     """The records (one per model and device) and the configuration; see the module docstring.
 
@@ -304,6 +352,12 @@ def collect(quick: bool = False, repeats: int = 1) -> dict:
     return bench(n=8000, width=1024) if quick else bench()
 
 
+def _cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", nargs="+", choices=MODELS, default=list(MODELS))
@@ -315,8 +369,13 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--profile", nargs="*", choices=MODELS, default=["matched"], help="models timed by torch.profiler"
     )
+    parser.add_argument("--block-sweep", action="store_true", help="only the DEQ's block sizes (n = 20,000)")
     parser.add_argument("--out", help="write the JSON result here")
     args = parser.parse_args(argv)
+    if args.block_sweep:
+        result = {"block_sweep": block_sweep(width=args.width)} if _cuda() else {"cuda": None}
+        print(json.dumps(result, indent=2))
+        return 0
     n, width = (8000, 1024) if args.quick else (args.n_samples, args.width)
     result = bench(args.models, n, width, cpu=args.cpu, profile=args.profile, tensor=not args.no_tensor)
     text = json.dumps(result, indent=2)

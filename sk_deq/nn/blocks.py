@@ -40,10 +40,11 @@ MIN_BLOCK_ROWS, MAX_BLOCK_ROWS = 64, 1024
 #: On a GPU a block of 2^16 entries leaves most of the device idle (64 rows at
 #: width 4096) and makes one launch and one host sync per fixed-point
 #: iteration of every block.  Measured on an H200 (DEQ, n = 20,000, width
-#: 4096): blocks of 64 / 256 / 1024 rows fit in 1.8 / 0.94 / 0.85 s, predict
-#: all rows in 1.15 / 0.34 / 0.27 s and one row in 5 / 4.5 / 11 ms; 2^20
-#: entries (256 rows at width 4096) keep one-row latency and take most of
-#: the gain.
+#: 4096, chunks of 2^22 features; ``python benchmarks/bench_gpu.py
+#: --block-sweep`` runs it with today's chunks): blocks of 64 /
+#: 256 / 1024 rows fit in 1.8 / 0.94 / 0.85 s, predict all rows in 1.15 /
+#: 0.34 / 0.27 s and one row in 5 / 4.5 / 11 ms; 2^20 entries (256 rows at
+#: width 4096) keep one-row latency and take most of the gain.
 GPU_BLOCK_ENTRIES = 1 << 20
 
 
