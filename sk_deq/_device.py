@@ -44,7 +44,7 @@ from __future__ import annotations
 import contextlib
 import os
 
-__all__ = ["ALLOW_TF32_ENV", "DEVICE_ENV", "DEVICE_VALUES", "full_float32_precision", "resolve_device"]
+__all__ = ["ALLOW_TF32_ENV", "DEVICE_ENV", "DEVICE_VALUES", "full_float32_precision", "on_gpu", "resolve_device"]
 
 #: The values every ``device`` parameter accepts, as error messages spell them.
 DEVICE_VALUES = "None, 'auto', 'cpu', 'cuda', 'cuda:N' or a CPU or CUDA torch.device"
@@ -60,6 +60,25 @@ _REFUSED = {
     "mps": "MPS devices have no float64, which the readout and the exact kernels compute in",
     "meta": "a meta device holds no data (shapes only), so nothing can be computed on it",
 }
+
+
+def on_gpu(device) -> bool:
+    """Whether ``device`` (a ``torch.device``, its name, or None for the CPU) is not the CPU.
+
+    The one question the size rules ask of a device: row blocks and chunks
+    (:func:`sk_deq.nn.block_rows`), the readout's preconditioning
+    (:func:`sk_deq.nn.readout.use_preconditioner`), the L-BFGS back end and
+    where the input-scaling statistics are computed.  Torch is not imported.
+
+    Examples
+    --------
+    >>> from sk_deq._device import on_gpu
+    >>> on_gpu(None), on_gpu("cpu"), on_gpu("cuda:1")
+    (False, False, True)
+    """
+    if device is None:
+        return False
+    return (getattr(device, "type", None) or str(device).split(":")[0]) != "cpu"
 
 
 def resolve_device(device, *, name: str = "device"):

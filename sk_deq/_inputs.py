@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ._device import on_gpu
 from ._validation import is_tensor, to_numpy
 
 INPUT_SCALING = ("global", "none")
@@ -294,7 +295,7 @@ def scaling_device(device):
     -------
     torch.device or None
     """
-    return None if device is None or device.type == "cpu" else device
+    return device if on_gpu(device) else None
 
 
 class _NumpyRows:

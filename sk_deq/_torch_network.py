@@ -17,10 +17,11 @@ from typing import ClassVar
 import numpy as np
 import torch
 
+from ._device import on_gpu
 from ._inputs import apply_input_scaling
 from ._progress import ProgressBar
 from .kernels.memory import available_memory_bytes, check_fits_in_memory
-from .nn.blocks import block_rows, map_row_blocks, on_gpu
+from .nn.blocks import block_rows, map_row_blocks
 from ._stream import picklable
 
 __all__ = ["DTYPES", "Model", "NetworkMixin"]

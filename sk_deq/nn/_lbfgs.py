@@ -37,6 +37,7 @@ import numpy as np
 import torch
 from threadpoolctl import threadpool_limits
 
+from .._device import on_gpu
 from ._lbfgs_torch import minimize_torch
 
 __all__ = ["BACKENDS", "LBFGSResult", "minimize_lbfgs"]
@@ -147,7 +148,7 @@ def minimize_lbfgs(
     # L-BFGS's own work is vector operations on the parameters, where threads do not pay off;
     # and numpy's BLAS threads, spinning between calls, take the cores from torch's (both back ends)
     with threadpool_limits(limits=1, user_api="blas"):
-        if backend == "torch" or (backend == "auto" and tensor and x0.device.type != "cpu"):
+        if backend == "torch" or (backend == "auto" and tensor and on_gpu(x0.device)):
             p, *end = minimize_torch(fun, x0, **stops)
             return LBFGSResult(p.x, p.loss, p.grad_max, *end)
         if not tensor:

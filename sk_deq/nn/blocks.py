@@ -25,7 +25,9 @@ from collections.abc import Callable
 
 import torch
 
-__all__ = ["GPU_BLOCK_ENTRIES", "block_rows", "map_row_blocks", "on_gpu"]
+from .._device import on_gpu
+
+__all__ = ["GPU_BLOCK_ENTRIES", "block_rows", "map_row_blocks"]
 
 #: Rows of a block times the width: a block's product is then about the same
 #: size whatever the width (2^16 entries: 64 rows at width 1024).  Smaller
@@ -81,11 +83,6 @@ def block_rows(width: int, device=None) -> int:
     rows = entries // max(int(width), 1)
     rows = 1 << max(rows.bit_length() - 1, 0)  # the power of two at or below
     return int(min(max(rows, MIN_BLOCK_ROWS), MAX_BLOCK_ROWS))
-
-
-def on_gpu(device) -> bool:
-    """Whether ``device`` (a torch.device, a string or None for the CPU) is a GPU."""
-    return device is not None and torch.device(device).type != "cpu"
 
 
 def map_row_blocks(fn: Callable, x: torch.Tensor, block: int, out: torch.Tensor) -> torch.Tensor:

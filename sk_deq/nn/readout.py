@@ -44,6 +44,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from .._device import on_gpu
 from ._history import LOSSES, TrainResult, normalised_weights, start_epochs
 from ._lbfgs import LBFGSResult, minimize_lbfgs
 from .training import train
@@ -105,7 +106,7 @@ def use_preconditioner(n: int, m: int, device) -> bool:
     bool
         True to iterate in the preconditioned variables.
     """
-    most = PRECONDITION_MAX_FEATURES if torch.device(device).type == "cpu" else PRECONDITION_MAX_FEATURES_GPU
+    most = PRECONDITION_MAX_FEATURES_GPU if on_gpu(device) else PRECONDITION_MAX_FEATURES
     return n * m >= PRECONDITION_MIN_ENTRIES and m <= most
 
 
