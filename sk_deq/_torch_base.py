@@ -40,7 +40,7 @@ from ._export import deployed_network
 from ._inputs import INPUT_SCALING, fit_input_scaling, scaling_device
 from ._param_validation import DEVICE_CONSTRAINTS, SortedStrOptions
 from ._stream import Stream, numpy_to_tensors
-from ._torch_network import DTYPES, NetworkMixin
+from ._torch_network import DTYPES, NetworkMixin, stage_inputs
 from ._torch_targets import Data, split_validation
 from ._validation import validate_samples
 from .nn.readout import train_readout
@@ -197,6 +197,7 @@ class TorchEstimatorBase(NetworkMixin, BaseEstimator):
         data, targets, sample_weight = self._validate(X, y, sample_weight, reset=not warm)
         seeds = self._draw_seeds()
         device = self._device()
+        data = Data(stage_inputs(data.X, device), data.y, data.weight)  # on a GPU: one copy of X, not four
         self._initialize(data.X, targets, sample_weight, seeds[0], device, warm)
         t_start = time.perf_counter()
         if self.early_stopping:

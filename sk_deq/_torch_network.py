@@ -24,7 +24,7 @@ from .kernels.memory import available_memory_bytes, check_fits_in_memory
 from .nn.blocks import block_rows, map_row_blocks
 from ._stream import picklable
 
-__all__ = ["DTYPES", "Model", "NetworkMixin"]
+__all__ = ["DTYPES", "STAGE_SHARE", "Model", "NetworkMixin", "stage_inputs"]
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
@@ -34,6 +34,44 @@ def _device_memory(device: torch.device) -> int | None:
     if device.type == "cuda":
         return int(torch.cuda.mem_get_info(device)[0])
     return available_memory_bytes()
+
+
+#: The largest share of a GPU's free memory the inputs of a fit may take to be moved there whole (:func:`stage_inputs`).
+STAGE_SHARE = 0.125
+
+
+def stage_inputs(X, device):
+    """The inputs of a fit moved to a GPU once, whole, where they fit; else ``X`` as it is.
+
+    A fit reads its inputs four times: three statistics of the input
+    scaling (the mean, the largest deviation, the mean square norm), then
+    the features, chunk by chunk.  From a numpy array on a GPU each read is
+    a copy of all of ``X`` to the device; moved there once beforehand (its
+    own dtype: the same values, so the same results as the numpy path,
+    which runs the same operations on the device) it is one copy.  Kept on
+    the host when ``device`` is the CPU, when ``X`` is already a tensor, and
+    when ``X`` would take more than :data:`STAGE_SHARE` of the GPU's free
+    memory (the features and the solver need the rest; the copies then
+    stay chunk by chunk).
+
+    Parameters
+    ----------
+    X : ndarray or torch.Tensor of shape (n_samples, n_features)
+        Validated inputs.
+    device : torch.device
+        The estimator's device.
+
+    Returns
+    -------
+    ndarray or torch.Tensor
+        ``X``, or a tensor of ``X`` on ``device``.
+    """
+    if not isinstance(X, np.ndarray) or not on_gpu(device):
+        return X
+    free = _device_memory(device)
+    if free is None or X.nbytes > STAGE_SHARE * free:
+        return X
+    return torch.as_tensor(np.require(X, requirements=["C", "W"])).to(device)
 
 
 class Model(torch.nn.Module):

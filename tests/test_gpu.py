@@ -35,7 +35,8 @@ Tolerances, relative to the largest magnitude of the CPU's outputs:
   same kernel runs on every block, but cuBLAS may still choose by the
   alignment of a block's rows: not bitwise, within rounding.
 
-Run on one NVIDIA H200 (torch 2.11, CUDA 13.0): 43 passed.  The
+Run on one NVIDIA H200 (torch 2.11, CUDA 13.0): 43 passed (before the test of
+``stage_inputs``, added without a GPU and not run on one yet).  The
 tolerances above are argued from rounding; the differences seen there were
 inside them (batch invariance on CUDA was bitwise, see bench_gpu.py).
 """
@@ -306,6 +307,23 @@ def test_a_cuda_tensor_fits_and_predicts_as_numpy_on_cuda(cls, data):
     _close(out, _outputs(ref, X), PREDICT_TOL["float64"], cls.__name__)
     cpu = pickle.loads(pickle.dumps(est)).set_params(device="cpu")  # a CUDA tensor on a CPU estimator: moved
     _close(_outputs(cpu, T), _outputs(ref, X), PREDICT_TOL["float64"], cls.__name__)
+
+
+@pytest.mark.parametrize("cls", [DEQClassifier, MatchedExplicitRegressor], ids=lambda c: c.__name__)
+def test_numpy_inputs_of_a_cuda_fit_are_moved_there_once(monkeypatch, cls, data):
+    """``stage_inputs``: one copy of ``X`` to the GPU, then the CUDA-tensor path, whose results it gives."""
+    import sk_deq._torch_base as tb
+
+    X, labels, values = data
+    y = values if cls.__name__.endswith("Regressor") else labels
+    staged = []
+    stage = tb.stage_inputs
+    monkeypatch.setattr(tb, "stage_inputs", lambda X, device: staged.append(stage(X, device)) or staged[-1])
+    est = _make(cls, "float64", CUDA).fit(X, y)
+    assert len(staged) == 1 and isinstance(staged[0], torch.Tensor) and staged[0].device.type == "cuda"
+    ref = _make(cls, "float64", CUDA).fit(torch.tensor(X, device=CUDA), y)
+    np.testing.assert_array_equal(est.input_mean_, ref.input_mean_)
+    _close(_outputs(est, X), _outputs(ref, X), PREDICT_TOL["float64"], cls.__name__)
 
 
 def test_the_input_scaling_statistics_on_cuda_match_the_cpu(data):

@@ -5,6 +5,8 @@ scikit-learn's errors for the same faults; the torch statistics of the input
 scaling (used on a GPU, run here on the CPU) agree with numpy's to 1e-12.
 """
 
+import warnings
+
 import numpy as np
 import pytest
 import torch
@@ -179,3 +181,62 @@ def test_a_validated_tensor_is_the_callers_memory_not_a_numpy_copy(data):
     X = validate_samples(est, T, reset=True, dtype=[np.float64, np.float32])
     assert isinstance(X, torch.Tensor) and X.data_ptr() == T.data_ptr() and not X.requires_grad
     assert est.n_features_in_ == 8
+
+
+# ---------------------------------------------------------------------------
+# host inputs moved to a GPU once per fit (stage_inputs), exercised here on the CPU
+
+
+def _as_if_on_a_gpu(monkeypatch, free_bytes):
+    """Make ``stage_inputs`` treat the CPU as a GPU with ``free_bytes`` free (None: not measurable)."""
+    import sk_deq._torch_network as tn
+
+    monkeypatch.setattr(tn, "on_gpu", lambda device: True)
+    monkeypatch.setattr(tn, "_device_memory", lambda device: free_bytes)
+    return tn.stage_inputs
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
+def test_stage_inputs_moves_host_inputs_that_fit_once(monkeypatch, dtype):
+    X = np.arange(24, dtype=dtype).reshape(6, 4)
+    stage = _as_if_on_a_gpu(monkeypatch, free_bytes=8 * X.nbytes)
+    T = stage(X, torch.device("cpu"))
+    assert isinstance(T, torch.Tensor) and T.dtype == torch.from_numpy(X).dtype  # its own dtype: the same values
+    np.testing.assert_array_equal(T.numpy(), X)
+    Xr = X.copy()
+    Xr.flags.writeable = False  # read-only inputs are staged without a warning from torch
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        np.testing.assert_array_equal(stage(Xr, torch.device("cpu")).numpy(), X)
+
+
+def test_stage_inputs_leaves_what_does_not_fit_or_need_moving(monkeypatch):
+    from sk_deq._torch_network import STAGE_SHARE, stage_inputs
+
+    X = np.ones((6, 4))
+    cpu = torch.device("cpu")
+    assert stage_inputs(X, cpu) is X  # the CPU: nothing to move
+    stage = _as_if_on_a_gpu(monkeypatch, free_bytes=int(X.nbytes / STAGE_SHARE) - 1)
+    assert stage(X, cpu) is X  # just over the share of the free memory: copied chunk by chunk instead
+    assert isinstance(_as_if_on_a_gpu(monkeypatch, int(X.nbytes / STAGE_SHARE))(X, cpu), torch.Tensor)
+    assert _as_if_on_a_gpu(monkeypatch, None)(X, cpu) is X  # free memory unknown
+    T = torch.ones(6, 4)
+    assert _as_if_on_a_gpu(monkeypatch, 10**12)(T, cpu) is T  # a tensor is where its caller put it
+
+
+@pytest.mark.parametrize("cls", [DEQClassifier, ExplicitRegressor], ids=lambda c: c.__name__)
+def test_a_staged_fit_gives_the_bits_of_the_host_fit(monkeypatch, cls, data):
+    """What a GPU fit does with numpy inputs (stage them, then the tensor path), wired through fit, on the CPU."""
+    import sk_deq._torch_base as tb
+
+    X, _, _, weight = data
+    y = _targets(cls, data)
+    kw = dict(n_hidden=32, max_iter=5, random_state=0, early_stopping=True, validation_fraction=0.2)
+    ref = cls(**kw).fit(X, y, sample_weight=weight)
+    staged = []
+    monkeypatch.setattr(tb, "stage_inputs", lambda X, device: staged.append(torch.as_tensor(X)) or staged[-1])
+    est = cls(**kw).fit(X, y, sample_weight=weight)
+    assert len(staged) == 1 and staged[0].shape == X.shape
+    np.testing.assert_array_equal(est.input_mean_, ref.input_mean_)
+    for got, want in zip(_outputs(est, X), _outputs(ref, X)):
+        np.testing.assert_array_equal(got, want)
