@@ -116,3 +116,20 @@ def test_process_backend_sends_the_blocks_back():
         par = implicit_kernel(X, activation="tanh", kernel="ntk", tau0=1.0, block_size=32)
     np.testing.assert_allclose(par, serial, rtol=0, atol=1e-12 * np.abs(serial).max())
     np.testing.assert_array_equal(par, par.T)
+
+
+@pytest.mark.parametrize("blas_threads", [1, 2])
+def test_serial_equals_parallel_bitwise_whatever_the_blas_threads(blas_threads):
+    """The inner products of every block run on one BLAS thread, in serial too: a BLAS splits a
+    product among its threads by shape and may then sum an entry in another order (seen at 3e-16
+    with OpenBLAS on AVX-512), so only one thread gives the same bits for ``n_jobs=1`` and ``n_jobs=2``."""
+    from threadpoolctl import threadpool_limits
+
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((600, 784)) / np.sqrt(784)  # 784 features: 2 BLAS threads sum some entries otherwise
+    eng = ImplicitKernelEngine("tanh", 0.2, 1.0)
+    S = eng.prepare(X)
+    with threadpool_limits(limits=blas_threads, user_api="blas"):
+        serial = eng.kernel(S, block_size=512, n_jobs=1)
+    par = eng.kernel(S, block_size=512, n_jobs=2)
+    np.testing.assert_array_equal(par, serial)
