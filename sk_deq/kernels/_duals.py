@@ -21,7 +21,7 @@ import numpy as np
 from .._inputs import squared_norms
 from ..activations import Activation, DualFormula
 from .memory import SOLVE_CHUNK_ENTRIES
-from ._numerics import newton, vector_fixed_point
+from ._numerics import newton, vector_fixed_point, zero_roots
 
 __all__ = ["Samples"]
 
@@ -156,12 +156,16 @@ class _ClosedFormDual(_Dual):
     def diagonal(self, n_sq):
         sa, sb, c = self.sa, self.sb, self.c
 
-        def update(a):
+        def V(a):
             a = np.maximum(a, 0.0)
             F, _ = self.pair(a, self.pre(a, a))
-            return sa * (F - 2.0 * c * self.mean(a) + c * c) + sb * n_sq
+            return F - 2.0 * c * self.mean(a) + c * c
 
-        return vector_fixed_point(update, sb * n_sq + sa * c * c + 1e-300)
+        a = np.zeros_like(n_sq, dtype=float)
+        rest = ~zero_roots(V, sa, n_sq)  # the others are exactly 0
+        b = sb * n_sq[rest]
+        a[rest] = vector_fixed_point(lambda x: sa * V(x) + b, b + sa * c * c + 1e-300)
+        return a
 
     def extra(self, X, n_sq, a):
         return {"m": self.mean(a), "dm": self.mean_derivative(a)}

@@ -31,6 +31,7 @@ __all__ = [
     "chebyshev_interpolation_matrix",
     "chebyshev_points",
     "diagonal_newton",
+    "zero_roots",
     "hermite_table",
     "newton",
     "polar_expectation",
@@ -350,6 +351,38 @@ def vector_fixed_point(update, x0: np.ndarray, *, tol: float = 1e-15, max_iter: 
 _ROUNDING_REACH = 1e-12
 
 
+def zero_roots(V, sa: float, n_sq: np.ndarray) -> np.ndarray:
+    """The samples whose diagonal fixed point ``a = sa V(a) + sb n_sq`` is exactly ``a = 0``.
+
+    Those of zero norm where ``V(0) = 0`` (``phi0(0) = c``, e.g. an odd
+    activation) and the recursion contracts at 0 (``sa V'(0+) < 1``, so 0 is
+    the attracting root).  An iteration reaches that root only geometrically,
+    down through the subnormals, where its relative steps never shrink.
+
+    Parameters
+    ----------
+    V : callable
+        ``V(a)``: the variance ``E[(phi0(sqrt(a) xi) - c)^2]``, elementwise.
+    sa : float
+        Recurrent weight variance.
+    n_sq : ndarray of shape (n,)
+        Squared norms of the samples.
+
+    Returns
+    -------
+    ndarray of bool, shape (n,)
+        True where ``a = 0`` exactly.
+    """
+    n_sq = np.asarray(n_sq, dtype=float)
+    root = n_sq == 0
+    k = int(root.sum())
+    if k:
+        eps = 1e-100  # V(eps) / eps is V'(0+) where V(0) = 0
+        with np.errstate(divide="ignore", invalid="ignore"):
+            root[root] = (V(np.zeros(k)) == 0) & (sa * V(np.full(k, eps)) / eps < 1.0)
+    return root
+
+
 def diagonal_newton(evaluate, sa: float, sb: float, n_sq: np.ndarray, a0: np.ndarray, *, max_iter: int = 200):
     """Solve ``a = sa V(a) + sb n_sq`` for ``a > 0``, entrywise (the diagonal fixed point).
 
@@ -399,6 +432,9 @@ def diagonal_newton(evaluate, sa: float, sb: float, n_sq: np.ndarray, a0: np.nda
     with np.errstate(over="ignore"):  # a bound beyond the float range is no bound
         limit = 1e12 * np.maximum(1.0, n_sq)
     idx = np.arange(a.size)
+    root = idx[zero_roots(lambda x: evaluate(x)[0], sa, n_sq)]
+    out[root] = 0.0
+    idx = np.setdiff1d(idx, root)
     for _ in range(max_iter):
         if idx.size == 0:
             return out
