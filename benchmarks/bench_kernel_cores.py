@@ -11,13 +11,19 @@ reported (the machine is shared: a load burst hits all four alike):
 * the kernel on one core: ``n_jobs=1`` under a one-thread BLAS limit;
 * a float64 ``X @ X.T`` with one BLAS thread;
 * the kernel on all cores: the default ``n_jobs=None``;
-* ``X @ X.T`` with all BLAS threads.
+* ``X @ X.T`` with all BLAS threads;
+* for tanh, where numba is installed (the compiled series of
+  :mod:`sk_deq.kernels._compiled`, ``pip install sk_deq[fast]``), the
+  kernel on one core and on all cores once more with the numpy loops
+  (``SK_DEQ_COMPILED=0``).
 
 Recorded: the speed-up of all cores over one (and the GEMM's own, the
 share of the cores the machine gave), the kernel's time in units of the
-GEMM at equal thread counts, the largest difference between the two
-kernels (relative to the kernel's largest entry), and the load average
-before and after.
+GEMM at equal thread counts, which loops ran (``compiled`` or ``numpy``)
+and, with both, the numpy loops' speed-up and the compiled loops' gain, the
+largest difference between the kernels (relative to the kernel's largest
+entry: all cores against one, and compiled against numpy, which should be
+0), and the load average before and after.
 
 Usage::
 
@@ -29,6 +35,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -45,6 +52,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_kernels import digits_784
 
 from sk_deq.kernels import ImplicitKernelEngine
+from sk_deq.kernels._compiled import COMPILED_ENV, compiled_series
 from sk_deq.kernels.engine import kernel_workers
 
 ACTIVATIONS = ("tanh", "gelu", "relu")
@@ -57,8 +65,26 @@ def _timed(f):
     return out, time.perf_counter() - t
 
 
+@contextlib.contextmanager
+def _numpy_loops():
+    """The engine's numpy loops even where the compiled series is installed (``SK_DEQ_COMPILED=0``)."""
+    before = os.environ.get(COMPILED_ENV)
+    os.environ[COMPILED_ENV] = "0"
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ[COMPILED_ENV]
+        else:
+            os.environ[COMPILED_ENV] = before
+
+
 def _one_case(X, act, repeats):
-    """Interleaved timings of the kernel and the GEMM on one core and on all cores."""
+    """Interleaved timings of the kernel and the GEMM on one core and on all cores.
+
+    For a Hermite-series activation with the compiled series installed, the
+    kernel with the numpy loops runs in the same rounds too (``*_numpy``).
+    """
     eng = ImplicitKernelEngine(act, SIGMA_A2, 1.0)
     S = eng.prepare(X)
     runs = {
@@ -67,22 +93,29 @@ def _one_case(X, act, repeats):
         "kernel_all": lambda: eng.kernel(S),
         "gemm_all": lambda: X @ X.T,
     }
+    compiled = eng.method == "Hermite expansion" and compiled_series() is not None
+    if compiled:
+        runs["kernel_1_numpy"], runs["kernel_all_numpy"] = runs["kernel_1"], runs["kernel_all"]
+    eng.kernel(eng.prepare(X[:32]))  # compiles (or loads) the compiled loops before any timing
     times = {k: [] for k in runs}
-    serial = parallel = None
+    outs = {}
     for _ in range(repeats):
         for name, f in runs.items():
-            with threadpool_limits(limits=1) if name.endswith("_1") else threadpool_limits(limits=None):
+            with contextlib.ExitStack() as stack:
+                stack.enter_context(threadpool_limits(limits=1 if "_1" in name else None))
+                if name.endswith("_numpy"):
+                    stack.enter_context(_numpy_loops())
                 out, t = _timed(f)
             times[name].append(t)
-            if name == "kernel_1":
-                serial = out
-            elif name == "kernel_all":
-                parallel = out
+            if name.startswith("kernel"):
+                outs[name] = out
     med = {k: statistics.median(v) for k, v in times.items()}
-    diff = float(np.max(np.abs(serial - parallel)) / np.max(np.abs(serial)))
-    return {
+    serial = outs["kernel_1"]
+    diff = max(float(np.max(np.abs(serial - v))) for v in outs.values()) / float(np.max(np.abs(serial)))
+    record = {
         "activation": act,
         "method": eng.method,
+        "loops": "compiled" if compiled else "numpy",
         "n": len(X),
         **{f"{k}_s": v for k, v in med.items()},
         "speedup": med["kernel_1"] / med["kernel_all"],
@@ -92,6 +125,11 @@ def _one_case(X, act, repeats):
         "max_rel_diff": diff,
         "times": times,
     }
+    if compiled:
+        record["numpy_speedup"] = med["kernel_1_numpy"] / med["kernel_all_numpy"]
+        record["compiled_over_numpy_1"] = med["kernel_1_numpy"] / med["kernel_1"]
+        record["compiled_over_numpy_all"] = med["kernel_all_numpy"] / med["kernel_all"]
+    return record
 
 
 def collect(sizes=(2000, 4000), acts=ACTIVATIONS, repeats=7):
@@ -119,14 +157,20 @@ def table(result) -> str:
         f"cpu_count={result['cpu_count']}, kernel threads={w}, {result['repeats']} interleaved repeats (medians); "
         f"load average before {result['load_before'][0]:.2f}, after {result['load_after'][0]:.2f}",
         f"{'n':>5} {'activation':<10} {'1 core s':>9} {f'{w} cores s':>10} {'speed-up':>9} "
-        f"{'/GEMM 1':>8} {f'/GEMM {w}':>8} {'GEMM speed-up':>13} {'rel diff':>9}",
+        f"{'/GEMM 1':>8} {f'/GEMM {w}':>8} {'GEMM speed-up':>13} {'rel diff':>9} {'loops':>8}",
     ]
     for r in result["records"]:
         lines.append(
             f"{r['n']:>5} {r['activation']:<10} {r['kernel_1_s']:9.3f} {r['kernel_all_s']:10.3f} "
             f"{r['speedup']:8.2f}x {r['ratio_to_gemm_1']:8.1f} {r['ratio_to_gemm_all']:8.1f} {r['gemm_speedup']:12.2f}x "
-            f"{r['max_rel_diff']:9.1e}"
+            f"{r['max_rel_diff']:9.1e} {r['loops']:>8}"
         )
+        if "numpy_speedup" in r:
+            lines.append(
+                f"{'':>5} {'  (numpy)':<10} {r['kernel_1_numpy_s']:9.3f} {r['kernel_all_numpy_s']:10.3f} "
+                f"{r['numpy_speedup']:8.2f}x   compiled loops {r['compiled_over_numpy_1']:.2f}x faster on 1 core, "
+                f"{r['compiled_over_numpy_all']:.2f}x on {w}"
+            )
     return "\n".join(lines)
 
 

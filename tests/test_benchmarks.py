@@ -289,6 +289,9 @@ def test_kernel_cores_benchmark_in_a_tiny_configuration():
     assert rec["n"] == 150 and rec["activation"] == "tanh" and rec["max_rel_diff"] <= 1e-12
     assert rec["speedup"] > 0 and rec["ratio_to_gemm_1"] > 0 and rec["ratio_to_gemm_all"] > 0
     assert "tanh" in bench_kernel_cores.table(result)
+    if rec["loops"] == "compiled":  # numba installed: the numpy loops ran beside, to the same bits
+        assert rec["max_rel_diff"] == 0.0 and rec["compiled_over_numpy_1"] > 0 and rec["numpy_speedup"] > 0
+        assert "(numpy)" in bench_kernel_cores.table(result)
 
 
 def test_the_gpu_section_without_cuda_is_null_with_its_reason(monkeypatch):

@@ -26,7 +26,7 @@ from ._numerics import (
     safeguarded_newton,
     sample_nodes,
 )
-from ._series import NUMPY_OPS, HermiteSeries
+from ._series import HermiteSeries, numpy_ops
 
 __all__ = ["MEHLER_MAX_DEGREE", "MehlerDual"]
 
@@ -213,7 +213,7 @@ class MehlerDual(_Dual):
         return S.d2
 
     def chunk(self, P, R, C, kernel):
-        return self.solver(NUMPY_OPS, group=4096).block(P, R, C, R, C, kernel)
+        return self.solver(numpy_ops(), group=4096).block(P, R, C, R, C, kernel)
 
     def polar_solve(self, rho0, s, rhs, si, sj):
         """Correlations and series value and slope of entries by polar quadrature (numpy)."""

@@ -27,9 +27,10 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ._compiled import compiled_series
 from ._numerics import newton
 
-__all__ = ["NUMPY_OPS", "ArrayOps", "HermiteSeries"]
+__all__ = ["NUMPY_OPS", "ArrayOps", "HermiteSeries", "numpy_ops"]
 
 _MARGIN = 0.05  # correlation margin of the degree choice
 _PRE_TOL = 1e-8  # truncation tolerance of the low-degree pre-solve
@@ -59,6 +60,9 @@ class ArrayOps(NamedTuple):
     cache_terms : bool
         Whether the series coefficients of a block are kept once computed
         (else recomputed in place at every evaluation: no memory beyond the block's).
+    compiled : CompiledSeries or None
+        Compiled loops that sum the series and its equations instead
+        (:mod:`sk_deq.kernels._compiled`, numpy arrays only), or None.
     """
 
     xp: Any
@@ -68,6 +72,7 @@ class ArrayOps(NamedTuple):
     to_host: Callable
     from_host: Callable
     cache_terms: bool
+    compiled: Any = None
 
 
 def _np_addr(t, a, b):
@@ -84,6 +89,12 @@ def _np_addcmul(t, a, b):
 NUMPY_OPS = ArrayOps(np, _np_addr, _np_addcmul, np.nonzero, lambda x: x, lambda x, like: x, True)
 
 
+def numpy_ops() -> ArrayOps:
+    """:data:`NUMPY_OPS`, with the compiled series where numba is installed and not turned off (:mod:`._compiled`)."""
+    compiled = compiled_series()
+    return NUMPY_OPS if compiled is None else NUMPY_OPS._replace(cache_terms=False, compiled=compiled)
+
+
 class _OuterTerms:
     """Coefficients ``c_k = Hr[:, k] Hc[:, k]^T`` of a block.
 
@@ -92,9 +103,12 @@ class _OuterTerms:
     in place (the large blocks of a device).
     """
 
+    paired = False
+
     def __init__(self, ops, Hr, Hc):
         self.ops, self.Hr, self.Hc = ops, Hr, Hc
         self._cache = {} if ops.cache_terms else None
+        self._columns = None
 
     def _product(self, k):
         return self.ops.xp.outer(self.Hr[:, k], self.Hc[:, k])
@@ -117,22 +131,47 @@ class _OuterTerms:
         t += self._cached(k)
         return t
 
+    def columns(self, K):
+        """``Hc[:, :K + 1]`` transposed, contiguous (numpy; kept for the next evaluation)."""
+        if self._columns is None or len(self._columns) <= K:
+            self._columns = np.ascontiguousarray(self.Hc[:, : K + 1].T)
+        return self._columns
+
     def take(self, mask):
         ii, jj = self.ops.nonzero(mask)
-        return _PairedTerms(self.ops, self.Hr[ii], self.Hc[jj])
+        return _PairedTerms(self.ops, self.Hr, self.Hc, ii, jj)
 
 
 class _PairedTerms(_OuterTerms):
-    """Coefficients ``c_k = Hr[:, k] * Hc[:, k]`` of gathered entries (row ``e`` of both is entry ``e``)."""
+    """Coefficients ``c_k = Hr[rows, k] * Hc[cols, k]`` of gathered entries (entry ``e`` is ``(rows[e], cols[e])``).
+
+    The rows are gathered (up to degree ``K``) at the first evaluation of the
+    array library's loops; the compiled ones index ``Hr`` and ``Hc`` directly.
+    """
+
+    paired = True
+
+    def __init__(self, ops, Hr, Hc, rows, cols, K=None):
+        super().__init__(ops, Hr, Hc)
+        self.rows, self.cols, self.K = rows, cols, K
+        self._gathered = None
+
+    def _pair(self):
+        if self._gathered is None:
+            top = None if self.K is None else self.K + 1
+            self._gathered = self.Hr[self.rows, :top], self.Hc[self.cols, :top]
+        return self._gathered
 
     def _product(self, k):
-        return self.Hr[:, k] * self.Hc[:, k]
+        hr, hc = self._pair()
+        return hr[:, k] * hc[:, k]
 
     def _add(self, t, k):
-        return self.ops.addcmul_(t, self.Hr[:, k], self.Hc[:, k])
+        hr, hc = self._pair()
+        return self.ops.addcmul_(t, hr[:, k], hc[:, k])
 
     def take(self, mask):
-        return _PairedTerms(self.ops, self.Hr[mask], self.Hc[mask])
+        return _PairedTerms(self.ops, self.Hr, self.Hc, self.rows[mask], self.cols[mask], self.K)
 
 
 class _Bounds(NamedTuple):
@@ -218,6 +257,8 @@ class HermiteSeries:
     # -- the truncated series -------------------------------------------------
     def _series(self, rho, terms, ks, derivative=True):
         """Value and (unless not ``derivative``) rho-derivative of ``sum_{k in ks} c_k rho^k`` (Horner)."""
+        if self.ops.compiled is not None:
+            return self.ops.compiled.evaluate(rho, terms, ks, self.odd, derivative)
         x = rho * rho if self.odd else rho  # odd: rho q(rho^2)
         p = terms.first(ks[-1])
         dp = self.ops.xp.zeros_like(p) if derivative else None
@@ -237,6 +278,8 @@ class HermiteSeries:
     def _equation(self, s, rhs, terms, ks):
         """``rho -> (g, dg, p, dp)`` of ``g(rho) = s rho - sa sum_k c_k rho^k - rhs``."""
         sa = self.sa
+        if self.ops.compiled is not None:
+            return lambda rho: self.ops.compiled.evaluate(rho, terms, ks, self.odd, equation=(sa, s, rhs))
 
         def fun(rho):
             p, dp = self._series(rho, terms, ks)
@@ -372,7 +415,7 @@ class HermiteSeries:
             K = max(1, min(self._degree(rmax, b), self.K))
             K_pre, K_start = self._degree(rmax, b, tol=_PRE_TOL), self._degree(rmax, b, tol=_START_TOL)
             gi, gj = ii[idx], jj[idx]
-            terms = _PairedTerms(self.ops, R.H[gi, : K + 1], C.H[gj, : K + 1])
+            terms = _PairedTerms(self.ops, R.H, C.H, gi, gj, K)
             r_, p_, dp_ = self._solve(rho0[idx], s[idx], rhs[idx], terms, K, b.ntk, K_pre, K_start)
             # exact per-entry bound at the final correlation
             ar = abs(r_)
