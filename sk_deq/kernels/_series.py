@@ -249,7 +249,7 @@ class HermiteSeries:
         for cand, k_c in zip(_SPLITS, Kc):
             if k_c > self.K:
                 continue
-            cost = math.prod(abs0.shape) * max(k_c, 1) + 2 * int((abs0 > cand).sum()) * k_top
+            cost = math.prod(abs0.shape) * max(k_c, 1) + 2 * int(self.ops.xp.count_nonzero(abs0 > cand)) * k_top
             if best is None or cost < best[0]:
                 best = (cost, cand, int(k_c))
         return (0.0, 1) if best is None else best[1:]
