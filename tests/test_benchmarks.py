@@ -294,6 +294,15 @@ def test_kernel_cores_benchmark_in_a_tiny_configuration():
         assert "(numpy)" in bench_kernel_cores.table(result)
 
 
+def test_weight_draws_benchmark_in_a_tiny_configuration():
+    import bench_weight_draws
+
+    result = bench_weight_draws.collect(shapes=((70, 9),), repeats=1)
+    assert {r["threads"] for r in result["records"]} >= {1}
+    assert all(r["torch_s"] > 0 and r["streams_s"] > 0 and r["speedup"] > 0 for r in result["records"])
+    assert "70x9" in bench_weight_draws.table(result)
+
+
 def test_the_gpu_section_without_cuda_is_null_with_its_reason(monkeypatch):
     import torch
 

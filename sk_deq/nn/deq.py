@@ -25,6 +25,7 @@ import torch
 from torch import nn
 
 from ..activations import get_activation
+from ._random import gaussian_weights
 from .solvers import SolverInfo, SolverLog, get_solver
 
 __all__ = ["DEQLayer", "DEQDivergenceError"]
@@ -64,8 +65,12 @@ class DEQLayer(nn.Module):
     train_a, train_b : bool, default=False
         Whether ``A`` and ``B`` receive gradients.
     generator : torch.Generator, optional
-        Source of the ``N(0, 1)`` weights (drawn in float64 on the CPU, so that
-        a seed gives the same weights on every device and in every dtype).
+        Source of the ``N(0, 1)`` weights: one seed is taken from it (from
+        torch's default generator when None) and every matrix is drawn in
+        float64 on the CPU, in parallel streams of 64 rows
+        (:func:`~sk_deq.nn._random.gaussian_weights`), so that a seed gives
+        the same weights on every device, in every dtype and with any number
+        of threads.
     dtype : torch.dtype, optional
         Precision of the parameters; torch's default dtype by default.
     device : str or torch.device, optional
@@ -136,10 +141,10 @@ class DEQLayer(nn.Module):
         self.backward_max_iter = self.max_iter if backward_max_iter is None else int(backward_max_iter)
         self.solver_options = dict(solver_options or {})
         dtype = dtype or torch.get_default_dtype()
-        A = torch.randn(self.n_hidden, self.n_hidden, generator=generator, dtype=torch.float64)
-        B = torch.randn(self.n_hidden, self.n_features, generator=generator, dtype=torch.float64)
-        self.A = nn.Parameter(A.to(dtype=dtype, device=device), requires_grad=bool(train_a))
-        self.B = nn.Parameter(B.to(dtype=dtype, device=device), requires_grad=bool(train_b))
+        A = gaussian_weights(self.n_hidden, self.n_hidden, generator, dtype=dtype, device=device)
+        B = gaussian_weights(self.n_hidden, self.n_features, generator, dtype=dtype, device=device)
+        self.A = nn.Parameter(A, requires_grad=bool(train_a))
+        self.B = nn.Parameter(B, requires_grad=bool(train_b))
         self.forward_info: SolverInfo | None = None
         self.backward_info: SolverInfo | None = None
         self.solver_log: SolverLog | None = None

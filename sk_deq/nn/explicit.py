@@ -19,6 +19,7 @@ import torch
 from torch import nn
 
 from ..activations import get_activation
+from ._random import gaussian_weights
 
 __all__ = ["ExplicitNet"]
 
@@ -39,7 +40,12 @@ class ExplicitNet(nn.Module):
     trainable : sequence of bool, optional
         Which weight matrices receive gradients (none by default).
     generator : torch.Generator, optional
-        Source of the ``N(0, 1)`` weights (drawn in float64 on the CPU).
+        Source of the ``N(0, 1)`` weights: one seed is taken from it (from
+        torch's default generator when None) and every matrix is drawn in
+        float64 on the CPU, in parallel streams of 64 rows
+        (:func:`~sk_deq.nn._random.gaussian_weights`), so that a seed gives
+        the same weights on every device, in every dtype and with any number
+        of threads.
     dtype : torch.dtype, optional
         Precision of the parameters; torch's default dtype by default.
     device : str or torch.device, optional
@@ -89,8 +95,8 @@ class ExplicitNet(nn.Module):
         weights = []
         fan_in = self.n_features
         for flag in trainable:
-            W = torch.randn(self.n_hidden, fan_in, generator=generator, dtype=torch.float64)
-            weights.append(nn.Parameter(W.to(dtype=dtype, device=device), requires_grad=flag))
+            W = gaussian_weights(self.n_hidden, fan_in, generator, dtype=dtype, device=device)
+            weights.append(nn.Parameter(W, requires_grad=flag))
             fan_in = self.n_hidden
         self.weights = nn.ParameterList(weights)
 

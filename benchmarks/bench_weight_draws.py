@@ -1,0 +1,108 @@
+"""The networks' weight draws: torch's one stream against numpy's parallel streams, side by side in one process.
+
+A network's hidden weights are drawn in float64 on the CPU whatever its
+device, then cast to its dtype (:func:`sk_deq.nn._random.gaussian_weights`).
+This times, interleaved repeat after repeat (medians), for the matched
+net's ``4096 x 784`` and the DEQ's ``4096 x 4096`` (``--quick``: ``512 x
+784``), with one torch thread and with all of them:
+
+* ``torch``: ``torch.randn(..., dtype=float64, generator=g).to(float32)``,
+  one sequential stream (how the weights were drawn before);
+* ``streams``: ``gaussian_weights(..., generator=g, dtype=float32)``, blocks
+  of 64 rows from numpy streams on up to ``torch.get_num_threads()``
+  threads.
+
+On a GPU the draw is host time in every fit (``bench_gpu.py``'s
+``_initialize`` phase), so its speed-up here is what that phase gains on a
+host with as many cores.
+
+Usage::
+
+    python benchmarks/bench_weight_draws.py               # 7 repeats
+    python benchmarks/bench_weight_draws.py --quick       # 512 x 784, 1 repeat
+    python benchmarks/bench_weight_draws.py --json out.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import time
+from pathlib import Path
+
+import torch
+
+from sk_deq.nn._random import gaussian_weights
+
+SHAPES = ((4096, 784), (4096, 4096))
+
+
+def _draws(shape):
+    return {
+        "torch": lambda: torch.randn(*shape, dtype=torch.float64, generator=torch.Generator().manual_seed(0)).to(
+            torch.float32
+        ),
+        "streams": lambda: gaussian_weights(*shape, torch.Generator().manual_seed(0), dtype=torch.float32),
+    }
+
+
+def collect(shapes=SHAPES, repeats=7):
+    """Medians of interleaved draws per shape and thread count, and the speed-ups of the streams."""
+    all_threads = torch.get_num_threads()
+    records = []
+    try:
+        for shape in shapes:
+            draws = _draws(shape)
+            for threads in sorted({1, all_threads}):
+                torch.set_num_threads(threads)
+                times = {k: [] for k in draws}
+                for _ in range(repeats):
+                    for name, f in draws.items():
+                        t = time.perf_counter()
+                        f()
+                        times[name].append(time.perf_counter() - t)
+                med = {k: statistics.median(v) for k, v in times.items()}
+                records.append(
+                    {
+                        "shape": list(shape),
+                        "threads": threads,
+                        **{f"{k}_s": v for k, v in med.items()},
+                        "speedup": med["torch"] / med["streams"],
+                    }
+                )
+    finally:
+        torch.set_num_threads(all_threads)
+    return {"cpu_count": os.cpu_count(), "repeats": repeats, "load": os.getloadavg(), "records": records}
+
+
+def table(result) -> str:
+    """The records as a text table."""
+    lines = [
+        f"cpu_count={result['cpu_count']}, {result['repeats']} interleaved repeats (medians), "
+        f"load average {result['load'][0]:.2f}",
+        f"{'shape':>12} {'threads':>7} {'torch s':>8} {'streams s':>9} {'speed-up':>9}",
+    ]
+    for r in result["records"]:
+        shape = "x".join(map(str, r["shape"]))
+        lines.append(f"{shape:>12} {r['threads']:>7} {r['torch_s']:8.4f} {r['streams_s']:9.4f} {r['speedup']:8.2f}x")
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    """Run :func:`collect`, print its table, write its JSON with ``--json``; returns the result."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="512 x 784, one repeat")
+    ap.add_argument("--repeats", type=int, default=7)
+    ap.add_argument("--json", type=Path, help="write the records there")
+    args = ap.parse_args(argv)
+    result = collect(((512, 784),), 1) if args.quick else collect(repeats=args.repeats)
+    print(table(result))
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=1))
+    return result
+
+
+if __name__ == "__main__":
+    main()
