@@ -35,9 +35,7 @@ Usage::
 
 from __future__ import annotations
 
-import argparse
 import contextlib
-import json
 import os
 import statistics
 import sys
@@ -50,6 +48,7 @@ from threadpoolctl import threadpool_limits
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _cli import parser, report
 from bench_kernels import digits_784
 
 from sk_deq.kernels import ImplicitKernelEngine
@@ -205,18 +204,11 @@ def table(result) -> str:
 
 def main(argv=None):
     """Run :func:`collect`, print its table, write its JSON with ``--json``; returns the result."""
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="300 digits, one repeat")
-    ap.add_argument("--repeats", type=int, default=7)
+    ap = parser(__doc__, "300 digits, one repeat", 7)
     ap.add_argument("--sizes", type=int, nargs="+", default=[2000, 4000])
-    ap.add_argument("--json", type=Path, help="write the records there")
     args = ap.parse_args(argv)
     sizes, repeats = ([300], 1) if args.quick else (args.sizes, args.repeats)
-    result = collect(sizes=sizes, repeats=repeats)
-    print(table(result))
-    if args.json:
-        args.json.write_text(json.dumps(result, indent=1))
-    return result
+    return report(collect(sizes=sizes, repeats=repeats), table, args.json)
 
 
 if __name__ == "__main__":

@@ -31,9 +31,7 @@ Usage::
 
 from __future__ import annotations
 
-import argparse
 import contextlib
-import json
 import os
 import platform
 import statistics
@@ -46,6 +44,7 @@ from threadpoolctl import threadpool_info, threadpool_limits
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _cli import parser, report
 from bench_kernels import digits_784
 
 from sk_deq._inputs import data_tau0
@@ -229,15 +228,8 @@ def _table(result) -> str:
 
 def main(argv=None):
     """Run :func:`collect` and print its table (and write its JSON with ``--json``)."""
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="1,000 digits instead of 4,000")
-    ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--json", type=Path, help="write the records there")
-    args = ap.parse_args(argv)
-    result = collect(quick=args.quick, repeats=args.repeats)
-    print(_table(result))
-    if args.json:
-        args.json.write_text(json.dumps(result, indent=1))
+    args = parser(__doc__, "1,000 digits instead of 4,000", 3).parse_args(argv)
+    report(collect(quick=args.quick, repeats=args.repeats), _table, args.json)
 
 
 if __name__ == "__main__":

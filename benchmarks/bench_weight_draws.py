@@ -25,14 +25,17 @@ Usage::
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
+import sys
 import statistics
 import time
 from pathlib import Path
 
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _cli import parser, report
 
 from sk_deq.nn._random import gaussian_weights
 
@@ -92,16 +95,9 @@ def table(result) -> str:
 
 def main(argv=None):
     """Run :func:`collect`, print its table, write its JSON with ``--json``; returns the result."""
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="512 x 784, one repeat")
-    ap.add_argument("--repeats", type=int, default=7)
-    ap.add_argument("--json", type=Path, help="write the records there")
-    args = ap.parse_args(argv)
+    args = parser(__doc__, "512 x 784, one repeat", 7).parse_args(argv)
     result = collect(((512, 784),), 1) if args.quick else collect(repeats=args.repeats)
-    print(table(result))
-    if args.json:
-        args.json.write_text(json.dumps(result, indent=1))
-    return result
+    return report(result, table, args.json)
 
 
 if __name__ == "__main__":

@@ -40,12 +40,8 @@ class ExplicitNet(nn.Module):
     trainable : sequence of bool, optional
         Which weight matrices receive gradients (none by default).
     generator : torch.Generator, optional
-        Source of the ``N(0, 1)`` weights: one seed is taken from it (from
-        torch's default generator when None) and every matrix is drawn in
-        float64 on the CPU, in parallel streams of 64 rows
-        (:func:`~sk_deq.nn._random.gaussian_weights`), so that a seed gives
-        the same weights on every device, in every dtype and with any number
-        of threads.
+        Source of the ``N(0, 1)`` weights, drawn as those of
+        :class:`~sk_deq.nn.DEQLayer` (:func:`~sk_deq.nn._random.gaussian_weights`).
     dtype : torch.dtype, optional
         Precision of the parameters; torch's default dtype by default.
     device : str or torch.device, optional
