@@ -142,3 +142,27 @@ def test_compiled_loops_take_any_layout_of_their_inputs():
     p2, dp2 = loops.evaluate(ro, terms_f, ks, odd=False)
     np.testing.assert_array_equal(p2, p)
     np.testing.assert_array_equal(dp2, dp)
+
+
+def test_threads_asking_at_once_get_one_set_of_loops(monkeypatch):
+    """The engine's worker threads call compiled_series() together at the first kernel: one build, shared."""
+    import threading
+    import time
+
+    builds = []
+
+    def slow_build():
+        builds.append(1)
+        time.sleep(0.05)
+        return "loops"
+
+    monkeypatch.delenv(_compiled.COMPILED_ENV, raising=False)
+    cached = _compiled.functools.cache(slow_build)
+    monkeypatch.setattr(_compiled, "_build", cached)
+    got = []
+    threads = [threading.Thread(target=lambda: got.append(_compiled.compiled_series())) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert got == ["loops"] * 4 and len(builds) == 1

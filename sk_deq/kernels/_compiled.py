@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import os
+import threading
 
 import numpy as np
 
@@ -42,7 +43,11 @@ def compiled_series() -> CompiledSeries | None:
     """
     if os.environ.get(COMPILED_ENV, "").strip() == "0":
         return None
-    return _build()
+    with _BUILD_LOCK:  # the engine's threads ask at once: one set of loops, compiled (or loaded) once
+        return _build()
+
+
+_BUILD_LOCK = threading.Lock()
 
 
 @functools.cache
