@@ -35,8 +35,9 @@ Tolerances, relative to the largest magnitude of the CPU's outputs:
   same kernel runs on every block, but cuBLAS may still choose by the
   alignment of a block's rows: not bitwise, within rounding.
 
-Run on one NVIDIA H200 (torch 2.11, CUDA 13.0): 43 passed (before the test of
-``stage_inputs``, added without a GPU and not run on one yet).  The
+Run on one NVIDIA H200 (torch 2.11, CUDA 13.0): 43 passed (before the tests of
+``stage_inputs`` and of the weight draws, added without a GPU and not run on
+one yet).  The
 tolerances above are argued from rounding; the differences seen there were
 inside them (batch invariance on CUDA was bitwise, see bench_gpu.py).
 """
@@ -334,3 +335,13 @@ def test_the_input_scaling_statistics_on_cuda_match_the_cpu(data):
     mean, scale, _ = fit_input_scaling(torch.tensor(X, device=CUDA), "global", weight, device=torch.device(CUDA))
     assert abs(scale - want[1]) <= 1e-12 * want[1]
     assert np.linalg.norm(mean - want[0]) <= 1e-12 * np.linalg.norm(want[0])
+
+
+def test_weights_drawn_for_cuda_are_the_cpu_draws_bitwise():
+    """The draw stays on the host (numpy streams in float64), then moves: the same bits on both devices."""
+    from sk_deq.nn._random import gaussian_weights
+
+    for dtype in (torch.float32, torch.float64):
+        on_cuda = gaussian_weights(300, 70, torch.Generator().manual_seed(3), dtype=dtype, device=CUDA)
+        on_cpu = gaussian_weights(300, 70, torch.Generator().manual_seed(3), dtype=dtype)
+        assert on_cuda.device.type == "cuda" and torch.equal(on_cuda.cpu(), on_cpu)
