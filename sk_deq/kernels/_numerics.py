@@ -431,10 +431,9 @@ def diagonal_newton(evaluate, sa: float, sb: float, n_sq: np.ndarray, a0: np.nda
     prev, prev2 = np.full_like(a, np.inf), np.full_like(a, np.inf)
     with np.errstate(over="ignore"):  # a bound beyond the float range is no bound
         limit = 1e12 * np.maximum(1.0, n_sq)
-    idx = np.arange(a.size)
-    root = idx[zero_roots(lambda x: evaluate(x)[0], sa, n_sq)]
+    root = zero_roots(lambda x: evaluate(x)[0], sa, n_sq)
     out[root] = 0.0
-    idx = np.setdiff1d(idx, root)
+    idx = np.flatnonzero(~root)
     for _ in range(max_iter):
         if idx.size == 0:
             return out
