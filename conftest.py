@@ -62,8 +62,26 @@ def one_torch_thread():
     torch.set_num_threads(n)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def cpu_for_the_session():
+    """Pin ``device='auto'`` to the CPU from the start of the session, module and session fixtures included.
+
+    A module fixture runs before the function-scoped
+    :func:`cpu_unless_gpu_marked` of its first test: without this pin, a
+    module fixture that fits with ``device='auto'`` would fit on CUDA where
+    there is one, and its tests would compare CUDA's outputs with the CPU's
+    (seen on a GPU host: a DEQ's predictions 2.3e-7 apart "with the batch").
+    The ``gpu`` module names its device explicitly.
+    """
+    from sk_deq._device import DEVICE_ENV
+
+    with pytest.MonkeyPatch.context() as pin:
+        pin.setenv(DEVICE_ENV, "cpu")
+        yield
+
+
 @pytest.fixture(autouse=True)
-def cpu_unless_gpu_marked(request, monkeypatch):
+def cpu_unless_gpu_marked(request):
     """Pin ``device='auto'`` to the CPU in every test and docstring example but those marked ``gpu``.
 
     The estimators default to ``device='auto'``, which picks CUDA where it is
@@ -73,11 +91,18 @@ def cpu_unless_gpu_marked(request, monkeypatch):
     included; the ``gpu`` module (tests/test_gpu.py) compares CUDA with the
     CPU explicitly.  Tests that pretend CUDA exists remove the variable
     themselves.
+
+    The pin has its own ``MonkeyPatch``, not the test's ``monkeypatch``
+    fixture: a test that calls ``monkeypatch.undo()`` to end its own patches
+    would otherwise remove the pin too, and its later calls would run on
+    CUDA where there is one (seen on a GPU machine: a bitwise comparison of
+    CPU features with CUDA's failed).
     """
     from sk_deq._device import DEVICE_ENV
 
-    if request.node.get_closest_marker("gpu") is None:
-        monkeypatch.setenv(DEVICE_ENV, "cpu")
-    else:
-        monkeypatch.delenv(DEVICE_ENV, raising=False)
-    yield
+    with pytest.MonkeyPatch.context() as pin:
+        if request.node.get_closest_marker("gpu") is None:
+            pin.setenv(DEVICE_ENV, "cpu")
+        else:
+            pin.delenv(DEVICE_ENV, raising=False)
+        yield

@@ -5,6 +5,7 @@ and ``torch.cuda.device_count``: every refusal happens in the resolver, before t
 touches a device.
 """
 
+import os
 import pickle
 
 import numpy as np
@@ -113,6 +114,25 @@ def test_the_suite_runs_on_the_cpu(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     assert resolve_device("auto") is None
     assert DEQClassifier(n_hidden=4)._device() == torch.device("cpu")
+
+
+@pytest.fixture(scope="module")
+def device_env_of_a_module_fixture():
+    return os.environ.get("SK_DEQ_DEVICE")
+
+
+def test_module_fixtures_run_pinned_to_the_cpu_too(device_env_of_a_module_fixture):
+    """A module fixture is set up before its first test's function fixtures: the pin holds for the whole session."""
+    assert device_env_of_a_module_fixture == "cpu"
+
+
+def test_the_cpu_pin_survives_a_tests_own_monkeypatch_undo(monkeypatch):
+    """A test ending its own patches with ``monkeypatch.undo()`` keeps the root conftest's pin (seen failing on a GPU host)."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.undo()
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert os.environ.get("SK_DEQ_DEVICE") == "cpu"
+    assert resolve_device("auto") is None
 
 
 def test_cuda_index_is_checked(monkeypatch):
