@@ -27,7 +27,8 @@ Usage::
 
     python benchmarks/bench_gpu.py                      # 60,000 x 784, width 4096, matched and DEQ
     python benchmarks/bench_gpu.py --quick              # 8,000 x 784, width 1024
-    python benchmarks/bench_gpu.py --block-sweep        # the DEQ against the rows of a block
+    python benchmarks/bench_gpu.py --block-sweep deq    # the DEQ against the rows of a block
+    python benchmarks/bench_gpu.py --block-sweep matched   # the matched net against the rows of a block
     python benchmarks/bench_gpu.py --models matched --cpu --out gpu.json   # no CPU fit
 """
 
@@ -247,50 +248,66 @@ def batch_deviation(model, width, X, y) -> dict:
     return out
 
 
-#: Block sizes of the sweep: ``(entries, most rows)`` as in :mod:`sk_deq.nn.blocks`.
-BLOCK_SWEEP = ((1 << 16, 1024), (1 << 18, 4096), (1 << 20, 8192), (1 << 22, 16384))
+#: Block sizes of the sweeps: ``(entries, most rows)`` as in :mod:`sk_deq.nn.blocks`, for the DEQ
+#: (``GPU_BLOCK_ENTRIES``) and the matched net (``GPU_ONE_PASS_BLOCK_ENTRIES``).
+BLOCK_SWEEP = {
+    "deq": ((1 << 16, 1024), (1 << 18, 4096), (1 << 20, 8192), (1 << 22, 16384)),
+    "matched": ((1 << 20, 1024), (1 << 21, 1024), (1 << 22, 1024), (1 << 23, 2048), (1 << 24, 4096)),
+}
+SWEPT = {"deq": "GPU_BLOCK_ENTRIES", "matched": "GPU_ONE_PASS_BLOCK_ENTRIES"}
 
 
-def block_sweep(n=20000, width=4096, progress=print) -> list[dict]:
-    """DEQ fit and predict on CUDA against the rows of a block (``nn.blocks``'s constants patched in turn).
+def block_sweep(model="deq", n=None, width=4096, progress=print) -> list[dict]:
+    """Fit and predict on CUDA against the rows of a block (``nn.blocks``'s constants patched in turn).
 
-    The measurement behind :data:`sk_deq.nn.blocks.GPU_BLOCK_ENTRIES`: fit,
-    predict of all ``n`` rows, and one-row latency (best of two).
+    The measurement behind :data:`sk_deq.nn.blocks.GPU_BLOCK_ENTRIES` (the
+    DEQ, ``n`` = 20,000 by default) and
+    :data:`sk_deq.nn.blocks.GPU_ONE_PASS_BLOCK_ENTRIES` (the matched net,
+    ``n`` = 60,000): fit (and its features phase), predict of all ``n``
+    rows, and one-row latency (best of three), each the best of two runs.
     """
     import torch
 
     import sk_deq.nn.blocks as blocks
 
+    n = n or (20000 if model == "deq" else 60000)
     X, y = mixture(n)
-    make("deq", 64, "cuda").fit(X[:300], y[:300])
-    saved, records = (blocks.GPU_BLOCK_ENTRIES, blocks.MAX_BLOCK_ROWS), []
+    make(model, 64, "cuda").fit(X[:300], y[:300])
+    name = SWEPT[model]
+    saved, records = (getattr(blocks, name), blocks.MAX_BLOCK_ROWS), []
     try:
-        for entries, most in BLOCK_SWEEP:
-            blocks.GPU_BLOCK_ENTRIES, blocks.MAX_BLOCK_ROWS = entries, most
-            est = make("deq", width, "cuda")
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                torch.cuda.synchronize()
-                t0 = time.perf_counter()
-                est.fit(X, y)
-                fit_s = time.perf_counter() - t0
-            one = []
+        for entries, most in BLOCK_SWEEP[model]:
+            setattr(blocks, name, entries)
+            blocks.MAX_BLOCK_ROWS = most
+            rec = {"model": model, "block_rows": blocks.block_rows(width, "cuda", one_pass=model != "deq")}
             for _ in range(2):
+                est = make(model, width, "cuda")
+                clock = PhaseClock(est, True)
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    torch.cuda.synchronize()
+                    t0 = time.perf_counter()
+                    est.fit(X, y)
+                    fit_s = time.perf_counter() - t0
+                one = []
+                for _ in range(3):
+                    t0 = time.perf_counter()
+                    est.decision_function(X[:1])
+                    one.append(time.perf_counter() - t0)
                 t0 = time.perf_counter()
-                est.decision_function(X[:1])
-                one.append(time.perf_counter() - t0)
-            t0 = time.perf_counter()
-            est.decision_function(X)
-            rec = {
-                "block_rows": blocks.block_rows(width, "cuda"),
-                "fit_s": fit_s,
-                "predict_all_s": time.perf_counter() - t0,
-            }
-            rec["predict_one_ms"] = 1e3 * min(one)
+                est.decision_function(X)
+                run = {
+                    "fit_s": fit_s,
+                    "features_s": clock.seconds["_cache_features"],
+                    "predict_all_s": time.perf_counter() - t0,
+                    "predict_one_ms": 1e3 * min(one),
+                }
+                rec.update({k: min(v, rec.get(k, v)) for k, v in run.items()})
             progress(json.dumps(rec))
             records.append(rec)
     finally:
-        blocks.GPU_BLOCK_ENTRIES, blocks.MAX_BLOCK_ROWS = saved
+        setattr(blocks, name, saved[0])
+        blocks.MAX_BLOCK_ROWS = saved[1]
     return records
 
 
@@ -369,11 +386,13 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--profile", nargs="*", choices=MODELS, default=["matched"], help="models timed by torch.profiler"
     )
-    parser.add_argument("--block-sweep", action="store_true", help="only the DEQ's block sizes (n = 20,000)")
+    parser.add_argument(
+        "--block-sweep", choices=MODELS, help="only the block sizes of this model on the GPU (deq: n = 20,000)"
+    )
     parser.add_argument("--out", help="write the JSON result here")
     args = parser.parse_args(argv)
     if args.block_sweep:
-        result = {"block_sweep": block_sweep(width=args.width)} if _cuda() else {"cuda": None}
+        result = {"block_sweep": block_sweep(args.block_sweep, width=args.width)} if _cuda() else {"cuda": None}
         print(json.dumps(result, indent=2))
         return 0
     n, width = (8000, 1024) if args.quick else (args.n_samples, args.width)

@@ -128,6 +128,8 @@ class NetworkMixin:
     #: The solver settings (``solver``, ``max_iter``, ``tol``) and ``dtype`` are applied to the kept
     #: network instead, and the rest only concern training.
     _NETWORK_PARAMS: ClassVar[tuple] = ("n_hidden", "input_scaling", "trainable")
+    #: Whether the features compute a block of rows in one pass (explicit nets) rather than iterate on it (a DEQ).
+    _ONE_PASS: ClassVar[bool] = False
 
     # ------------------------------------------------------------ network hooks
     def _prepare(self, tau0: float) -> None:
@@ -146,7 +148,7 @@ class NetworkMixin:
         return DTYPES[self.dtype]
 
     def _block_rows(self, device=None) -> int:
-        return block_rows(int(self.n_hidden), device)
+        return block_rows(int(self.n_hidden), device, one_pass=self._ONE_PASS)
 
     def _chunk_rows(self, device=None) -> int:
         """Rows scaled and moved to ``device`` at once: whole blocks, about 2^22 features (2^24 on a GPU).

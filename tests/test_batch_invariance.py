@@ -115,6 +115,18 @@ def test_block_rows_depends_on_the_width_and_the_kind_of_device_only():
     assert [block_rows(m, "cpu") for m in widths] == [block_rows(m) for m in widths]
     for gpu in ("cuda", "cuda:1", torch.device("cuda", 0)):  # no GPU needed: the rule reads the device's kind
         assert [block_rows(m, gpu) for m in widths] == [1024, 1024, 1024, 1024, 1024, 512, 256, 64]
+        # an explicit network computes a block in one pass: 2^22 entries on a GPU, at most 1024 rows
+        assert [block_rows(m, gpu, one_pass=True) for m in widths] == [1024] * 7 + [64]
+    assert [block_rows(m, "cpu", one_pass=True) for m in widths] == [block_rows(m) for m in widths]
+
+
+@pytest.mark.parametrize("name", ["DEQ", "Explicit", "MatchedExplicit"])
+def test_estimators_ask_for_the_blocks_of_their_kind_of_network(name):
+    import sk_deq
+
+    est = getattr(sk_deq, name + "Classifier")(n_hidden=4096)
+    assert est._block_rows() == est._block_rows("cpu") == 64  # one block size on the CPU, whatever the network
+    assert est._block_rows("cuda") == (256 if name == "DEQ" else 1024)
 
 
 def test_map_row_blocks_calls_with_one_shape_and_pads_with_the_last_row():

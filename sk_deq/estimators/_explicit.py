@@ -17,6 +17,8 @@ __all__ = ["ExplicitClassifier", "ExplicitNetwork", "ExplicitRegressor"]
 class ExplicitNetwork:
     """An explicit random-feature network's features (a mixin); subclasses choose the layers."""
 
+    _ONE_PASS: ClassVar[bool] = True  # a block of rows in one pass (see sk_deq.nn.block_rows)
+
     def _coefficients(self, tau0):
         """The network's :class:`~sk_deq.theory.ExplicitCoefficients` at the scaled data scale ``tau0``."""
         raise NotImplementedError

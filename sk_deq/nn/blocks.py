@@ -15,8 +15,10 @@ activation).
 
 GPU libraries may choose kernels by more than the shape; there the outputs
 agree across batch sizes to a tolerance (see the user guide), not
-promised bitwise.  Blocks on a GPU are larger (:data:`GPU_BLOCK_ENTRIES`):
-one block size per kind of device.
+promised bitwise.  Blocks on a GPU are larger (:data:`GPU_BLOCK_ENTRIES`,
+and :data:`GPU_ONE_PASS_BLOCK_ENTRIES` for the explicit networks, which
+compute a block in one pass): one block size per kind of device and of
+network.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import torch
 
 from .._device import on_gpu
 
-__all__ = ["GPU_BLOCK_ENTRIES", "block_rows", "map_row_blocks"]
+__all__ = ["GPU_BLOCK_ENTRIES", "GPU_ONE_PASS_BLOCK_ENTRIES", "block_rows", "map_row_blocks"]
 
 #: Rows of a block times the width: a block's product is then about the same
 #: size whatever the width (2^16 entries: 64 rows at width 1024).  Smaller
@@ -43,14 +45,23 @@ MIN_BLOCK_ROWS, MAX_BLOCK_ROWS = 64, 1024
 #: width 4096) and makes one launch and one host sync per fixed-point
 #: iteration of every block.  Measured on an H200 (DEQ, n = 20,000, width
 #: 4096, chunks of 2^22 features; ``python benchmarks/bench_gpu.py
-#: --block-sweep`` runs it with today's chunks): blocks of 64 /
+#: --block-sweep deq`` runs it with today's chunks): blocks of 64 /
 #: 256 / 1024 rows fit in 1.8 / 0.94 / 0.85 s, predict all rows in 1.15 /
 #: 0.34 / 0.27 s and one row in 5 / 4.5 / 11 ms; 2^20 entries (256 rows at
 #: width 4096) keep one-row latency and take most of the gain.
 GPU_BLOCK_ENTRIES = 1 << 20
 
+#: An explicit network computes a block in one pass (a DEQ iterates on it),
+#: so its blocks can be larger before one-row latency grows; at 2^20 entries
+#: the host's kernel launches, not the GPU, set the pace of its features.
+#: Measured on an H200 (matched net, n = 60,000, width 4096, best of two;
+#: ``python benchmarks/bench_gpu.py --block-sweep matched``): blocks of 256 /
+#: 1024 / 4096 rows computed the fit's features in 26 / 18 / 16 ms, predicted
+#: all rows in 0.21 / 0.15 / 0.15 s and one row in 1.0 / 1.0 / 1.6 ms.
+GPU_ONE_PASS_BLOCK_ENTRIES = 1 << 22
 
-def block_rows(width: int, device=None) -> int:
+
+def block_rows(width: int, device=None, one_pass: bool = False) -> int:
     """The number of rows in a block of a network of width ``width`` on ``device``.
 
     A power of two near ``BLOCK_ENTRIES / width`` (on a GPU,
@@ -65,6 +76,11 @@ def block_rows(width: int, device=None) -> int:
         The network's width (``n_hidden``).
     device : torch.device or str, optional
         Where the blocks are computed; None is the CPU.
+    one_pass : bool, default=False
+        Whether the network computes a block in one pass (an explicit
+        network) rather than iterating on it (a DEQ): on a GPU its blocks
+        hold :data:`GPU_ONE_PASS_BLOCK_ENTRIES`.  On the CPU it changes
+        nothing.
 
     Returns
     -------
@@ -76,10 +92,13 @@ def block_rows(width: int, device=None) -> int:
     >>> from sk_deq.nn import block_rows
     >>> block_rows(32), block_rows(256), block_rows(1024), block_rows(4096)
     (1024, 256, 64, 64)
-    >>> block_rows(1024, "cuda"), block_rows(4096, "cuda")
-    (1024, 256)
+    >>> block_rows(1024, "cuda"), block_rows(4096, "cuda"), block_rows(4096, "cuda", one_pass=True)
+    (1024, 256, 1024)
     """
-    entries = GPU_BLOCK_ENTRIES if on_gpu(device) else BLOCK_ENTRIES
+    if on_gpu(device):
+        entries = GPU_ONE_PASS_BLOCK_ENTRIES if one_pass else GPU_BLOCK_ENTRIES
+    else:
+        entries = BLOCK_ENTRIES
     rows = entries // max(int(width), 1)
     rows = 1 << max(rows.bit_length() - 1, 0)  # the power of two at or below
     return int(min(max(rows, MIN_BLOCK_ROWS), MAX_BLOCK_ROWS))
