@@ -242,16 +242,16 @@ class NetworkMixin:
             Z = torch.empty(n, int(self.n_hidden), dtype=self._torch_dtype, device=device)
         else:
             Z = torch.empty(n, readout.out_features, dtype=torch.float64, device=device)
-        finite = True
+        finite = torch.ones((), dtype=torch.bool, device=device)  # read once, after the last chunk
         n_chunks = max(1, math.ceil(n / chunk))
         with ProgressBar(n_chunks, desc, enabled=bool(self.verbose) and n_chunks > 1) as bar:
             for i in range(0, n, chunk):
                 x = self._to_tensor(X[i : i + chunk], device, where)
                 part = map_row_blocks(network, x, block, Z[i : i + chunk])
-                finite = finite and bool(torch.isfinite(part).all())
+                finite &= torch.isfinite(part).all()
                 bar.update()
         log.n_rows = None
-        if not finite:
+        if not bool(finite):
             raise ValueError(
                 f"{type(self).__name__} produced non-finite {'features' if readout is None else 'outputs'}; the "
                 "inputs are far outside the range the network can handle. Check the input scaling."

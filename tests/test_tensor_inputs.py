@@ -134,11 +134,17 @@ def test_a_tensor_of_a_non_floating_dtype_is_a_type_error(dtype, data):
             call()
 
 
+@pytest.mark.parametrize("gpu_blocks", [False, True])
 @pytest.mark.parametrize("weighted", [False, True])
 @pytest.mark.parametrize("mode", ["global", "none"])
-def test_the_torch_statistics_of_the_input_scaling_match_numpy(mode, weighted):
+def test_the_torch_statistics_of_the_input_scaling_match_numpy(mode, weighted, gpu_blocks, monkeypatch):
+    import sk_deq._inputs as inputs_module
+
     rng = np.random.default_rng(1)
-    X = 5.0 * rng.standard_normal((3000, 700)) + rng.standard_normal(700)  # several 16 MiB blocks
+    X = 5.0 * rng.standard_normal((3000, 700)) + rng.standard_normal(700)  # two 16 MiB blocks, one GPU block
+    if gpu_blocks:  # the CPU standing in for a GPU: blocks of 2^24 entries
+        monkeypatch.setattr(inputs_module, "on_gpu", lambda device: True)
+    assert len(inputs_module._TorchRows(X, None, torch.device("cpu")).blocks) == (1 if gpu_blocks else 2)
     weight = rng.random(3000) if weighted else None
     if weighted:
         weight[::7] = 0.0
