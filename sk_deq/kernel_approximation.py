@@ -27,13 +27,13 @@ from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, Transfo
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted
-from threadpoolctl import threadpool_limits
 
 from ._dask import is_dask_collection, map_row_blocks
 from ._device import resolve_device
 from ._inputs import apply_input_scaling, fit_input_scaling, scaling_device
 from ._validation import to_numpy, validate_samples
 from ._param_validation import KERNEL_TRANSFORMER_CONSTRAINTS, SortedStrOptions
+from ._threads import one_blas_thread
 from .kernels import ImplicitKernelEngine
 from .kernels.engine import kernel_workers
 from .kernels.memory import check_kernel_fits_in_memory
@@ -409,7 +409,7 @@ class ImplicitCKNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
                 out[sl] = self._transform_rows(X[sl], engine)
             return out
         # one BLAS thread per worker, set before the first block starts: the row blocks are the parallelism
-        with threadpool_limits(limits=1, user_api="blas"):
+        with one_blas_thread():
             tasks = Parallel(n_jobs=workers, prefer="threads", return_as="generator_unordered")(
                 delayed(_row_task)(self, engine, sl, X[sl]) for sl in rows
             )

@@ -35,9 +35,9 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from threadpoolctl import threadpool_limits
 
 from .._device import on_gpu
+from .._threads import one_blas_thread
 from ._lbfgs_torch import minimize_torch
 
 __all__ = ["BACKENDS", "LBFGSResult", "minimize_lbfgs"]
@@ -147,7 +147,7 @@ def minimize_lbfgs(
     stops = dict(max_iter=int(max_iter), tol=float(tol), ftol=float(ftol), callback=callback, max_eval=max_eval)
     # L-BFGS's own work is vector operations on the parameters, where threads do not pay off;
     # and numpy's BLAS threads, spinning between calls, take the cores from torch's (both back ends)
-    with threadpool_limits(limits=1, user_api="blas"):
+    with one_blas_thread():
         if backend == "torch" or (backend == "auto" and tensor and on_gpu(x0.device)):
             p, *end = minimize_torch(fun, x0, **stops)
             return LBFGSResult(p.x, p.loss, p.grad_max, *end)
