@@ -1,0 +1,184 @@
+"""Where the GPU waits in a matched fit: record a ``torch.profiler`` trace on CUDA, read its idle gaps anywhere.
+
+``bench_gpu.py`` measures the GPU's busy share of a fit; this script says
+where the rest of the wall time goes.  Two steps:
+
+* ``--record TRACE.json.gz`` (needs CUDA): fits the matched net of
+  ``bench_gpu.py`` (60,000 x 784, width 4,096) twice from a float32 CUDA
+  tensor (``--numpy``: from the float64 numpy array) and writes the second
+  fit's Chrome trace, gzipped, with the phases of ``bench_gpu.PhaseClock``
+  annotated;
+* ``--read TRACE.json.gz`` (any machine): the phases' windows on the host,
+  the GPU's busy time, and every interval over ``--min-ms`` (1 ms) in which
+  the GPU runs neither a kernel nor a copy, with the phase it falls in and
+  the host's top-level torch operations during it (none: the host runs
+  Python or numpy without torch, e.g. drawing the weights).
+
+``benchmarks/results/gpu_h200_trace_tensor.json.gz`` is such a trace (an
+H200, torch 2.11, the fit from a CUDA tensor)::
+
+    python benchmarks/gpu_trace.py --read benchmarks/results/gpu_h200_trace_tensor.json.gz
+    python benchmarks/gpu_trace.py --record trace.json.gz      # on a CUDA machine
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import shutil
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+HOST = ("cpu_op", "user_annotation", "cuda_runtime", "cuda_driver")
+DEVICE = ("kernel", "gpu_memcpy", "gpu_memset")
+
+
+def record(path, numpy_inputs: bool = False, n: int = 60000, width: int = 4096) -> dict:
+    """Profile the second of two matched fits on CUDA and write its Chrome trace to ``path`` (gzipped)."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    from bench_gpu import PhaseClock, device_busy, make, mixture
+
+    X, y = mixture(n)
+    data = X if numpy_inputs else torch.as_tensor(X, dtype=torch.float32, device="cuda")
+    make("matched", 64, "cuda").fit(X[:500], y[:500])  # CUDA context, cuBLAS handles, kernels loaded
+    for _ in range(2):  # the first full-size fit also fills CUDA's caching allocator
+        est = make("matched", width, "cuda")
+        PhaseClock(est, True)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            torch.cuda.synchronize()
+            with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+                t0 = time.perf_counter()
+                est.fit(data, y)
+                torch.cuda.synchronize()
+                wall = time.perf_counter() - t0
+    with tempfile.TemporaryDirectory() as tmp:
+        raw = Path(tmp) / "trace.json"
+        prof.export_chrome_trace(str(raw))
+        with open(raw, "rb") as src, gzip.open(path, "wb") as dst:
+            shutil.copyfileobj(src, dst)
+    return device_busy(prof.events(), wall)
+
+
+def _top_level(events):
+    """The events not nested in an earlier one (sorted by start)."""
+    tops, reach = [], float("-inf")
+    for e in sorted(events, key=lambda e: e["ts"]):
+        if e["ts"] >= reach:
+            tops.append(e)
+            reach = e["ts"] + e["dur"]
+    return tops
+
+
+def read(path, min_ms: float = 1.0) -> dict:
+    """Phases, busy time and the GPU's idle gaps over ``min_ms`` in a trace written by :func:`record`."""
+    with gzip.open(path, "rt") as f:
+        events = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
+    host = [e for e in events if e.get("cat") in HOST]
+    device = sorted((e for e in events if e.get("cat") in DEVICE), key=lambda e: e["ts"])
+    t0 = min(e["ts"] for e in host)
+    t1 = max(e["ts"] + e["dur"] for e in host + device)
+    phases = {
+        e["name"][len("phase_") :]: (e["ts"] - t0, e["ts"] + e["dur"] - t0)
+        for e in host
+        if e["name"].startswith("phase_") and e.get("cat") == "user_annotation"
+    }
+    ops = _top_level([e for e in host if not e["name"].startswith("phase_")])
+    gaps, busy, reach = [], 0.0, t0
+    for e in device + [{"ts": t1, "dur": 0.0, "name": "(end)"}]:
+        if e["ts"] - reach > 1e3 * min_ms:
+            gaps.append(_gap(reach - t0, e["ts"] - t0, phases, ops, t0, e["name"]))
+        busy += max(0.0, e["ts"] + e["dur"] - max(reach, e["ts"]))
+        reach = max(reach, e["ts"] + e["dur"])
+    intervals = [(e["ts"] - t0, e["ts"] + e["dur"] - t0) for e in device]
+    windows = {**phases, "before the first phase": (0.0, min((a for a, _ in phases.values()), default=0.0))}
+    return {
+        "wall_ms": (t1 - t0) / 1e3,
+        "busy_ms": busy / 1e3,
+        "idle_ms_by_phase": {
+            k: round((b - a - _busy_within(intervals, a, b)) / 1e3, 2) for k, (a, b) in windows.items()
+        },
+        "phases_ms": {k: [round(a / 1e3, 2), round(b / 1e3, 2)] for k, (a, b) in phases.items()},
+        "idle_gaps": gaps,
+        "idle_in_gaps_ms": sum(g["ms"] for g in gaps),
+    }
+
+
+def _busy_within(intervals, lo, hi) -> float:
+    """Length of the union of ``intervals`` clipped to ``[lo, hi]``."""
+    total, reach = 0.0, lo
+    for a, b in sorted(intervals):
+        a, b = max(a, reach), min(b, hi)
+        if b > a:
+            total += b - a
+            reach = b
+    return total
+
+
+def _gap(start, end, phases, ops, t0, next_work) -> dict:
+    """One idle interval of the GPU: where it lies and what the host ran meanwhile (torch operations, ms)."""
+    inside = [p for p, (a, b) in phases.items() if a <= start < b]
+    during = {}
+    for e in ops:
+        a, b = max(e["ts"] - t0, start), min(e["ts"] + e["dur"] - t0, end)
+        if b > a:
+            during[e["name"]] = during.get(e["name"], 0.0) + (b - a) / 1e3
+    torch_ms = sum(during.values())
+    return {
+        "at_ms": round(start / 1e3, 2),
+        "ms": round((end - start) / 1e3, 2),
+        "phase": min(inside, key=lambda p: phases[p][1] - phases[p][0]) if inside else "outside the phases",
+        "host_torch_ms": round(torch_ms, 2),
+        "host_other_ms": round((end - start) / 1e3 - torch_ms, 2),
+        "host_ops": {k: round(v, 2) for k, v in sorted(during.items(), key=lambda kv: -kv[1])[:4]},
+        "next_gpu_work": next_work[:60],
+    }
+
+
+def table(result: dict) -> str:
+    """The gaps as text."""
+    lines = [
+        f"wall {result['wall_ms']:.1f} ms, GPU busy {result['busy_ms']:.1f} ms "
+        f"({100 * result['busy_ms'] / result['wall_ms']:.0f} %), idle in gaps over the threshold "
+        f"{result['idle_in_gaps_ms']:.1f} ms",
+        "phases (ms from the start): "
+        + ", ".join(f"{k} {a}-{b}" for k, (a, b) in sorted(result["phases_ms"].items(), key=lambda kv: kv[1][0])),
+        "GPU idle per phase (ms): " + ", ".join(f"{k} {v}" for k, v in result["idle_ms_by_phase"].items()),
+        f"{'at ms':>8} {'idle ms':>8} {'phase':<20} {'host torch':>10} {'host other':>10}  next GPU work",
+    ]
+    for g in result["idle_gaps"]:
+        lines.append(
+            f"{g['at_ms']:8.2f} {g['ms']:8.2f} {g['phase']:<20} {g['host_torch_ms']:10.2f} "
+            f"{g['host_other_ms']:10.2f}  {g['next_gpu_work']}"
+        )
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    group = parser.add_mutually_exclusive_group(required=True)
+    group.add_argument("--record", help="profile a matched fit on CUDA and write its trace here (.json.gz)")
+    group.add_argument("--read", help="a trace written by --record")
+    parser.add_argument("--numpy", action="store_true", help="with --record: fit from the numpy array")
+    parser.add_argument("--min-ms", type=float, default=1.0, help="the shortest idle interval reported")
+    args = parser.parse_args(argv)
+    if args.record:
+        import torch
+
+        if not torch.cuda.is_available():
+            print("--record needs CUDA: torch.cuda.is_available() is False", file=sys.stderr)
+            return 1
+        print(json.dumps(record(args.record, args.numpy)))
+        return 0
+    print(table(read(args.read, args.min_ms)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
