@@ -350,3 +350,53 @@ def test_gpu_busy_time_counts_overlaps_once_and_not_the_phase_windows():
     assert out["kernels_s"] == pytest.approx(40e-6) and out["copies_s"] == pytest.approx(20e-6)
     assert out["busy_s"] == pytest.approx(50e-6) and out["busy_share"] == pytest.approx(0.05)
     assert out["busy_readout_s"] == pytest.approx(40e-6)
+
+
+def _trace_event(name, cat, ts, dur):
+    return {"ph": "X", "name": name, "cat": cat, "ts": ts, "dur": dur}
+
+
+def test_gpu_trace_finds_the_idle_gaps_of_a_synthetic_trace(tmp_path):
+    import gzip
+    import json
+
+    from gpu_trace import read, table
+
+    events = [
+        _trace_event("phase_initialize", "user_annotation", 0, 10_000),
+        _trace_event("aten::to", "cpu_op", 100, 500),
+        _trace_event("aten::to", "cpu_op", 150, 100),  # nested in the one above: counted once
+        _trace_event("phase_fit_network", "user_annotation", 10_000, 20_000),
+        _trace_event("aten::mm", "cpu_op", 12_000, 200),
+        _trace_event("Memcpy HtoD", "gpu_memcpy", 1_200, 1_800),  # busy 1.2-3 ms
+        _trace_event("kernel_a", "kernel", 2_500, 1_000),  # overlaps the copy: busy to 3.5 ms
+        _trace_event("kernel_b", "kernel", 8_000, 500),  # idle 3.5-8 ms (4.5 ms) in initialize
+        _trace_event("kernel_c", "kernel", 12_300, 17_700),  # idle 8.5-12.3 ms, then busy to the end (30 ms)
+    ]
+    path = tmp_path / "trace.json.gz"
+    with gzip.open(path, "wt") as f:
+        json.dump({"traceEvents": events + [{"ph": "i", "name": "ignored"}]}, f)
+    got = read(path, min_ms=1.0)
+    assert got["wall_ms"] == pytest.approx(30.0) and got["busy_ms"] == pytest.approx(2.3 + 0.5 + 17.7)
+    assert [(g["at_ms"], g["ms"], g["phase"]) for g in got["idle_gaps"]] == [
+        (0.0, 1.2, "initialize"),
+        (3.5, 4.5, "initialize"),
+        (8.5, 3.8, "initialize"),
+    ]
+    assert got["idle_gaps"][2]["host_torch_ms"] == pytest.approx(0.2)  # aten::mm at 12.0-12.2 ms
+    assert got["idle_gaps"][0]["host_ops"] == {"aten::to": 0.5}
+    assert got["idle_ms_by_phase"]["initialize"] == pytest.approx(10.0 - 2.3 - 0.5)
+    assert got["idle_ms_by_phase"]["fit_network"] == pytest.approx(20.0 - 17.7)
+    assert "idle" in table(got)
+
+
+def test_gpu_trace_reads_the_kept_h200_trace():
+    from gpu_trace import read
+
+    got = read(BENCH / "results" / "gpu_h200_trace_tensor.json.gz")
+    assert 0 < got["busy_ms"] < got["wall_ms"]
+    by_phase = got["idle_ms_by_phase"]
+    assert by_phase["cache_features"] <= by_phase["fit_network"]  # the features are part of _fit_network
+    outer = by_phase["before the first phase"] + by_phase["initialize"] + by_phase["fit_network"]
+    assert outer <= got["wall_ms"] - got["busy_ms"] + 1e-6  # disjoint windows: at most all the idle time
+    assert {"initialize", "cache_features", "fit_network"} <= set(got["phases_ms"])
