@@ -6,7 +6,8 @@ here, about 9 ms on a GPU host with CUDA's libraries loaded, which a fit
 of 0.13 s on a GPU (one L-BFGS run) cannot hide.  :func:`one_blas_thread`
 keeps one ``ThreadpoolController`` and scans again only when a module was
 imported since (a new extension module is how a new BLAS arrives), so a
-limit costs about 0.03 ms.
+limit costs about 0.03 ms.  The L-BFGS driver, the exact kernels' blocks
+and the Nyström row blocks all take their limit here.
 """
 
 from __future__ import annotations

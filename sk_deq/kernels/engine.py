@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import functools
 
 import numpy as np
 from joblib import Parallel, delayed, effective_n_jobs
 from joblib.parallel import get_active_backend
-from threadpoolctl import ThreadpoolController
 
 from .._device import full_float32_precision, resolve_device
+from .._threads import one_blas_thread
 from .._inputs import check_kernel, check_samples, check_tau0, data_tau0
 from ..activations import Activation, get_activation
 from ..theory import deq_ck_coefficients
@@ -359,7 +358,7 @@ class ImplicitKernelEngine:
         # shape and may then sum an entry in another order, so every block's inner
         # products are those of one thread whatever n_jobs.  A single block
         # (always serial) keeps the caller's threads.
-        with _one_blas_thread() if len(pairs) > 1 else contextlib.nullcontext():
+        with one_blas_thread() if len(pairs) > 1 else contextlib.nullcontext():
             if serial:
                 for task in tasks:
                     _block_task(*task)
@@ -388,17 +387,6 @@ class ImplicitKernelEngine:
         if symmetric:
             out[np.diag_indices(n)] = self.diagonal(SX)
         return out
-
-
-@functools.cache
-def _blas_controller() -> ThreadpoolController:
-    """The thread pools of the process, found at the first use (0.5 ms; a limit through it then takes 0.01 ms)."""
-    return ThreadpoolController()
-
-
-def _one_blas_thread():
-    """A context of one thread in numpy's BLAS."""
-    return _blas_controller().limit(limits=1, user_api="blas")
 
 
 _MIRROR_TILE = 128  # rows of the tiles blocks are mirrored in (cache-sized transposes)
