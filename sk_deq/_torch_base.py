@@ -392,6 +392,7 @@ class TorchEstimatorBase(NetworkMixin, BaseEstimator):
         check_is_fitted(self, "module_")
         X = validate_samples(self, X, reset=False, accept_sparse=False, dtype=[np.float64, np.float32])
         device = self._device()
+        X = stage_inputs(X, device)  # on a GPU: one copy of X, not one blocking copy per chunk
         self.module_.to(device)
         self._sync_runtime_settings()
         self.module_.eval()

@@ -41,14 +41,18 @@ STAGE_SHARE = 0.125
 
 
 def stage_inputs(X, device):
-    """The inputs of a fit moved to a GPU once, whole, where they fit; else ``X`` as it is.
+    """The inputs of a fit or a predict moved to a GPU once, whole, where they fit; else ``X`` as it is.
 
     A fit reads its inputs four times: three statistics of the input
     scaling (the mean, the largest deviation, the mean square norm), then
     the features, chunk by chunk.  From a numpy array on a GPU each read is
     a copy of all of ``X`` to the device; moved there once beforehand (its
     own dtype: the same values, so the same results as the numpy path,
-    which runs the same operations on the device) it is one copy.  Kept on
+    which runs the same operations on the device) it is one copy.  A
+    predict reads them once, but chunk by chunk: each chunk's copy from
+    pageable memory blocks the host, and the range check of each chunk
+    reads its column extremes on the host first; staged, the host computes
+    neither.  Kept on
     the host when ``device`` is the CPU, when ``X`` is already a tensor, and
     when ``X`` would take more than :data:`STAGE_SHARE` of the GPU's free
     memory (the features and the solver need the rest; the copies then

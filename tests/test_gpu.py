@@ -35,9 +35,10 @@ Tolerances, relative to the largest magnitude of the CPU's outputs:
   same kernel runs on every block, but cuBLAS may still choose by the
   alignment of a block's rows: not bitwise, within rounding.
 
-Run on one NVIDIA H200 (torch 2.11, CUDA 13.0): all 46 passed, the tests of
-``stage_inputs`` and of the weight draws included, on this version's code
-(three runs).  The tolerances above are argued from rounding; the
+Run on one NVIDIA H200 (torch 2.11, CUDA 13.0): all 46 tests of the time
+passed, those of ``stage_inputs`` in fit and of the weight draws included
+(three runs).  ``test_numpy_inputs_of_a_cuda_predict_are_moved_there_once``
+was added after them, without a GPU, and has not run on one.  The tolerances above are argued from rounding; the
 differences seen there were inside them (batch invariance on CUDA was
 bitwise, see bench_gpu.py).
 """
@@ -325,6 +326,22 @@ def test_numpy_inputs_of_a_cuda_fit_are_moved_there_once(monkeypatch, cls, data)
     ref = _make(cls, "float64", CUDA).fit(torch.tensor(X, device=CUDA), y)
     np.testing.assert_array_equal(est.input_mean_, ref.input_mean_)
     _close(_outputs(est, X), _outputs(ref, X), PREDICT_TOL["float64"], cls.__name__)
+
+
+@pytest.mark.parametrize("cls", [DEQClassifier, MatchedExplicitRegressor], ids=lambda c: c.__name__)
+def test_numpy_inputs_of_a_cuda_predict_are_moved_there_once(monkeypatch, cls, data):
+    """``stage_inputs`` in predict: one copy of ``X`` per call, then the CUDA-tensor path, whose outputs it gives."""
+    import sk_deq._torch_base as tb
+
+    X, labels, values = data
+    est = _make(cls, "float64", CUDA).fit(X, values if cls.__name__.endswith("Regressor") else labels)
+    want = _outputs(est, torch.tensor(X, device=CUDA))
+    staged = []
+    stage = tb.stage_inputs
+    monkeypatch.setattr(tb, "stage_inputs", lambda X, device: staged.append(stage(X, device)) or staged[-1])
+    got = _outputs(est, X)
+    assert staged and all(isinstance(t, torch.Tensor) and t.device.type == "cuda" for t in staged)
+    _close(got, want, PREDICT_TOL["float64"], cls.__name__)
 
 
 def test_the_input_scaling_statistics_on_cuda_match_the_cpu(data):

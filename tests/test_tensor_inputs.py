@@ -246,3 +246,19 @@ def test_a_staged_fit_gives_the_bits_of_the_host_fit(monkeypatch, cls, data):
     np.testing.assert_array_equal(est.input_mean_, ref.input_mean_)
     for got, want in zip(_outputs(est, X), _outputs(ref, X)):
         np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("cls", [DEQClassifier, ExplicitRegressor], ids=lambda c: c.__name__)
+def test_a_staged_predict_gives_the_bits_of_the_host_predict(monkeypatch, cls, data):
+    """What a predict on a GPU does with numpy inputs (stage them once, then the tensor path), on the CPU."""
+    import sk_deq._torch_base as tb
+
+    X, _, _, _ = data
+    est = cls(n_hidden=32, max_iter=5, random_state=0).fit(X, _targets(cls, data))
+    want = _outputs(est, X)
+    staged = []
+    monkeypatch.setattr(tb, "stage_inputs", lambda X, device: staged.append(torch.as_tensor(X)) or staged[-1])
+    got = _outputs(est, X)
+    assert len(staged) == len(got) and all(t.shape == X.shape for t in staged)  # once per call
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
