@@ -164,8 +164,8 @@ def timed_fit(model, width, device, X, y):
     return out
 
 
-def device_time(model, width, device, X, y) -> dict:
-    """The CUDA kernels' time in a second fit (torch.profiler): total, per phase, and its share of the fit."""
+def profiled_fit(model, width, device, X, y):
+    """One fit under ``torch.profiler`` (host and CUDA), its phases annotated; returns ``(profiler, wall seconds)``."""
     import torch
     from torch.profiler import ProfilerActivity, profile
 
@@ -179,6 +179,12 @@ def device_time(model, width, device, X, y) -> dict:
             est.fit(X, y)
             torch.cuda.synchronize()
             wall = time.perf_counter() - t0
+    return prof, wall
+
+
+def device_time(model, width, device, X, y) -> dict:
+    """The CUDA kernels' time in a second fit (torch.profiler): total, per phase, and its share of the fit."""
+    prof, wall = profiled_fit(model, width, device, X, y)
     return device_busy(prof.events(), wall)
 
 

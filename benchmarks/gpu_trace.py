@@ -29,35 +29,23 @@ import json
 import shutil
 import sys
 import tempfile
-import time
-import warnings
 from pathlib import Path
 
 HOST = ("cpu_op", "user_annotation", "cuda_runtime", "cuda_driver")
 DEVICE = ("kernel", "gpu_memcpy", "gpu_memset")
 
 
-def record(path, numpy_inputs: bool = False, n: int = 60000, width: int = 4096) -> dict:
-    """Profile the second of two matched fits on CUDA and write its Chrome trace to ``path`` (gzipped)."""
+def record(path, numpy_inputs: bool = False, n: int = 60000, width: int = 4096, device: str = "cuda") -> dict:
+    """Profile the second of two matched fits on ``device`` and write its Chrome trace to ``path`` (gzipped)."""
     import torch
-    from torch.profiler import ProfilerActivity, profile
 
-    from bench_gpu import PhaseClock, device_busy, make, mixture
+    from bench_gpu import device_busy, make, mixture, profiled_fit
 
     X, y = mixture(n)
-    data = X if numpy_inputs else torch.as_tensor(X, dtype=torch.float32, device="cuda")
-    make("matched", 64, "cuda").fit(X[:500], y[:500])  # CUDA context, cuBLAS handles, kernels loaded
-    for _ in range(2):  # the first full-size fit also fills CUDA's caching allocator
-        est = make("matched", width, "cuda")
-        PhaseClock(est, True)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            torch.cuda.synchronize()
-            with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-                t0 = time.perf_counter()
-                est.fit(data, y)
-                torch.cuda.synchronize()
-                wall = time.perf_counter() - t0
+    data = X if numpy_inputs else torch.as_tensor(X, dtype=torch.float32, device=device)
+    make("matched", 64, device).fit(X[:500], y[:500])  # CUDA context, cuBLAS handles, kernels loaded
+    profiled_fit("matched", width, device, data, y)  # the first full-size fit also fills CUDA's caching allocator
+    prof, wall = profiled_fit("matched", width, device, data, y)
     with tempfile.TemporaryDirectory() as tmp:
         raw = Path(tmp) / "trace.json"
         prof.export_chrome_trace(str(raw))

@@ -400,3 +400,18 @@ def test_gpu_trace_reads_the_kept_h200_trace():
     outer = by_phase["before the first phase"] + by_phase["initialize"] + by_phase["fit_network"]
     assert outer <= got["wall_ms"] - got["busy_ms"] + 1e-6  # disjoint windows: at most all the idle time
     assert {"initialize", "cache_features", "fit_network"} <= set(got["phases_ms"])
+
+
+def test_gpu_trace_records_and_reads_a_fit_on_the_cpu(monkeypatch, tmp_path):
+    """The plumbing of --record and --read, with the CPU standing in (no CUDA events: the device is idle)."""
+    import torch
+
+    from gpu_trace import read, record
+
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **k: None)
+    path = tmp_path / "trace.json.gz"
+    busy = record(path, n=600, width=32, device="cpu")
+    assert busy["busy_s"] == 0.0 and busy["profiled_fit_s"] > 0
+    got = read(path)
+    assert {"initialize", "cache_features", "fit_network"} <= set(got["phases_ms"])
+    assert got["busy_ms"] == 0.0 and got["idle_gaps"] and got["idle_gaps"][0]["host_torch_ms"] > 0
