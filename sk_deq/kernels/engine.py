@@ -21,8 +21,8 @@ from joblib import Parallel, delayed, effective_n_jobs
 from joblib.parallel import get_active_backend
 
 from .._device import full_float32_precision, resolve_device
-from .._threads import one_blas_thread
 from .._inputs import check_kernel, check_samples, check_tau0, data_tau0
+from .._threads import one_blas_thread
 from ..activations import Activation, get_activation
 from ..theory import deq_ck_coefficients
 from ._duals import Samples, _ClosedFormDual, _Dual, _ReluDual
