@@ -9,8 +9,9 @@
   (:func:`chebyshev_points`, :func:`chebyshev_interpolation_matrix`);
 * vectorised root finding on correlations in ``[-1, 1]``
   (:func:`newton`, :func:`safeguarded_newton`) and the entrywise
-  fixed point of the diagonal (:func:`vector_fixed_point`, and
-  :func:`diagonal_newton` where the variance's derivative is known).
+  fixed point of the diagonal (:func:`diagonal_newton`, given the
+  variance and its derivative: a quadrature's, or a closed form's central
+  difference).
 
 Every stopping rule here is reachable in floating point: besides its
 tolerance, each stops where rounding keeps the steps from shrinking (a
@@ -37,7 +38,6 @@ __all__ = [
     "polar_expectation",
     "safeguarded_newton",
     "sample_nodes",
-    "vector_fixed_point",
 ]
 
 _SQRT_2PI = math.sqrt(2.0 * math.pi)
@@ -314,36 +314,6 @@ def newton(fun, rho, *, tol: float, max_iter: int = 30, strict: bool = True, ful
     if not strict and math.isfinite(delta):
         return (rho, ev, step) if full else rho
     return safeguarded_newton(fun, start, tol=tol, strict=strict, full=full, xp=xp)
-
-
-def vector_fixed_point(update, x0: np.ndarray, *, tol: float = 1e-15, max_iter: int = 10_000) -> np.ndarray:
-    """Solve ``x = update(x)`` entrywise for a contraction.
-
-    Stops when every relative step ``|dx| / |x|`` is below ``tol`` or, where
-    rounding keeps the steps above it, once they stop shrinking below
-    ``1e-9`` (the iteration has reached the precision of ``update``).
-    """
-    x = np.asarray(x0, dtype=float)
-    last = np.inf
-    for _ in range(max_iter):
-        new = update(x)
-        if not np.all(np.isfinite(new)) or np.any(np.abs(new) > 1e12 * np.maximum(1.0, np.abs(x0))):
-            raise ValueError(
-                "The diagonal kernel fixed point diverges: the DEQ has no stable pre-activation scale "
-                "for these inputs. Try a smaller sigma_a2 or smaller inputs."
-            )
-        # Relative: kernel values keep their precision at every data scale.
-        with np.errstate(divide="ignore", invalid="ignore"):
-            step = np.where(new != x, np.abs(new - x) / np.abs(new), 0.0)
-        worst = float(np.max(step)) if step.size else 0.0
-        if worst <= tol or (worst <= 1e-9 and worst >= last):
-            return new
-        last = worst
-        x = new
-    raise ValueError(
-        f"The diagonal kernel fixed point did not converge in {max_iter} steps (last relative step "
-        f"{last:.2e}); try a smaller sigma_a2."
-    )
 
 
 #: Relative step below which a Newton iterate is within rounding reach of the
