@@ -23,6 +23,7 @@ from ._progress import ProgressBar
 from .kernels.memory import available_memory_bytes, check_fits_in_memory
 from .nn.blocks import block_rows, map_row_blocks
 from ._stream import picklable
+from ._validation import is_tensor
 
 __all__ = ["DTYPES", "STAGE_SHARE", "Model", "NetworkMixin", "stage_inputs"]
 
@@ -166,33 +167,49 @@ class NetworkMixin:
         return max(1, entries // (max(int(self.n_hidden), 1) * block)) * block
 
     def _to_tensor(self, X, device, where: str = "predict") -> torch.Tensor:
-        """The raw inputs ``X`` (a numpy or torch chunk) copied to ``device`` as they are, then scaled there.
+        """The raw inputs ``X`` (numpy or torch) checked for range, copied to ``device`` as they are, scaled there.
 
         The scaling runs in float64 on the device (the same operations, and
         bits, as numpy's) and the result is cast to the network's dtype;
-        the caller's array is left alone.  The range check reads nothing
-        from the device for a numpy chunk (it scales the chunk's column
-        extremes on the host: the scaling is monotone, so they give the
-        same largest value), one scalar for a tensor.
+        the caller's array is left alone.
         """
-        big = None
-        if isinstance(X, np.ndarray):
-            X = np.require(X, requirements=["C", "W"])  # torch shares the memory of such arrays (no copy)
-            ends = np.stack([X.min(axis=0), X.max(axis=0)]) if X.size else np.zeros((2, X.shape[1]))
-            big = float(np.abs(apply_input_scaling(ends, self.input_mean_, self.input_scale_)).max(initial=0.0))
-        X = torch.as_tensor(X).to(device)  # a numpy chunk shares its memory: no copy before the one to the device
-        X = apply_input_scaling(X, self.input_mean_, self.input_scale_)
-        dtype = self._torch_dtype
-        # The input term B x of a layer is about ||x|| in size: keep it within the dtype's range.
-        limit = math.sqrt(torch.finfo(dtype).max) / 1e3
-        if big is None:  # max |x| of a tensor: one pass, two scalars read at once
-            big = float(torch.stack(torch.aminmax(X)).abs().max()) if X.numel() else 0.0
+        self._check_input_range(X, where)
+        return self._scaled_on(X, device)
+
+    def _check_input_range(self, X, where: str) -> None:
+        """Raise where the scaled inputs are too large for the network's dtype (the input term ``B x``).
+
+        The largest scaled entry comes from the columns' extremes, scaled on
+        the host (the scaling is monotone in each column, so they give the
+        same largest value as the scaled inputs): no pass over a scaled copy,
+        nothing read from the device for numpy inputs and one read of
+        ``2 x n_features`` values for a tensor, however many chunks follow.
+        """
+        if X.shape[0] == 0:
+            return
+        if is_tensor(X):
+            ends = torch.stack(torch.aminmax(X, dim=0)).to("cpu", torch.float64).numpy()
+        else:
+            ends = np.stack([X.min(axis=0), X.max(axis=0)])
+        big = float(np.abs(apply_input_scaling(ends, self.input_mean_, self.input_scale_)).max(initial=0.0))
+        limit = math.sqrt(torch.finfo(self._torch_dtype).max) / 1e3
         if not big * math.sqrt(max(X.shape[1], 1)) < limit:
             raise ValueError(
                 f"After input scaling the inputs of {type(self).__name__} reach {big:.3g}, too large for "
                 f"dtype='{self.dtype}' (samples of norm up to about {limit:.1g}); {self._range_advice(where)}"
             )
-        return X.to(dtype).contiguous()
+
+    def _scaled_on(self, X, device, mean=None) -> torch.Tensor:
+        """``X`` copied to ``device`` as it is, scaled there in float64, cast to the network's dtype.
+
+        ``mean``: ``input_mean_`` already on ``device`` (a float64 tensor), so
+        that a loop over chunks copies it there once.
+        """
+        if isinstance(X, np.ndarray):
+            X = np.require(X, requirements=["C", "W"])  # torch shares the memory of such arrays (no copy)
+        X = torch.as_tensor(X).to(device)  # a numpy chunk shares its memory: no copy before the one to the device
+        X = apply_input_scaling(X, self.input_mean_ if mean is None else mean, self.input_scale_)
+        return X.to(self._torch_dtype).contiguous()
 
     def _range_advice(self, where: str) -> str:
         """What to do about inputs too large after scaling: it depends on the scaling and on what is computed."""
@@ -246,11 +263,13 @@ class NetworkMixin:
             Z = torch.empty(n, int(self.n_hidden), dtype=self._torch_dtype, device=device)
         else:
             Z = torch.empty(n, readout.out_features, dtype=torch.float64, device=device)
+        self._check_input_range(X, where)  # once for all chunks
+        mean = None if self.input_mean_ is None else torch.as_tensor(self.input_mean_, device=device)
         finite = torch.ones((), dtype=torch.bool, device=device)  # read once, after the last chunk
         n_chunks = max(1, math.ceil(n / chunk))
         with ProgressBar(n_chunks, desc, enabled=bool(self.verbose) and n_chunks > 1) as bar:
             for i in range(0, n, chunk):
-                x = self._to_tensor(X[i : i + chunk], device, where)
+                x = self._scaled_on(X[i : i + chunk], device, mean)
                 part = map_row_blocks(network, x, block, Z[i : i + chunk])
                 finite &= torch.isfinite(part).all()
                 bar.update()

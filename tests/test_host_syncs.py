@@ -100,3 +100,22 @@ def test_the_readout_objective_reads_nothing_per_chunk(count_host_syncs):
     with count_host_syncs() as syncs:
         loss, _, _ = objective.evaluate(W, b)
     assert syncs.total == 0 and loss.shape == ()
+
+
+@pytest.mark.parametrize("name", ["ExplicitClassifier", "MatchedExplicitClassifier"])
+def test_features_of_a_tensor_read_the_host_once_whatever_the_chunks(name, count_host_syncs, monkeypatch):
+    """Two reads whatever the chunks: the inputs' finiteness (validation) and the features' after the last
+    chunk.  The range of the scaled inputs is read once for all chunks too: on a GPU a copy of the column
+    extremes to the host, which the CPU does not see (it was one scalar read per chunk)."""
+    import sk_deq
+    from sk_deq._torch_base import TorchEstimatorBase
+
+    X = torch.randn(300, 5, generator=torch.Generator().manual_seed(0))
+    est = getattr(sk_deq, name)(n_hidden=16, random_state=0).fit(X, (X[:, 0] > 0).long())
+    reads = []
+    for rows in (1024, 64):  # one chunk, then five
+        monkeypatch.setattr(TorchEstimatorBase, "_chunk_rows", lambda self, device=None, rows=rows: rows)
+        with count_host_syncs() as syncs:
+            est.features(X)
+        reads.append(syncs.total)
+    assert reads == [2, 2]

@@ -75,14 +75,14 @@ def test_a_frozen_network_sees_the_inputs_one_chunk_at_a_time(cls, blobs, monkey
     X, y = blobs
     whole = cls(n_hidden=48, max_iter=40, random_state=0).fit(X, y)
     seen = []
-    to_tensor = TorchClassifierBase._to_tensor
+    scaled_on = TorchClassifierBase._scaled_on  # scales one chunk (the range is checked once, on the raw X)
 
     def spy(self, X, device, *args):
         seen.append(len(X))
-        return to_tensor(self, X, device, *args)
+        return scaled_on(self, X, device, *args)
 
     monkeypatch.setattr(TorchClassifierBase, "_chunk_rows", lambda self, device=None: 64)
-    monkeypatch.setattr(TorchClassifierBase, "_to_tensor", spy)
+    monkeypatch.setattr(TorchClassifierBase, "_scaled_on", spy)
     chunked = cls(n_hidden=48, max_iter=40, random_state=0).fit(X, y)
     assert seen == [64, 64, 64, 64, 44]  # no scaled copy of all 300 rows
     np.testing.assert_array_equal(chunked.features(X), whole.features(X))
