@@ -251,6 +251,7 @@ class NetworkMixin:
         chunk, block = self._chunk_rows(device), self._block_rows(device)
         n = X.shape[0]
         self._check_features_fit(n, device, where, None if readout is None else readout.out_features)
+        self._check_input_range(X, where)  # once for all chunks
 
         def network(xb, rows):
             log.n_rows = rows  # the padding rows' solves are not recorded
@@ -263,7 +264,6 @@ class NetworkMixin:
             Z = torch.empty(n, int(self.n_hidden), dtype=self._torch_dtype, device=device)
         else:
             Z = torch.empty(n, readout.out_features, dtype=torch.float64, device=device)
-        self._check_input_range(X, where)  # once for all chunks
         mean = None if self.input_mean_ is None else torch.as_tensor(self.input_mean_, device=device)
         finite = torch.ones((), dtype=torch.bool, device=device)  # read once, after the last chunk
         n_chunks = max(1, math.ceil(n / chunk))
