@@ -201,6 +201,11 @@ def union_us(intervals) -> float:
     return total
 
 
+def union_within_us(intervals, lo, hi) -> float:
+    """Length of the union of ``intervals`` clipped to ``[lo, hi]``."""
+    return union_us([(max(a, lo), min(b, hi)) for a, b in intervals if b > lo and a < hi])
+
+
 def device_busy(events, wall: float) -> dict:
     """Busy time of the GPU from the profiler's device-side events: kernels and copies, per phase.
 
@@ -225,8 +230,7 @@ def device_busy(events, wall: float) -> dict:
         "busy_share": busy / wall,
     }
     for name, (lo, hi) in windows.items():
-        inside = [(max(a, lo), min(b, hi)) for a, b in kernels + copies if b > lo and a < hi]
-        out[f"busy{name[5:]}_s"] = union_us(inside) / 1e6
+        out[f"busy{name[5:]}_s"] = union_within_us(kernels + copies, lo, hi) / 1e6
     return out
 
 

@@ -34,12 +34,13 @@ from pathlib import Path
 HOST = ("cpu_op", "user_annotation", "cuda_runtime", "cuda_driver")
 DEVICE = ("kernel", "gpu_memcpy", "gpu_memset")
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_gpu import device_busy, make, mixture, profiled_fit, union_within_us  # noqa: E402
+
 
 def record(path, numpy_inputs: bool = False, n: int = 60000, width: int = 4096, device: str = "cuda") -> dict:
     """Profile the second of two matched fits on ``device`` and write its Chrome trace to ``path`` (gzipped)."""
     import torch
-
-    from bench_gpu import device_busy, make, mixture, profiled_fit
 
     X, y = mixture(n)
     data = X if numpy_inputs else torch.as_tensor(X, dtype=torch.float32, device=device)
@@ -78,35 +79,23 @@ def read(path, min_ms: float = 1.0) -> dict:
         if e["name"].startswith("phase_") and e.get("cat") == "user_annotation"
     }
     ops = _top_level([e for e in host if not e["name"].startswith("phase_")])
-    gaps, busy, reach = [], 0.0, t0
+    gaps, reach = [], t0
     for e in device + [{"ts": t1, "dur": 0.0, "name": "(end)"}]:
         if e["ts"] - reach > 1e3 * min_ms:
             gaps.append(_gap(reach - t0, e["ts"] - t0, phases, ops, t0, e["name"]))
-        busy += max(0.0, e["ts"] + e["dur"] - max(reach, e["ts"]))
         reach = max(reach, e["ts"] + e["dur"])
     intervals = [(e["ts"] - t0, e["ts"] + e["dur"] - t0) for e in device]
     windows = {**phases, "before the first phase": (0.0, min((a for a, _ in phases.values()), default=0.0))}
     return {
         "wall_ms": (t1 - t0) / 1e3,
-        "busy_ms": busy / 1e3,
+        "busy_ms": union_within_us(intervals, 0.0, t1 - t0) / 1e3,
         "idle_ms_by_phase": {
-            k: round((b - a - _busy_within(intervals, a, b)) / 1e3, 2) for k, (a, b) in windows.items()
+            k: round((b - a - union_within_us(intervals, a, b)) / 1e3, 2) for k, (a, b) in windows.items()
         },
         "phases_ms": {k: [round(a / 1e3, 2), round(b / 1e3, 2)] for k, (a, b) in phases.items()},
         "idle_gaps": gaps,
         "idle_in_gaps_ms": sum(g["ms"] for g in gaps),
     }
-
-
-def _busy_within(intervals, lo, hi) -> float:
-    """Length of the union of ``intervals`` clipped to ``[lo, hi]``."""
-    total, reach = 0.0, lo
-    for a, b in sorted(intervals):
-        a, b = max(a, reach), min(b, hi)
-        if b > a:
-            total += b - a
-            reach = b
-    return total
 
 
 def _gap(start, end, phases, ops, t0, next_work) -> dict:
