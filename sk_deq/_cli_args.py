@@ -220,9 +220,14 @@ _DATASET_NAMES = tuple(sorted(DATASETS))
 
 def _csv_datasets(value: str) -> tuple:
     items = _csv(value)
-    bad = [d for d in items if d not in _DATASET_NAMES]
+    bad = [d for d in items if d not in _DATASET_NAMES and not d.endswith(".npz")]
     if bad:
-        raise argparse.ArgumentTypeError(f"unknown dataset {bad[0]!r}: use one of {', '.join(_DATASET_NAMES)}")
+        raise argparse.ArgumentTypeError(
+            f"unknown dataset {bad[0]!r}: use one of {', '.join(_DATASET_NAMES)}, or a FILE.npz of your own"
+        )
+    missing = [d for d in items if d.endswith(".npz") and not os.path.isfile(d)]
+    if missing:
+        raise argparse.ArgumentTypeError(f"no such file: {missing[0]!r}")
     return items
 
 

@@ -40,7 +40,8 @@ from ._cli_args import (
     write_outputs,
 )
 from ._inputs import EXPLICIT_KERNELS, SCALED_TAU0
-from .experiments import DATASETS, compare_widths, cross_validate_widths, demo, spectrum, sphere_spectrum
+from .experiments import compare_widths, cross_validate_widths, demo, spectrum, sphere_spectrum
+from .experiments._compare import SGD_TRAINING
 from .experiments._compare_result import cv_verdict
 from .experiments._spectrum import METHODS
 from .matching import EQUATIONS, MatchingError, match_explicit
@@ -146,34 +147,38 @@ def _cmd_demo(args) -> int:
 _QUICK = {"widths": (32, 128, 512), "n_samples": 1000, "repeats": 1}
 
 
-def _all_or_listed(values, every) -> str:
-    """``both`` or ``all`` when ``values`` are all of ``every``, else the values comma-separated."""
-    if sorted(values) == sorted(every):
-        return "both" if len(every) == 2 else "all"
-    return _text(values)
-
-
 def _add_compare_parser(sub) -> None:
     cd = _defaults(compare_widths)
     c = sub.add_parser(
         "compare",
         help="accuracy and time versus width of a DEQ, its matched explicit net and a plain net",
-        description="For every data set, activation and width fit a readout-trained DEQ, the explicit network "
-        "whose conjugate kernel matches it (two leaky-ReLU layers for ReLU, one hard-tanh layer for tanh) and a "
+        description="For every data set, activation and width fit a DEQ (readout-trained, or trained end to end with "
+        "--trainable all), the explicit network whose conjugate kernel matches it (two leaky-ReLU layers for ReLU, one hard-tanh layer for tanh) and a "
         "plain explicit network of the same width; print test accuracy, fit+predict time and the DEQ/matched "
         "time ratio. With --out, also write the figure (accuracy and time versus width) and a JSON of all numbers.",
     )
     c.add_argument(
+        "--data",
         "--datasets",
+        dest="datasets",
         type=_csv_datasets,
         default=cd["datasets"],
-        help=f"comma-separated: {', '.join(_DATASET_NAMES)} (default: {_all_or_listed(cd['datasets'], DATASETS)})",
+        help=f"comma-separated: {', '.join(_DATASET_NAMES)}, or FILE.npz of your own (arrays X, y and optionally "
+        f"X_test, y_test) (default: {_text(cd['datasets'])})",
     )
     _option(c, "--activations", cd, "comma-separated DEQ activations", type=_csv_activations)
     _add_compare_sizes(c, cd)
     _option(c, "--sigma-a2", cd, "DEQ recurrent weight variance", type=_open_unit)
-    _option(c, "--test-size", cd, "test fraction of every split", type=_open_unit, deferred=True)
+    _option(
+        c,
+        "--test-size",
+        cd,
+        "test fraction of every random split (a data set with a test set of its own keeps it)",
+        type=_open_unit,
+        deferred=True,
+    )
     _option(c, "--plain-depth", cd, "layers of the plain explicit network", type=_positive_int)
+    _add_training_options(c, cd)
     _add_threads_option(c, cd)
     _option(c, "--device", cd, "torch device: auto, cpu, cuda or cuda:N", type=_device)
     _option(c, "--random-state", cd, "base seed", type=_seed)
@@ -191,8 +196,62 @@ def _add_compare_parser(sub) -> None:
         "compare_widths.png and compare_widths.json; with --cv, compare_cv.json and one paired-scores figure per "
         "table, compare_cv_DATASET_ACTIVATION_WIDTH.png",
     )
-    c.add_argument("-v", "--verbose", action="count", default=0, help="also print one line per width")
+    c.add_argument(
+        "-v",
+        "--verbose",
+        action="count",
+        default=0,
+        help="also print one line per width as it finishes (with --cv, also every fold's scores in the tables)",
+    )
     c.set_defaults(func=_cmd_compare, _parser=c)
+
+
+# --epochs, --learning-rate and --batch-size: the estimator parameters they set
+_TRAINING_OPTIONS = {"epochs": "max_iter", "learning_rate": "learning_rate_init", "batch_size": "batch_size"}
+
+
+def _add_training_options(c, cd) -> None:
+    """``--trainable`` and the SGD settings that apply with ``--trainable all``."""
+    _option(
+        c,
+        "--trainable",
+        cd,
+        "readout: random weights frozen, readout fitted by L-BFGS (the theory's setting); all: every weight trained "
+        "end to end with minibatch SGD (the paper's experiments)",
+        choices=("readout", "all"),
+    )
+    sgd = SGD_TRAINING
+    c.add_argument(
+        "--epochs",
+        type=_positive_int,
+        default=None,
+        help=f"SGD epochs with --trainable all (default: {sgd['max_iter']})",
+    )
+    c.add_argument(
+        "--learning-rate",
+        type=_positive_float,
+        default=None,
+        help=f"SGD step size with --trainable all (default: {_text(sgd['learning_rate_init'])})",
+    )
+    c.add_argument(
+        "--batch-size",
+        type=_positive_int,
+        default=None,
+        help=f"SGD batch size with --trainable all (default: {sgd['batch_size']})",
+    )
+
+
+def _training_params(args) -> dict | None:
+    """The estimator parameters of ``--epochs``, ``--learning-rate`` and ``--batch-size`` (only with --trainable all)."""
+    given = {opt: getattr(args, opt) for opt in _TRAINING_OPTIONS if getattr(args, opt) is not None}
+    if args.trainable != "all":
+        reject_inapplicable(
+            args._parser,
+            ["--" + o.replace("_", "-") for o in given],
+            "without --trainable all (the readout is fitted by L-BFGS to convergence)",
+        )
+        return None
+    return {_TRAINING_OPTIONS[opt]: value for opt, value in given.items()} or None
 
 
 def _add_output_options(parser, files: str) -> None:
@@ -252,6 +311,8 @@ def _cmd_compare(args) -> int:
         plain_depth=args.plain_depth,
         n_threads=args.threads or None,
         device=args.device,
+        trainable=args.trainable,
+        estimator_params=_training_params(args),
         random_state=args.random_state,
         progress=not args.no_progress,
         verbose=args.verbose,
@@ -301,7 +362,11 @@ def _cmd_compare_cv(args, sizes) -> int:
         plain_depth=args.plain_depth,
         n_threads=args.threads or None,
         device=args.device,
+        trainable=args.trainable,
+        estimator_params=_training_params(args),
         random_state=args.random_state,
+        progress=not args.no_progress,
+        verbose=args.verbose,
     )
     elapsed = time.perf_counter() - start
     records = [{k: v for k, v in run.items() if k != "result"} | run["result"].to_dict() for run in runs]

@@ -69,7 +69,14 @@ BAD_VALUES = [
     (["demo", "--dataset", "cifar"], "argument --dataset: invalid choice"),
     (["demo", "--activation", "foo"], "argument --activation: unknown activation"),
     (["demo", "--repeats", "0"], "argument --repeats: expected a positive integer"),
-    (["compare", "--datasets", "cifar"], "argument --datasets: unknown dataset 'cifar': use one of digits, mnist"),
+    (
+        ["compare", "--datasets", "cifar"],
+        "argument --data/--datasets: unknown dataset 'cifar': use one of digits, fashion-mnist, mnist, mnist-full, "
+        "or a FILE.npz of your own",
+    ),
+    (["compare", "--data", "missing.npz"], "argument --data/--datasets: no such file: 'missing.npz'"),
+    (["compare", "--trainable", "hidden"], "argument --trainable: invalid choice"),
+    (["compare", "--trainable", "all", "--epochs", "0"], "argument --epochs"),
     (["compare", "--activations", "relu,bar"], "argument --activations: unknown activation 'bar'"),
     (["compare", "--widths", "32,0"], "argument --widths: expected comma-separated positive integers"),
     (["compare", "--threads", "-1"], "argument --threads: expected 0 or a positive integer"),

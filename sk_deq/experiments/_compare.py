@@ -7,6 +7,7 @@ models it compares and what it records.
 from __future__ import annotations
 
 import math
+import os
 import statistics
 import sys
 
@@ -16,6 +17,7 @@ from ._compare_result import CompareResult, p_text
 from ._common import (
     DATASETS,
     MODELS,
+    OFFICIAL_TEST_SIZES,
     _fit_one,
     _make,
     _solve_match,
@@ -23,12 +25,17 @@ from ._common import (
     check_counts,
     environment,
     load_dataset,
+    load_npz,
     progress_bar,
     torch_threads,
     warm_up,
 )
 
 _MODEL_LABELS = {"deq": "DEQ", "matched": "matched", "plain": "plain"}
+
+
+# What trainable='all' trains with unless estimator_params say otherwise (documented in compare_widths).
+SGD_TRAINING = {"solver": "sgd", "learning_rate_init": 3.0, "batch_size": 128, "max_iter": 10}
 
 
 def _validate(datasets, activations, widths, repeats, test_size, n_samples, plain_depth, n_threads):
@@ -45,21 +52,40 @@ def _validate(datasets, activations, widths, repeats, test_size, n_samples, plai
     return datasets, names, activations, widths
 
 
+def _estimator_options(trainable, estimator_params, device, dtype) -> dict:
+    """The parameters every compared estimator gets: device, dtype, ``trainable`` and the training settings."""
+    if trainable not in ("readout", "all"):
+        raise ValueError(f"trainable must be 'readout' or 'all', got {trainable!r}.")
+    if estimator_params is not None and not isinstance(estimator_params, dict):
+        raise ValueError(f"estimator_params must be a dict of estimator parameters, got {estimator_params!r}.")
+    params = dict(SGD_TRAINING) if trainable == "all" else {}
+    params.update(estimator_params or {})
+    reserved = sorted({"n_hidden", "random_state", "activation", "sigma_a2", "layers"} & set(params))
+    if reserved:
+        raise ValueError(f"estimator_params cannot set {', '.join(reserved)}: the comparison sets them per model.")
+    return {"device": device, "dtype": dtype, "trainable": trainable, **params}
+
+
 def _check_datasets(datasets) -> tuple:
-    """The data sets as a tuple of names of :data:`DATASETS` and ``(name, X, y)`` tuples, and their distinct names."""
+    """The data sets as a tuple of names, ``.npz`` paths and tuples of arrays, and their distinct names."""
     datasets = (datasets,) if isinstance(datasets, str) else tuple(datasets)
     if not datasets:
         raise ValueError("datasets must name at least one data set.")
     names = []
     for d in datasets:
-        if isinstance(d, str):
-            if d not in DATASETS:
-                raise ValueError(f"unknown dataset {d!r}: use one of {', '.join(sorted(DATASETS))}.")
+        if isinstance(d, str) and d in DATASETS:
             names.append(d)
-        elif isinstance(d, tuple) and len(d) == 3 and isinstance(d[0], str):
+        elif isinstance(d, str) and d.endswith(".npz"):
+            names.append(os.path.splitext(os.path.basename(d))[0])
+        elif isinstance(d, tuple) and len(d) in (3, 5) and isinstance(d[0], str):
             names.append(d[0])
+        elif isinstance(d, str):
+            raise ValueError(f"unknown dataset {d!r}: use one of {', '.join(sorted(DATASETS))}, or a .npz file.")
         else:
-            raise ValueError(f"a dataset must be a name from {', '.join(DATASETS)} or a tuple (name, X, y), got {d!r}.")
+            raise ValueError(
+                f"a dataset must be a name from {', '.join(DATASETS)}, a .npz file, or a tuple (name, X, y) or "
+                f"(name, X, y, X_test, y_test), got {d!r}."
+            )
     if len(set(names)) != len(names):
         raise ValueError(f"dataset names must be distinct, got {names}.")
     return datasets, names
@@ -81,13 +107,24 @@ def _check_activations(activations) -> tuple:
     return activations
 
 
-def _subsample(X, y, n_samples, seed):
+def _subsample(X, y, n_test, n_samples, seed):
+    """A stratified subsample of ``n_samples`` rows; with a fixed test set (its last ``n_test`` rows) of each part,
+    in proportion to their sizes.  Returns ``X, y, n_test``."""
     if n_samples is None or n_samples >= len(y):
-        return X, y
+        return X, y, n_test
     from sklearn.model_selection import train_test_split
 
-    X_keep, _, y_keep, _ = train_test_split(X, y, train_size=int(n_samples), stratify=y, random_state=seed)
-    return X_keep, y_keep
+    if n_test is None:
+        X_keep, _, y_keep, _ = train_test_split(X, y, train_size=int(n_samples), stratify=y, random_state=seed)
+        return X_keep, y_keep, None
+    k = len(y) - n_test
+    n_test_keep = max(1, round(n_samples * n_test / len(y)))
+    parts = []
+    for Xp, yp, size in ((X[:k], y[:k], n_samples - n_test_keep), (X[k:], y[k:], n_test_keep)):
+        if size < len(yp):
+            Xp, _, yp, _ = train_test_split(Xp, yp, train_size=size, stratify=yp, random_state=seed)
+        parts.append((Xp, yp))
+    return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]), len(parts[1][1])
 
 
 def compare_widths(
@@ -103,6 +140,8 @@ def compare_widths(
     n_threads: int | None = 1,
     device: str = "auto",
     dtype: str = "float32",
+    trainable: str = "readout",
+    estimator_params: dict | None = None,
     random_state: int = 0,
     progress: bool = False,
     verbose: int = 0,
@@ -111,10 +150,13 @@ def compare_widths(
     """Accuracy and fit+predict time of a DEQ, its matched explicit net and a plain net versus width.
 
     For every data set, activation, width and repeat the three models of
-    :data:`MODELS` are fitted on one stratified train/test split and scored on
-    its test part; every repeat draws a new split and new random weights
-    (seed ``random_state + repeat``), shared by the three models so that
-    their accuracies and times are paired.  The order in which the three
+    :data:`MODELS` are fitted on one train/test split and scored on its test
+    part.  Every repeat draws new random weights (seed ``random_state +
+    repeat``), shared by the three models so that their accuracies and times
+    are paired; it also draws a new stratified split, except for a data set
+    with a test set of its own (the official split of ``'fashion-mnist'``
+    and ``'mnist-full'``, ``X_test`` of a ``.npz`` file), which every repeat
+    keeps.  The order in which the three
     models are fitted rotates from one repeat to the next, so a burst of load
     on a shared machine does not always hit the same model.  Before the timed
     fits every model is fitted once on a few samples, untimed, so that
@@ -123,8 +165,11 @@ def compare_widths(
 
     Parameters
     ----------
-    datasets : sequence of str or (name, X, y), default=('mnist', 'digits')
-        Names from :data:`DATASETS` or ``(name, X, y)`` tuples of your own data.
+    datasets : sequence of str or tuple, default=('mnist', 'digits')
+        Names from :data:`DATASETS`; paths of ``.npz`` files of your own
+        data (arrays ``X``, ``y`` and optionally ``X_test``, ``y_test``,
+        named after the file); or tuples ``(name, X, y)`` or ``(name, X, y,
+        X_test, y_test)``.
     activations : sequence of str, default=('relu', 'tanh')
         DEQ activations (names of :data:`sk_deq.activations.ACTIVATIONS`).
         ``'relu'`` is matched by two leaky-ReLU layers, ``'tanh'`` by one
@@ -136,10 +181,12 @@ def compare_widths(
     sigma_a2 : float, default=0.2
         The DEQ's recurrent weight variance (Ling et al.'s (2024) value).
     test_size : float, default=0.2
-        Test fraction of every split.
+        Test fraction of every random split (a data set with its own test
+        set keeps it).
     n_samples : int or None, default=None
         Size of a stratified subsample (at least 20) drawn from every data
-        set before splitting; None uses all samples.
+        set before splitting (from its training and test sets in proportion
+        to their sizes, where it has its own); None uses all samples.
     plain_depth : int, default=1
         Number of layers of the plain network (``1``: one layer of the plain
         activation; ``2``: the matched ReLU network's architecture with plain
@@ -155,6 +202,19 @@ def compare_widths(
         the CPU).
     dtype : {'float32', 'float64'}, default='float32'
         Precision of all estimators.
+    trainable : {'readout', 'all'}, default='readout'
+        ``'readout'``: the random weights frozen and the readout fitted by
+        L-BFGS on the cached features (Ling et al.'s (2024) theory);
+        ``'all'``: every weight trained end to end with minibatch SGD, as in
+        Ling et al.'s (2024) experiments, with :data:`SGD_TRAINING` (Nesterov
+        momentum 0.9, step 3.0, batches of 128, 10 epochs) unless
+        ``estimator_params`` says otherwise.  The features are scaled by
+        ``1 / sqrt(m)``, so the readout's gradients are small and SGD needs a
+        large step.
+    estimator_params : dict or None, default=None
+        Parameters set on all three estimators (e.g. ``{"max_iter": 5}`` or
+        ``{"alpha": 1e-4}``), checked by them; they override the training
+        defaults of ``trainable='all'``.
     random_state : int, default=0
         Base seed: repeat ``r`` uses ``random_state + r`` for its split and
         its networks' weights; the subsample uses ``random_state``.
@@ -194,7 +254,7 @@ def compare_widths(
     opts = {
         "sigma_a2": float(sigma_a2),
         "plain_depth": int(plain_depth),
-        "estimator": {"device": device, "dtype": dtype},
+        "estimator": _estimator_options(trainable, estimator_params, device, dtype),
     }
     # Cheap checks of the estimator settings (fail before any long work).
     for model in MODELS:
@@ -214,6 +274,8 @@ def compare_widths(
                 "plain_depth": int(plain_depth),
                 "device": device,
                 "dtype": dtype,
+                "trainable": trainable,
+                "estimator_params": {k: v for k, v in opts["estimator"].items() if k not in ("device", "dtype")},
                 "random_state": int(random_state),
                 "models": list(MODELS),
             },
@@ -242,35 +304,53 @@ def compare_widths(
 
 
 def _load(datasets, names, n_samples, test_size, random_state):
-    """Every data set as ``(X, y)`` (subsampled) by name, and its description and sizes by name."""
+    """Every data set as ``(X, y, n_test)`` (subsampled; ``n_test`` the size of its own test set, its last rows, or
+    None) by name, and its description and sizes by name."""
     loaded = {}
     info = {}
     for spec, name in zip(datasets, names):
-        if isinstance(spec, str):
-            X, y = load_dataset(spec)
-            description = DATASETS[spec]
-        else:
-            X, y = np.asarray(spec[1], dtype=float), np.asarray(spec[2])
-            if X.ndim != 2 or len(X) != len(y):
-                raise ValueError(f"dataset {name!r}: X must be 2-D with as many rows as y has entries.")
-            description = name
-        X, y = _subsample(X, y, n_samples, random_state)
-        loaded[name] = (X, y)
-        n_test = math.ceil(test_size * len(y))
+        X, y, n_test, description = _load_one(spec, name)
+        X, y, n_test = _subsample(X, y, n_test, n_samples, random_state)
+        loaded[name] = (X, y, n_test)
+        n_test_split = n_test if n_test is not None else math.ceil(test_size * len(y))
         info[name] = {
             "description": description,
-            "n_train": len(y) - n_test,
-            "n_test": n_test,
+            "n_train": len(y) - n_test_split,
+            "n_test": n_test_split,
+            "split": "random" if n_test is None else "fixed",
             "n_features": int(X.shape[1]),
             "n_classes": len(np.unique(y)),
         }
     return loaded, info
 
 
-def _splits(X, y, test_size, random_state, repeats):
-    """One stratified train/test split per repeat (seed ``random_state + repeat``)."""
+def _load_one(spec, name):
+    """One data set as ``(X, y, n_test, description)``."""
+    if isinstance(spec, str) and spec in DATASETS:
+        X, y = load_dataset(spec)
+        return X, y, OFFICIAL_TEST_SIZES.get(spec), DATASETS[spec]
+    if isinstance(spec, str):
+        X, y, n_test = load_npz(spec)
+        return X, y, n_test, f"{os.path.basename(spec)} ({'own test set' if n_test else 'random splits'})"
+    parts = [(np.asarray(spec[i], dtype=float), np.asarray(spec[i + 1])) for i in range(1, len(spec), 2)]
+    for X, y in parts:
+        if X.ndim != 2 or len(X) != len(y):
+            raise ValueError(f"dataset {name!r}: X must be 2-D with as many rows as y has entries.")
+    if len(parts) == 2 and parts[1][0].shape[1] != parts[0][0].shape[1]:
+        raise ValueError(f"dataset {name!r}: X_test must have as many columns as X.")
+    X = np.concatenate([p[0] for p in parts])
+    y = np.concatenate([p[1] for p in parts])
+    return X, y, (len(parts[1][1]) if len(parts) == 2 else None), name
+
+
+def _splits(X, y, n_test, test_size, random_state, repeats):
+    """One split per repeat: the data set's own test set (its last ``n_test`` rows) every time, or a new stratified
+    split per repeat (seed ``random_state + repeat``)."""
     from sklearn.model_selection import train_test_split
 
+    if n_test is not None:
+        k = len(y) - n_test
+        return [(X[:k], X[k:], y[:k], y[k:])] * repeats
     return [
         train_test_split(X, y, test_size=test_size, stratify=y, random_state=random_state + r) for r in range(repeats)
     ]
@@ -327,8 +407,13 @@ def cross_validate_widths(
     n_threads: int | None = 1,
     device: str = "auto",
     dtype: str = "float32",
+    trainable: str = "readout",
+    estimator_params: dict | None = None,
     random_state: int = 0,
     n_jobs: int | None = None,
+    progress: bool = False,
+    verbose: int = 0,
+    stream=None,
 ) -> list:
     """Cross-validate the DEQ, its matched network and a plain network at every width.
 
@@ -341,8 +426,9 @@ def cross_validate_widths(
 
     Parameters
     ----------
-    datasets : sequence of str or (name, X, y), default=('digits',)
-        Names from :data:`DATASETS` or ``(name, X, y)`` tuples of your own data.
+    datasets : sequence of str or tuple, default=('digits',)
+        As for :func:`compare_widths`; the folds are drawn from all of a data
+        set's samples, its own test set included.
     activations : sequence of str, default=('relu', 'tanh')
         DEQ activations.
     widths : sequence of int, default=(256, 1024)
@@ -361,11 +447,23 @@ def cross_validate_widths(
         Torch device of all estimators.
     dtype : {'float32', 'float64'}, default='float32'
         Precision of all estimators.
+    trainable : {'readout', 'all'}, default='readout'
+        What is trained, as for :func:`compare_widths`.
+    estimator_params : dict or None, default=None
+        Parameters set on all three estimators, as for :func:`compare_widths`.
     random_state : int, default=0
         Seed of the folds, of the subsample and of the weights.
     n_jobs : int or None, default=None
         Parallel (model, fold) fits (see
         :func:`~sk_deq.model_selection.compare_estimators`).
+    progress : bool, default=False
+        Show a one-line progress display (widths done, the one running,
+        elapsed time and an estimate of the time left) on ``stream``.
+    verbose : int, default=0
+        ``1`` prints one line per width, with the mean accuracies and the
+        DEQ-versus-matched p-value, as it finishes.
+    stream : file-like or None, default=None
+        Where progress and verbose lines go; None means ``sys.stderr``.
 
     Returns
     -------
@@ -395,18 +493,39 @@ def cross_validate_widths(
     opts = {
         "sigma_a2": float(sigma_a2),
         "plain_depth": int(plain_depth),
-        "estimator": {"device": device, "dtype": dtype},
+        "estimator": _estimator_options(trainable, estimator_params, device, dtype),
     }
     folds = StratifiedKFold(int(cv), shuffle=True, random_state=random_state)
     out = []
     loaded, _ = _load(datasets, names, n_samples, 0.2, random_state)  # (the test fraction only sizes the info)
+    stream = stream or sys.stderr
+    ticker = progress_bar(len(names) * len(activations) * len(widths), progress, stream)
     with torch_threads(n_threads):
-        for name, (X, y) in loaded.items():
-            for activation in activations:
-                for width in widths:
-                    models = {m: _make(m, activation, width, random_state, opts) for m in MODELS}
-                    result = compare_estimators(
-                        models, X, y, cv=folds, scoring="accuracy", fold_seed=random_state, n_jobs=n_jobs
-                    )
-                    out.append({"dataset": name, "activation": activation, "width": int(width), "result": result})
+        try:
+            for name, (X, y, _) in loaded.items():
+                for activation in activations:
+                    for width in widths:
+                        ticker.set_description(f"{name} {activation} width {width}: {cv} folds x {len(MODELS)} models")
+                        models = {m: _make(m, activation, width, random_state, opts) for m in MODELS}
+                        result = compare_estimators(
+                            models, X, y, cv=folds, scoring="accuracy", fold_seed=random_state, n_jobs=n_jobs
+                        )
+                        out.append({"dataset": name, "activation": activation, "width": int(width), "result": result})
+                        ticker.update()
+                        if verbose:
+                            _report_cv_width(out[-1], stream, after_progress=progress)
+        finally:
+            ticker.close("done")
     return out
+
+
+def _report_cv_width(run, out, *, after_progress: bool):
+    """The verbose line of one cross-validated width: mean accuracy of every model, DEQ vs matched p-value."""
+    result = run["result"]
+    means = {name: row[~failed].mean() for name, row, failed in zip(result.names, result.scores, result.failed)}
+    parts = [f"{_MODEL_LABELS[m]} {100 * means[m]:.2f}%" for m in MODELS]
+    parts.append(f"DEQ vs matched p = {p_text(result.test('deq', 'matched').to_dict())}")
+    if after_progress:
+        out.write("\n")
+    out.write(f"{run['dataset']} {run['activation']} width {run['width']}: " + ", ".join(parts) + "\n")
+    out.flush()

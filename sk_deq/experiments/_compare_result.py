@@ -28,7 +28,9 @@ class CompareResult(JSONResult):
         Versions of Python, torch, numpy and scikit-learn, the machine and the
         number of torch threads used for the timings.
     datasets : dict
-        Per data set: ``description``, ``n_train``, ``n_test``, ``n_features``,
+        Per data set: ``description``, ``n_train``, ``n_test``, ``split``
+        (``'random'``: a new stratified split per repeat; ``'fixed'``: the
+        data set's own test set in every repeat), ``n_features``,
         ``n_classes``.
     matches : dict, default={}
         ``matches[dataset][activation]``: the matched explicit network
@@ -170,7 +172,7 @@ class CompareResult(JSONResult):
         rows = self.summary()
         n_rep = self.config["repeats"]
         lines = [
-            f"Readout-trained networks, sigma_a2={self.config['sigma_a2']:g}; accuracy in % "
+            f"{self._training_text()}, sigma_a2={self.config['sigma_a2']:g}; accuracy in % "
             f"({'mean ± std over ' + str(n_rep) + ' repeats' if n_rep > 1 else 'one repeat'}), "
             "fit+predict seconds (median), DEQ/matched time ratio (median of paired repeats).",
             "p: DEQ vs matched / vs plain accuracy, corrected resampled t-test over the paired repeats "
@@ -187,9 +189,10 @@ class CompareResult(JSONResult):
                 if not block:
                     continue
                 lines.append("")
+                split = " (the same split in every repeat)" if info.get("split") == "fixed" else ""
                 title = (
                     f"{info.get('description', dataset)}: {info.get('n_train', '?')} train / "
-                    f"{info.get('n_test', '?')} test; {activation}-DEQ"
+                    f"{info.get('n_test', '?')} test{split}; {activation}-DEQ"
                 )
                 match = self.matches.get(dataset, {}).get(activation)
                 if match:
@@ -229,6 +232,19 @@ class CompareResult(JSONResult):
 
     def __str__(self) -> str:
         return self.format_table()
+
+    def _training_text(self) -> str:
+        """How the networks were trained, for the table's first line."""
+        params = self.config.get("estimator_params") or {}
+        if self.config.get("trainable", "readout") == "readout":
+            return "Readout-trained networks"
+        solver = params.get("solver", "auto")
+        what = f"{solver.upper() if solver == 'sgd' else solver}, {params.get('max_iter', '?')} epochs"
+        if "learning_rate_init" in params:
+            what += f", step {params['learning_rate_init']:g}"
+        if "batch_size" in params:
+            what += f", batches of {params['batch_size']}"
+        return f"Networks trained end to end ({what})"
 
 
 def p_text(test) -> str:
