@@ -11,6 +11,7 @@ constraints the two kernel transformers share.
 
 from __future__ import annotations
 
+import math
 from numbers import Integral, Real
 
 from sklearn.utils._param_validation import Interval, Options, StrOptions
@@ -70,6 +71,7 @@ KERNEL_TRANSFORMER_CONSTRAINTS = {
     "sigma_a2": [Interval(Real, 0, 1, closed="neither")],
     "kernel": [SortedStrOptions(set(KERNELS))],
     "sigma_b2": [Interval(Real, 0, None, closed="neither"), None],
+    "bias_variance": [Interval(Real, 0, math.inf, closed="left")],
     "input_scaling": [SortedStrOptions(set(INPUT_SCALING))],
     "block_size": [Interval(Integral, 1, None, closed="left"), None],
     "n_jobs": [Integral, None],

@@ -102,6 +102,10 @@ class ImplicitCKNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
         kernel evaluation beyond the landmarks'.
     sigma_b2 : float, default=None
         Variance of the input weights; ``1 - sigma_a2`` when None.
+    bias_variance : float, default=1.0
+        A constant added to every entry of the approximated kernel, the prior
+        variance of a readout bias, as in
+        :class:`~sk_deq.ImplicitCKTransformer` (see :ref:`kernel-bias`).
     input_scaling : {'global', 'none'}, default='global'
         Input map fitted on the training samples, as in
         :class:`~sk_deq.ImplicitCKTransformer` (see :ref:`input-scaling`).
@@ -220,6 +224,7 @@ class ImplicitCKNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
         n_components=100,
         landmarks="kmeans++",
         sigma_b2=None,
+        bias_variance=1.0,
         input_scaling="global",
         block_size=None,
         n_jobs=None,
@@ -233,6 +238,7 @@ class ImplicitCKNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
         self.n_components = n_components
         self.landmarks = landmarks
         self.sigma_b2 = sigma_b2
+        self.bias_variance = bias_variance
         self.input_scaling = input_scaling
         self.block_size = block_size
         self.n_jobs = n_jobs
@@ -286,6 +292,7 @@ class ImplicitCKNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
             kernel=self.kernel,
             sigma_b2=self.sigma_b2,
             tol=self.tol,
+            bias_variance=self.bias_variance,
             device=self.device,
         )
         self.coefficients_ = self._engine.coefficients

@@ -94,6 +94,16 @@ class ImplicitCKTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, B
         DEQs of width ``n_hidden``, as in Ling et al.'s (2024) experiments.
     sigma_b2 : float, default=None
         Variance of the input weights; ``1 - sigma_a2`` when None.
+    bias_variance : float, default=1.0
+        A constant added to every entry of the kernel: the prior variance of
+        a bias of the readout, as the NNGP kernels of networks with biased
+        layers carry it (see :ref:`kernel-bias`).  The implicit kernels are
+        centred (their entries between different samples average about
+        zero), so a kernel machine without an intercept of its own, such as
+        :class:`~sklearn.kernel_ridge.KernelRidge` or a Gaussian process,
+        could not fit the targets' mean without it.  1 is the scale of the
+        kernel's diagonal at ``tau0 = 1``; 0 gives the implicit kernel
+        itself.
     input_scaling : {'global', 'none'}, default='global'
         ``'global'`` centres every feature with its training mean and divides
         by one global factor so that the training samples have mean squared
@@ -211,6 +221,7 @@ class ImplicitCKTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, B
         kernel="ck",
         method="exact",
         sigma_b2=None,
+        bias_variance=1.0,
         input_scaling="global",
         n_hidden=2000,
         n_draws=1,
@@ -225,6 +236,7 @@ class ImplicitCKTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, B
         self.kernel = kernel
         self.method = method
         self.sigma_b2 = sigma_b2
+        self.bias_variance = bias_variance
         self.input_scaling = input_scaling
         self.n_hidden = n_hidden
         self.n_draws = n_draws
@@ -280,6 +292,7 @@ class ImplicitCKTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, B
             kernel=self.kernel,
             sigma_b2=self.sigma_b2,
             tol=self.tol,
+            bias_variance=self.bias_variance,
             device=self.device,
         )
         self.coefficients_ = self._engine.coefficients
@@ -364,10 +377,18 @@ class ImplicitCKTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, B
         n, m = len(Xs), len(self.X_fit_)
         check_kernel_fits_in_memory(n, m)
         if self.method == "exact":
-            # the device of now (set_params may have changed it since fit): resolved as at fit
+            # the device of now (set_params may have changed it since fit): resolved as at fit;
+            # the engine adds the bias variance
             eng = self._engine.with_device(self.device)
             S = self._fit_samples if square else eng.prepare(Xs)
             return eng.kernel(S, None if square else self._fit_samples, block_size=self.block_size, n_jobs=self.n_jobs)
+        K = self._approximate_kernel(Xs, square=square)
+        K += self.bias_variance
+        return K
+
+    def _approximate_kernel(self, Xs, *, square):
+        """The linearised or Monte-Carlo kernel between ``Xs`` and the training samples, without the bias variance."""
+        n, m = len(Xs), len(self.X_fit_)
         if self.method == "linearized":
             out = np.empty((n, m))
             b = self._block(1)
@@ -438,6 +459,14 @@ class ImplicitCKKernel(Kernel):
         Which kernel (see :class:`ImplicitCKTransformer`).
     tau0 : float, default=1.0
         Data scale fixing the centring of the activation.
+    bias_variance : float, default=1.0
+        A constant added to every entry, the prior variance of a readout
+        bias, as in :class:`ImplicitCKTransformer` (see :ref:`kernel-bias`):
+        with it a Gaussian process with the default zero mean
+        (``normalize_y=False``) can fit the targets' mean.  It is not a
+        hyperparameter; add a
+        :class:`~sklearn.gaussian_process.kernels.ConstantKernel` for a
+        constant the optimiser tunes.
     n_jobs : int, default=None
         Parallel blocks (see :func:`sk_deq.kernels.implicit_kernel`): all
         cores when None, outside a joblib context or worker.
@@ -477,6 +506,7 @@ class ImplicitCKKernel(Kernel):
         sigma_a2_bounds=(1e-3, 0.9),
         kernel="ck",
         tau0=1.0,
+        bias_variance=1.0,
         n_jobs=None,
         device=None,
     ):
@@ -485,6 +515,7 @@ class ImplicitCKKernel(Kernel):
         self.sigma_a2_bounds = sigma_a2_bounds
         self.kernel = kernel
         self.tau0 = tau0
+        self.bias_variance = bias_variance
         self.n_jobs = n_jobs
         self.device = device
 
@@ -494,7 +525,14 @@ class ImplicitCKKernel(Kernel):
         return Hyperparameter("sigma_a2", "numeric", self.sigma_a2_bounds)
 
     def _engine(self, sigma_a2):
-        return ImplicitKernelEngine(self.activation, sigma_a2, self.tau0, kernel=self.kernel, device=self.device)
+        return ImplicitKernelEngine(
+            self.activation,
+            sigma_a2,
+            self.tau0,
+            kernel=self.kernel,
+            bias_variance=self.bias_variance,
+            device=self.device,
+        )
 
     def _matrix(self, sigma_a2, X, Y):
         eng = self._engine(sigma_a2)

@@ -82,6 +82,7 @@ def test_gp_kernel_params_clone_and_theta():
         "sigma_a2_bounds": (0.01, 0.5),
         "kernel": "ntk",
         "tau0": 0.8,
+        "bias_variance": 1.0,
         "n_jobs": 2,
         "device": None,
     }

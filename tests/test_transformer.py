@@ -61,13 +61,14 @@ def test_transform_is_the_exact_kernel_against_training_data(act, kernel):
     assert tr.tau0_ == pytest.approx(1.0)
     Xs, Zs = _global_scale(X, X), _global_scale(Z, X)
     np.testing.assert_allclose(tr.X_fit_, Xs)
+    # the implicit kernel plus the default readout bias variance, 1
     np.testing.assert_allclose(
-        K, implicit_kernel(Xs, activation=act, sigma_a2=0.3, kernel=kernel, tau0=1.0), atol=1e-13
+        K, implicit_kernel(Xs, activation=act, sigma_a2=0.3, kernel=kernel, tau0=1.0) + 1.0, atol=1e-13
     )
     KZ = tr.transform(Z)
     assert KZ.shape == (15, 40)
     np.testing.assert_allclose(
-        KZ, implicit_kernel(Zs, Xs, activation=act, sigma_a2=0.3, kernel=kernel, tau0=1.0), atol=1e-13
+        KZ, implicit_kernel(Zs, Xs, activation=act, sigma_a2=0.3, kernel=kernel, tau0=1.0) + 1.0, atol=1e-13
     )
     # transform of the training data reproduces the square kernel; rows do not
     # depend on which other samples are transformed with them
@@ -77,7 +78,7 @@ def test_transform_is_the_exact_kernel_against_training_data(act, kernel):
 
 def test_centring_comes_from_training_scale():
     X, _ = make_gaussian_mixture(60, 30, random_state=0)
-    tr = ImplicitCKTransformer(input_scaling="none").fit(X)
+    tr = ImplicitCKTransformer(input_scaling="none", bias_variance=0.0).fit(X)
     t0 = math.sqrt(np.mean((X * X).sum(1)))
     assert tr.tau0_ == pytest.approx(t0)
     Z = 2.0 * X[:5]  # new samples at another scale keep the training centring
@@ -87,8 +88,8 @@ def test_centring_comes_from_training_scale():
 
 def test_linearized_method():
     X, _ = make_gaussian_mixture(150, 120, random_state=0)
-    exact = ImplicitCKTransformer(input_scaling="none").fit(X[:100])
-    lin = ImplicitCKTransformer(method="linearized", input_scaling="none").fit(X[:100])
+    exact = ImplicitCKTransformer(input_scaling="none", bias_variance=0.0).fit(X[:100])
+    lin = ImplicitCKTransformer(method="linearized", input_scaling="none", bias_variance=0.0).fit(X[:100])
     E = exact.transform(X[100:])
     t0 = exact.tau0_
     np.testing.assert_allclose(
@@ -100,8 +101,10 @@ def test_linearized_method():
 @pytest.mark.heavy  # random DEQs of width 2000
 def test_monte_carlo_method():
     X, _ = make_gaussian_mixture(150, 120, random_state=0)
-    exact = ImplicitCKTransformer(input_scaling="none").fit(X[:100])
-    mc = ImplicitCKTransformer(method="monte_carlo", input_scaling="none", n_hidden=2000, random_state=0)
+    exact = ImplicitCKTransformer(input_scaling="none", bias_variance=0.0).fit(X[:100])
+    mc = ImplicitCKTransformer(
+        method="monte_carlo", input_scaling="none", bias_variance=0.0, n_hidden=2000, random_state=0
+    )
     K_mc = mc.fit_transform(X[:100])
     E = exact.transform(X[100:])
     t0 = exact.tau0_
@@ -157,11 +160,11 @@ def test_pipeline_kernel_ridge_predicts_with_the_kernel():
     )
     pipe.fit(X[:200], y[:200])
     pred = pipe.predict(X[200:])
-    # by hand: dual coefficients of kernel ridge on the training kernel
+    # by hand: dual coefficients of kernel ridge on the training kernel (plus the readout bias variance 1)
     Xs = StandardScaler().fit(X[:200])
     A, B = Xs.transform(X[:200]), Xs.transform(X[200:])
-    Ktr = implicit_kernel(_global_scale(A, A), tau0=1.0)
-    Kte = implicit_kernel(_global_scale(B, A), _global_scale(A, A), tau0=1.0)
+    Ktr = implicit_kernel(_global_scale(A, A), tau0=1.0) + 1.0
+    Kte = implicit_kernel(_global_scale(B, A), _global_scale(A, A), tau0=1.0) + 1.0
     dual = np.linalg.solve(Ktr + 0.5 * np.eye(200), y[:200])
     np.testing.assert_allclose(pred, Kte @ dual, rtol=1e-8, atol=1e-10)
     assert np.mean(np.sign(pred) == y[200:]) > 0.9
@@ -248,11 +251,12 @@ def test_gp_kernel_values_diag_and_gradient():
     X = rng.standard_normal((25, 4)) / 2.0
     Y = rng.standard_normal((7, 4)) / 2.0
     k = ImplicitCKKernel(activation="tanh", sigma_a2=0.3, kernel="ntk", tau0=1.0)
+    # the implicit kernel plus the default readout bias variance, 1
     np.testing.assert_allclose(
-        k(X), implicit_kernel(X, activation="tanh", sigma_a2=0.3, kernel="ntk", tau0=1.0), atol=1e-14
+        k(X), implicit_kernel(X, activation="tanh", sigma_a2=0.3, kernel="ntk", tau0=1.0) + 1.0, atol=1e-14
     )
     np.testing.assert_allclose(
-        k(X, Y), implicit_kernel(X, Y, activation="tanh", sigma_a2=0.3, kernel="ntk", tau0=1.0), atol=1e-14
+        k(X, Y), implicit_kernel(X, Y, activation="tanh", sigma_a2=0.3, kernel="ntk", tau0=1.0) + 1.0, atol=1e-14
     )
     np.testing.assert_allclose(k.diag(X), np.diag(k(X)), rtol=1e-13)
     _, grad = k(X, eval_gradient=True)

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import math
+from numbers import Real
 
 import numpy as np
 from joblib import Parallel, delayed, effective_n_jobs
@@ -118,6 +120,10 @@ class ImplicitKernelEngine:
         Input weight variance, ``1 - sigma_a2`` by default.
     tol : float, default=1e-12
         Tolerance of every entry's correlation fixed point.
+    bias_variance : float, default=0.0
+        A constant added to every entry of :meth:`kernel` and
+        :meth:`diagonal`: the variance of a readout bias (see
+        :ref:`kernel-bias`).  0 gives the implicit kernel itself.
     device : None, str or torch.device, optional
         Where :meth:`kernel` solves the blocks (:func:`sk_deq.resolve_device`,
         the rule of every ``device`` of sk_deq): None (the default) for the
@@ -162,8 +168,11 @@ class ImplicitKernelEngine:
     True
     """
 
-    def __init__(self, activation, sigma_a2, tau0, *, kernel="ck", sigma_b2=None, tol=1e-12, device=None):
+    def __init__(
+        self, activation, sigma_a2, tau0, *, kernel="ck", sigma_b2=None, tol=1e-12, bias_variance=0.0, device=None
+    ):
         check_kernel(kernel)
+        self.bias_variance = _check_bias_variance(bias_variance)
         self.activation = get_activation(activation)
         self.coefficients = deq_ck_coefficients(self.activation, sigma_a2, tau0, sigma_b2=sigma_b2)
         co = self.coefficients
@@ -283,7 +292,7 @@ class ImplicitKernelEngine:
         ndarray of shape (n_samples,)
             The kernel of every sample with itself.
         """
-        return self.dual.diagonal_values(S, self.kernel_name)
+        return self.dual.diagonal_values(S, self.kernel_name) + self.bias_variance
 
     def kernel(self, SX: Samples, SY: Samples | None = None, *, block_size=None, n_jobs=None, out=None) -> np.ndarray:
         """The kernel matrix ``K(X, Y)``, block by block.
@@ -335,12 +344,21 @@ class ImplicitKernelEngine:
         if n == 0 or m == 0:
             return out
         if self.device is not None:
-            return self._torch_kernel(SX, None if symmetric else SY, block_size, out)
+            self._torch_kernel(SX, None if symmetric else SY, block_size, out)
+        else:
+            self._numpy_kernel(SX, None if symmetric else SY, block_size, n_jobs, out)
+        if symmetric:
+            out[np.diag_indices(n)] = self.dual.diagonal_values(SX, self.kernel_name)
+        if self.bias_variance:
+            out += self.bias_variance
+        return out
+
+    def _numpy_kernel(self, SX, SY, block_size, n_jobs, out):
+        symmetric = SY is None
+        SY = SX if symmetric else SY
+        n, m = len(SX), len(SY)
         workers = kernel_workers(n_jobs)
-        b = int(block_size) if block_size is not None else auto_block_size(workers)
-        rows = [slice(i, min(i + b, n)) for i in range(0, n, b)]
-        cols = rows if symmetric else [slice(j, min(j + b, m)) for j in range(0, m, b)]
-        pairs = [(bi, bj) for bi in rows for bj in cols if not symmetric or bj.start >= bi.start]
+        pairs = _block_pairs(n, m, int(block_size) if block_size is not None else auto_block_size(workers), symmetric)
         # diagonal blocks first: they hold the correlations near 1, the costliest
         # entries, so the threads finish on cheaper blocks and together
         pairs.sort(key=lambda p: p[0] != p[1])
@@ -369,24 +387,32 @@ class ImplicitKernelEngine:
                 for res in done:
                     if res is not None:
                         _write_block(out, *res, symmetric)
-        if symmetric:
-            out[np.diag_indices(n)] = self.diagonal(SX)
-        return out
 
     def _torch_kernel(self, SX, SY, block_size, out):
         solver = self._torch_solver()
         symmetric = SY is None
         n, m = len(SX), len(SX if symmetric else SY)
         b = int(block_size) if block_size is not None else solver.default_block_size(n, m)
-        rows = [slice(i, min(i + b, n)) for i in range(0, n, b)]
-        cols = rows if symmetric else [slice(j, min(j + b, m)) for j in range(0, m, b)]
-        pairs = [(bi, bj) for bi in rows for bj in cols if not symmetric or bj.start >= bi.start]
+        pairs = _block_pairs(n, m, b, symmetric)
         with np.errstate(all="ignore"), full_float32_precision():  # float64 blocks; no TF32 in any case
             for bi, bj, blk in solver.blocks(SX, SY, pairs, self.kernel_name):
                 _write_block(out, bi, bj, blk, symmetric)
-        if symmetric:
-            out[np.diag_indices(n)] = self.diagonal(SX)
-        return out
+
+
+def _check_bias_variance(value) -> float:
+    """``value`` as a float if it is a finite non-negative number; else a ValueError naming ``bias_variance``."""
+    v = float(value) if isinstance(value, Real) and not isinstance(value, bool) else math.nan
+    if not (math.isfinite(v) and v >= 0):
+        raise ValueError(f"bias_variance must be a finite non-negative number, got {value!r}.")
+    return v
+
+
+def _block_pairs(n: int, m: int, b: int, symmetric: bool) -> list:
+    """The (rows, columns) slices of the blocks of ``b`` rows and columns of an ``n x m`` kernel: on and above the
+    diagonal only when it is symmetric."""
+    rows = [slice(i, min(i + b, n)) for i in range(0, n, b)]
+    cols = rows if symmetric else [slice(j, min(j + b, m)) for j in range(0, m, b)]
+    return [(bi, bj) for bi in rows for bj in cols if not symmetric or bj.start >= bi.start]
 
 
 _MIRROR_TILE = 128  # rows of the tiles blocks are mirrored in (cache-sized transposes)
