@@ -40,8 +40,7 @@ from ._cli_args import (
     write_outputs,
 )
 from ._inputs import EXPLICIT_KERNELS, SCALED_TAU0
-from .experiments import compare_widths, cross_validate_widths, demo, spectrum, sphere_spectrum
-from .experiments._compare import SGD_TRAINING
+from .experiments import SGD_TRAINING, compare_widths, cross_validate_widths, demo, spectrum, sphere_spectrum
 from .experiments._compare_result import cv_verdict
 from .experiments._spectrum import METHODS
 from .matching import EQUATIONS, MatchingError, match_explicit

@@ -21,8 +21,10 @@ width it fits, on the same stratified train/test split,
 - ``"plain"``: :class:`~sk_deq.ExplicitClassifier` with the plain activation
   (one layer by default), the unmatched baseline;
 
-all readout-trained (the random weights frozen, Ling et al.'s (2024) setting), and
-records test accuracy and fit+predict wall time; over the repeats it tests
+all readout-trained (the random weights frozen, the setting of Ling et al.'s (2024)
+theory) or, with ``trainable='all'``, trained end to end by minibatch SGD (the
+setting of their experiments), and records test accuracy and fit+predict wall
+time; over the repeats it tests
 the DEQ's accuracy against the other two models' with the corrected
 resampled t-test of :func:`sk_deq.model_selection.corrected_resampled_ttest`.  The result is a
 :class:`CompareResult`, which prints as a table, serialises to JSON and is
@@ -39,7 +41,7 @@ user guide discusses what it shows.
 
 # One private module per experiment (_compare with its _compare_result, _spectrum, _sphere, _demo)
 # and _common for what they share; everything public is imported from here.
-from . import _common, _spectrum
+from . import _common, _compare, _spectrum
 from ._common import load_dataset
 from ._compare import compare_widths, cross_validate_widths
 from ._compare_result import CompareResult
@@ -50,6 +52,8 @@ from ._sphere import SphereSpectrumResult, sphere_spectrum
 __all__ = [
     "DATASETS",
     "MODELS",
+    "OFFICIAL_TEST_SIZES",
+    "SGD_TRAINING",
     "SPECTRUM_ACTIVATIONS",
     "CompareResult",
     "DemoResult",
@@ -67,6 +71,12 @@ __all__ = [
 
 #: Data sets known to :func:`compare_widths` by name, with a description.
 DATASETS = _common.DATASETS
+
+#: The data sets of :data:`DATASETS` with an official test set, and its size.
+OFFICIAL_TEST_SIZES = _common.OFFICIAL_TEST_SIZES
+
+#: What ``trainable='all'`` trains with unless ``estimator_params`` say otherwise.
+SGD_TRAINING = _compare.SGD_TRAINING
 
 #: The three models compared at every width, in table order.
 MODELS = _common.MODELS
