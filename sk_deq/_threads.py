@@ -1,12 +1,12 @@
 """One BLAS thread for a block of code, without rescanning the process's libraries each time.
 
 ``threadpoolctl.threadpool_limits`` finds the BLAS and OpenMP libraries by
-walking every shared library loaded in the process, on every call: 2 ms
-here, about 9 ms on a GPU host with CUDA's libraries loaded, which a fit
-of 0.13 s on a GPU (one L-BFGS run) cannot hide.  :func:`one_blas_thread`
-keeps one ``ThreadpoolController`` and scans again only when a module was
-imported since (a new extension module is how a new BLAS arrives), so a
-limit costs about 0.03 ms.  The L-BFGS driver, the exact kernels' blocks
+walking every shared library loaded in the process, on every call: with
+CUDA's libraries loaded that scan is a visible share of a short fit on a GPU
+(the figures are on the benchmarks page, "How the defaults were chosen").
+:func:`one_blas_thread` keeps one ``ThreadpoolController`` and scans again
+only when a module was imported since (a new extension module is how a new
+BLAS arrives), so a limit costs next to nothing.  The L-BFGS driver, the exact kernels' blocks
 and the Nyström row blocks all take their limit here.
 """
 

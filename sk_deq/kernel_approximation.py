@@ -91,15 +91,12 @@ class ImplicitCKNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
           matrix with few entry evaluations", Comm. Pure Appl. Math.).  It
           costs about as much as one ``transform`` of the training set.
 
-        At equal ``n_components`` both adaptive rules beat ``'uniform'`` on
-        MNIST: with 2,000 components of 4,000 training digits (tanh),
-        ``RidgeClassifier`` on the features is 0.2 (``'kmeans++'``) and 0.4
-        (``'rpcholesky'``) accuracy points below exact kernel ridge
-        regression, against 1.2 points for ``'uniform'``; with 1,000
-        components 1.9, 2.0 and 3.7 points
-        (``benchmarks/bench_nystroem.py``, summarised in :ref:`nystroem`).
-        ``'kmeans++'`` is the default: as good as the best, and it needs no
-        kernel evaluation beyond the landmarks'.
+        At equal ``n_components`` both adaptive rules come closer to exact
+        kernel ridge regression than ``'uniform'`` on MNIST
+        (``benchmarks/bench_nystroem.py``; :ref:`nystroem` and the
+        :ref:`benchmarks page <bench-defaults>`).  ``'kmeans++'`` is the
+        default: as good as the best, and it needs no kernel evaluation
+        beyond the landmarks'.
     sigma_b2 : float, default=None
         Variance of the input weights; ``1 - sigma_a2`` when None.
     bias_variance : float, default=1.0

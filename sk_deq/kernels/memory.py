@@ -29,8 +29,8 @@ CHUNK_ENTRIES = 32768  # elementwise work is done on row chunks of about this ma
 #: Entries of a block of the exact kernel solved at once (rows of 256 of the
 #: default 512 columns).  Large enough that every numpy operation runs long
 #: with the GIL released: with 32768 the engine's threads waited on each
-#: other and 2 cores gave 1.1x, with this 1.6x, as fast on one core (measured
-#: by benchmarks/bench_kernel_cores.py).
+#: other (benchmarks/bench_kernel_cores.py; the benchmarks page, "How the
+#: defaults were chosen").
 SOLVE_CHUNK_ENTRIES = 131072
 
 # Where the guard reads from (module constants, so that tests can point them at files of their own).

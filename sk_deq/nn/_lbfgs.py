@@ -21,10 +21,10 @@ Two back ends, one set of stopping rules (``backend``):
   reads the host once in the usual case.  A pair that fails the curvature
   test is masked on the device, not skipped by a host branch.
 - ``'auto'`` (the default): torch for a torch starting point on a GPU (or
-  any device but the CPU), scipy otherwise.  On the CPU the two take the
-  same iterations and evaluations on the readout (109 and 114 at
-  n = 20,000, m = 1,024, k = 10, 3.8 s either way; 24 and 26
-  preconditioned) and reach the same loss; scipy stays the CPU default.
+  any device but the CPU), scipy otherwise.  On the CPU the two take about
+  the same iterations and evaluations on the readout, in about the same
+  time, and reach the same loss (:ref:`bench-defaults`); scipy stays the
+  CPU default.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """Row blocks of one fixed size, so that a sample's outputs do not depend on its batch.
 
 A BLAS library chooses its kernel, its blocking and its split between
-threads by the shape of a product: on MKL with AVX-512 the same row
-multiplied by the same matrix differs by about 1e-6 (float32) between a
-16-row and a 128-row call.  Padding to a multiple of some row count is not
+threads by the shape of a product: on some libraries and processors the
+same row multiplied by the same matrix differs in its last bits (float32)
+between a 16-row and a 128-row call.  Padding to a multiple of some row count is not
 enough; what holds by construction is that **every** operation on the
 predict path sees the same shapes whatever the batch: the rows go through
 the network in blocks of exactly :func:`block_rows` rows, the last block
@@ -43,21 +43,17 @@ MIN_BLOCK_ROWS, MAX_BLOCK_ROWS = 64, 1024
 
 #: On a GPU a block of 2^16 entries leaves most of the device idle (64 rows at
 #: width 4096) and makes one launch and one host sync per fixed-point
-#: iteration of every block.  Measured on an H200 (DEQ, n = 20,000, width
-#: 4096, chunks of 2^22 features; ``python benchmarks/bench_gpu.py
-#: --block-sweep deq`` runs it with today's chunks): blocks of 64 /
-#: 256 / 1024 rows fit in 1.8 / 0.94 / 0.85 s, predict all rows in 1.15 /
-#: 0.34 / 0.27 s and one row in 5 / 4.5 / 11 ms; 2^20 entries (256 rows at
-#: width 4096) keep one-row latency and take most of the gain.
+#: iteration of every block; 2^20 entries (256 rows at width 4096) keep
+#: one-row latency and take most of the gain of larger blocks
+#: (``python benchmarks/bench_gpu.py --block-sweep deq``; the figures are on
+#: the benchmarks page, "How the defaults were chosen").
 GPU_BLOCK_ENTRIES = 1 << 20
 
 #: An explicit network computes a block in one pass (a DEQ iterates on it),
 #: so its blocks can be larger before one-row latency grows; at 2^20 entries
-#: the host's kernel launches, not the GPU, set the pace of its features.
-#: Measured on an H200 (matched net, n = 60,000, width 4096, best of two;
-#: ``python benchmarks/bench_gpu.py --block-sweep matched``): blocks of 256 /
-#: 1024 / 4096 rows computed the fit's features in 26 / 18 / 16 ms, predicted
-#: all rows in 0.21 / 0.15 / 0.15 s and one row in 1.0 / 1.0 / 1.6 ms.
+#: the host's kernel launches, not the GPU, set the pace of its features
+#: (``python benchmarks/bench_gpu.py --block-sweep matched``; the figures are
+#: on the benchmarks page, "How the defaults were chosen").
 GPU_ONE_PASS_BLOCK_ENTRIES = 1 << 22
 
 

@@ -69,27 +69,16 @@ def use_preconditioner(n: int, m: int, device) -> bool:
     Preconditioning costs a setup, the Gram matrix (``2 n m^2`` FLOPs on the
     float32 features, compute-bound) and its Cholesky factor (``m^3 / 3`` in
     float64), and saves iterations: about three quarters of them on random
-    features (measured on the CPU at ``alpha = 1e-5``, ``k = 10``: 109 -> 24
-    iterations at n = 20,000, m = 1,024; at n = 10,000, 218 -> 51, 46 -> 11
-    and 29 -> 9 at m = 1,024, 2,048, 4,096; 131 -> 45 at 60,000 x 4,096 on
-    MNIST).  An evaluation reads the features twice (``8 n m`` bytes,
+    features.  An evaluation reads the features twice (``8 n m`` bytes,
     memory-bound at ``k`` about 10), so the setup costs about
     ``m BW / (4 F)`` evaluations (``F`` the GEMM rate, ``BW`` the memory
-    bandwidth): it grows with ``m`` and does not depend on ``n``.
-
-    - CPU (``F`` about 80 GFLOP/s on two cores, ``BW`` about 15 GB/s): about
-      ``m / 20`` evaluations, measured 19 at m = 2,048 and 47 at 4,096 (a
-      Gram matrix of 0.7 s and 4.9 s against 35 and 105 ms an
-      evaluation): the saved iterations pay up to
-      :data:`PRECONDITION_MAX_FEATURES` = 2,048.
-    - GPU (H200: ``F`` about 60 TFLOP/s in float32 and float64, ``BW`` about
-      4.8 TB/s): about ``m / 50`` evaluations, plus the host sync (20-50 us)
-      and the kernel launches every iteration costs, which the saved
-      iterations save too.  At 60,000 x 4,096 the setup is about 40 ms (33
-      of Gram, a few of Cholesky) against about 0.5 ms an iteration: the 86
-      iterations saved pay for it; at m = 8,192 it would be about 145
-      iterations' worth, more than are saved.  Hence up to
-      :data:`PRECONDITION_MAX_FEATURES_GPU` = 4,096.
+    bandwidth): it grows with ``m`` and does not depend on ``n``.  On a CPU
+    the ratio ``BW / F`` makes that about ``m / 20`` evaluations, which the
+    saved iterations pay for up to :data:`PRECONDITION_MAX_FEATURES`; on a
+    GPU about ``m / 50``, plus the host sync and the kernel launches every
+    iteration costs, which the saved iterations save too, up to
+    :data:`PRECONDITION_MAX_FEATURES_GPU`.  The measurements behind both
+    limits are on the benchmarks page (:ref:`bench-defaults`).
 
     Below :data:`PRECONDITION_MIN_ENTRIES` feature entries an iteration costs
     little either way, and the plain iteration is kept.
