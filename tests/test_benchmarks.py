@@ -116,7 +116,10 @@ def test_run_all_records_errors_and_missing_benchmarks_and_goes_on(monkeypatch, 
     assert len(lines) == 2 * len(registry) + 1
     saved = json.loads((tmp_path / "run_all_quick.json").read_text())
     assert saved["schema"] == run_all.SCHEMA and saved["quick"] and saved["repeats"] == 2
-    assert {"cpu_model", "cpu_count", "versions", "torch_threads", "threadpools"} <= set(saved["machine"])
+    prov = saved["provenance"]  # schema 2: the harness's provenance instead of a flat "machine"
+    assert {"cpu_model", "cpu_count", "cpus_usable", "memory_bytes", "gpu"} <= set(prov["machine"])
+    assert {"numpy", "torch"} <= set(prov["versions"]) and {"torch", "threadpools"} <= set(prov["threads"])
+    assert prov["git"]["commit"] and "Provenance: " in (tmp_path / "run_all_quick.md").read_text()
     goals = {g["id"]: g for g in saved["goals"]}
     assert goals["forward_gemm"]["met"] is True and goals["forward_gemm"]["benchmark"] == "ok"
     assert goals["kernel_relu"]["met"] is None and "not measured" in goals["kernel_relu"]["note"]
