@@ -31,9 +31,12 @@ from pathlib import Path
 __all__ = [
     "Timings",
     "finish",
+    "fit_predict",
     "fmt_range",
     "interleaved",
     "jsonable",
+    "library_version",
+    "markdown_rule",
     "parser",
     "provenance",
     "provenance_line",
@@ -63,12 +66,13 @@ def timed(fn, *args, sync=None, clock=time.perf_counter, **kwargs):
     return out, clock() - t0
 
 
-def rounds(names, repeats: int, measure, *, rotate: bool = True) -> dict:
+def rounds(names, repeats: int, measure, *, rotate: bool = True, after=None) -> dict:
     """``{name: [measure(name, r) for r in range(repeats)]}``, interleaved: every round measures every name once.
 
     With ``rotate`` the order turns by one name from one round to the next,
     so that a burst of load on a shared machine does not always hit the same
-    contestant.
+    contestant.  ``after(r, {name: this round's result})``, if given, runs
+    at the end of every round.
     """
     names = list(names)
     out = {name: [] for name in names}
@@ -76,7 +80,32 @@ def rounds(names, repeats: int, measure, *, rotate: bool = True) -> dict:
         k = r % len(names) if rotate and names else 0
         for name in names[k:] + names[:k]:
             out[name].append(measure(name, r))
+        if after:
+            after(r, {name: out[name][-1] for name in names})
     return out
+
+
+def fit_predict(est, X_train, y_train, X_test, y_test) -> dict:
+    """``est`` fitted and predicting, timed: ``acc``, ``fit_s``, ``predict_s``, ``fit_predict_s`` and ``warnings``.
+
+    ``warnings``: the distinct messages raised (ConvergenceWarning always
+    shown), sorted, each cut at 160 characters.
+    """
+    import warnings
+
+    from sklearn.exceptions import ConvergenceWarning
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ConvergenceWarning)
+        _, fit_s = timed(est.fit, X_train, y_train)
+        pred, predict_s = timed(est.predict, X_test)
+    return {
+        "acc": float((pred == y_test).mean()),
+        "fit_predict_s": fit_s + predict_s,
+        "fit_s": fit_s,
+        "predict_s": predict_s,
+        "warnings": sorted({str(w.message)[:160] for w in caught}),
+    }
 
 
 @dataclass
@@ -133,6 +162,11 @@ def fmt_range(values, spec: str = ".2f") -> str:
     if len(values) == 1:
         return f"{med:{spec}}"
     return f"{med:{spec}} [{min(values):{spec}}-{max(values):{spec}}]"
+
+
+def markdown_rule(head: str) -> str:
+    """The rule under a markdown table's header line ``head``, one run of dashes as wide as each cell."""
+    return "|" + "|".join("-" * len(c) for c in head.split("|")[1:-1]) + "|"
 
 
 # -------------------------------------------------------------------------------- command line
@@ -241,7 +275,8 @@ def _gpu() -> dict | None:
     }
 
 
-def _version(name: str) -> str | None:
+def library_version(name: str) -> str | None:
+    """The installed version of the distribution ``name``; None where it is not installed."""
     try:
         return metadata.version(name)
     except metadata.PackageNotFoundError:
@@ -295,7 +330,7 @@ def provenance(repo=None) -> dict:
         },
         "versions": {
             "python": platform.python_version(),
-            **{name: _version(name) for name in LIBRARIES},
+            **{name: library_version(name) for name in LIBRARIES},
             "torch_cuda": torch.version.cuda,
             "sk_deq": getattr(sk_deq, "__version__", None),
         },
