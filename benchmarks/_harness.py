@@ -33,6 +33,7 @@ __all__ = [
     "finish",
     "fit_predict",
     "fmt_range",
+    "in_subprocess",
     "interleaved",
     "jsonable",
     "library_version",
@@ -195,6 +196,29 @@ def parser(doc: str, *, quick: str, repeats: int | None = 3, json: str | None = 
     return ap
 
 
+def in_subprocess(module: str, function: str, *args) -> dict:
+    """``module.function(*args)`` (a module of this folder) in a fresh Python; its dict comes back as JSON.
+
+    The process's memory is its own (a peak measured there is the step's),
+    and it imports the same sk_deq as this one.  Raises :class:`RuntimeError`
+    with the last line of its stderr (the whole of it as ``.stderr``) when
+    it fails.
+    """
+    import sk_deq
+
+    code = f"import json, sys; sys.path.insert(0, {str(HERE)!r}); import {module} as m; "
+    code += f"print(json.dumps(m.{function}(*{args!r})))"
+    paths = [str(Path(sk_deq.__file__).resolve().parents[1]), os.environ.get("PYTHONPATH", "")]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in paths if p))
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=False)
+    if done.returncode != 0:
+        lines = done.stderr.strip().splitlines()
+        error = RuntimeError(lines[-1] if lines else f"exit {done.returncode}")
+        error.stderr = done.stderr
+        raise error
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 def finish(result, args, table=None):
     """Print ``table(result)`` when given, write ``result`` to ``args.json`` when set; returns ``result``."""
     if table is not None:
@@ -208,12 +232,12 @@ def finish(result, args, table=None):
 
 
 def _run(cmd, cwd=None) -> str | None:
-    """The stripped output of ``cmd``, or None where it cannot run or fails."""
+    """The output of ``cmd``, or None where it cannot run or fails."""
     try:
         done = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=30, check=False)
     except (OSError, subprocess.SubprocessError):
         return None
-    return done.stdout.strip() if done.returncode == 0 else None
+    return done.stdout if done.returncode == 0 else None
 
 
 def git_state(repo=None) -> dict:
@@ -224,7 +248,7 @@ def git_state(repo=None) -> dict:
     checkout (or without git) every field is None.
     """
     repo = str(repo or HERE)
-    commit = _run(["git", "rev-parse", "HEAD"], repo)
+    commit = (_run(["git", "rev-parse", "HEAD"], repo) or "").strip() or None
     status = _run(["git", "status", "--porcelain"], repo) if commit else None
     lines = status.splitlines() if status is not None else None
     return {
@@ -263,7 +287,7 @@ def _gpu() -> dict | None:
     props = torch.cuda.get_device_properties(0)
     driver = None
     if shutil.which("nvidia-smi"):
-        out = _run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"])
+        out = (_run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"]) or "").strip()
         driver = out.splitlines()[0].strip() if out else None
     return {
         "name": torch.cuda.get_device_name(0),
@@ -305,7 +329,8 @@ def provenance(repo=None) -> dict:
     torch's CUDA and sk_deq; ``threads``: torch's intra-op threads and the
     BLAS / OpenMP pools (threadpoolctl); ``sk_deq_path``: the package that
     ran (``python benchmarks/x.py`` imports the installed one, which need
-    not be this checkout's: ``PYTHONPATH=.`` runs this one).
+    not be this checkout's: ``PYTHONPATH=.`` runs this one) and, where it is
+    not this checkout's, ``sk_deq_git``, the :func:`git_state` of its own.
     """
     import torch
 
@@ -313,7 +338,8 @@ def provenance(repo=None) -> dict:
 
     memory = _memory_bytes()
     usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return {
+    package = Path(sk_deq.__file__).resolve().parent
+    record = {
         "schema": SCHEMA,
         "created_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "command": " ".join(sys.argv),
@@ -335,8 +361,11 @@ def provenance(repo=None) -> dict:
             "sk_deq": getattr(sk_deq, "__version__", None),
         },
         "threads": {"torch": torch.get_num_threads(), "threadpools": _threadpools()},
-        "sk_deq_path": str(Path(sk_deq.__file__).resolve().parent),
+        "sk_deq_path": str(package),
     }
+    if package.parent != HERE.parent:  # the package of another checkout (or an installed one): its state too
+        record["sk_deq_git"] = git_state(package)
+    return record
 
 
 def provenance_line(p: dict) -> str:
@@ -352,6 +381,9 @@ def provenance_line(p: dict) -> str:
         f"{m.get('platform')}; Python {v.get('python')}",
         ", ".join(f"{k} {val}" for k, val in v.items() if val and k != "python"),
     ]
+    if p.get("sk_deq_git"):
+        other = p["sk_deq_git"]
+        parts.append(f"sk_deq from {p.get('sk_deq_path')} (commit {other.get('commit')}, clean {other.get('clean')})")
     return "; ".join(parts)
 
 
