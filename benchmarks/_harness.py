@@ -43,6 +43,7 @@ __all__ = [
     "provenance_line",
     "read_json",
     "rounds",
+    "text_table",
     "timed",
     "write_json",
 ]
@@ -163,6 +164,11 @@ def fmt_range(values, spec: str = ".2f") -> str:
     if len(values) == 1:
         return f"{med:{spec}}"
     return f"{med:{spec}} [{min(values):{spec}}-{max(values):{spec}}]"
+
+
+def text_table(head, rows, line: str) -> str:
+    """The lines ``head``, then ``line.format(**row)`` for every row: a benchmark's printed table."""
+    return "\n".join([*head, *(line.format(**row) for row in rows)])
 
 
 def markdown_rule(head: str) -> str:

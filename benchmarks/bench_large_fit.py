@@ -45,12 +45,11 @@ import argparse
 import platform
 import statistics
 import tempfile
-import time
 import warnings
 from pathlib import Path
 
 import numpy as np
-from _harness import finish, in_subprocess, markdown_rule, parser, rounds
+from _harness import finish, in_subprocess, markdown_rule, parser, rounds, timed
 from _memory import PeakMemory, peak_rss_bytes
 
 MODELS = ("deq", "matched")
@@ -79,9 +78,7 @@ def fit_worker(data, model, width, threads) -> dict:
     # VmHWM after a reset (Linux); without one, ru_maxrss, which may then hide it
     maxrss_before = peak_rss_bytes()
     with PeakMemory() as mem:
-        t0 = time.perf_counter()
-        est.fit(X_tr, y_tr)
-        seconds = time.perf_counter() - t0
+        _, seconds = timed(est.fit, X_tr, y_tr)
     return {
         "model": model,
         "fit_s": seconds,
@@ -112,9 +109,7 @@ def predict_worker(data, model, width, threads, predict_rows) -> dict:
         X = np.resize(X_tr.astype(np.float32), (predict_rows, X_tr.shape[1]))
         est.decision_function(X[:10])  # one-off allocations (thread pools, the allocator) before the measurement
         with PeakMemory() as mem:
-            t0 = time.perf_counter()
-            out = est.decision_function(X)
-            seconds = time.perf_counter() - t0
+            out, seconds = timed(est.decision_function, X)
     return {
         "model": model,
         "predict_rows": len(X),
@@ -142,17 +137,14 @@ def run_model(model, path, args) -> dict:
 def build_data(n_samples, path) -> dict:
     from _data import augmented_mnist, load_digits_once, mnist_split
 
-    t0 = time.perf_counter()
-    X, y = load_digits_once()
-    t1 = time.perf_counter()
+    (X, y), load_s = timed(load_digits_once)
     train, test = mnist_split()
-    X_tr, y_tr = augmented_mnist(n_samples, source=train)
-    t2 = time.perf_counter()
+    (X_tr, y_tr), augment_s = timed(augmented_mnist, n_samples, source=train)
     np.savez(path, X_tr=X_tr, y_tr=y_tr, X_te=X[test], y_te=y[test])
     n_copies = max(0, n_samples - len(train))
     return {
-        "load_s": t1 - t0,
-        "augment_s": t2 - t1,
+        "load_s": load_s,
+        "augment_s": augment_s,
         "n_train": len(y_tr),
         "n_copies": n_copies,
         "n_test": len(test),

@@ -39,10 +39,9 @@ import argparse
 import os
 import platform
 import statistics
-import time
 
 import numpy as np
-from _harness import finish, in_subprocess, parser
+from _harness import finish, in_subprocess, parser, timed
 from sklearn.base import BaseEstimator, ClassifierMixin, clone
 from sklearn.datasets import load_digits
 from sklearn.kernel_ridge import KernelRidge
@@ -74,12 +73,10 @@ def run_approx(args) -> list[dict]:
         for rule in LANDMARKS:
             errs, times = [], []
             for seed in range(args.repeats or (1 if args.quick else 3)):
-                t0 = time.perf_counter()
                 nys = ImplicitCKNystroem(
                     args.activation, args.sigma_a2, n_components=k, landmarks=rule, random_state=seed
                 )
-                nys.fit(X_tr)
-                times.append(time.perf_counter() - t0)
+                times.append(timed(nys.fit, X_tr)[1])
                 P = nys.transform(X_te)
                 errs.append(float(np.linalg.norm(P @ P.T - K_te) / np.linalg.norm(K_te)))
             row = dict(n_components=k, landmarks=rule, error=statistics.fmean(errs), errors=errs, fit_s=times)
@@ -132,10 +129,8 @@ def _cv_nystroem(nys, X_tr, y_tr, X_te, y_te):
         F, F_va = fold.transform(X_tr[tr]), fold.transform(X_tr[va])
         scores += [RidgeClassifier(alpha=a).fit(F, y_tr[tr]).score(F_va, y_tr[va]) for a in ALPHAS]
     alpha = ALPHAS[int(np.argmax(scores))]
-    t0 = time.perf_counter()
-    nys = clone(nys).fit(X_tr)
-    F_tr, F_te = nys.transform(X_tr), nys.transform(X_te)
-    secs = time.perf_counter() - t0
+    nys = clone(nys)
+    (F_tr, F_te), secs = timed(lambda: (nys.fit(X_tr).transform(X_tr), nys.transform(X_te)))
     accuracy = float(RidgeClassifier(alpha=alpha).fit(F_tr, y_tr).score(F_te, y_te))
     by_alpha = [float(RidgeClassifier(alpha=a).fit(F_tr, y_tr).score(F_te, y_te)) for a in ALPHAS]
     return dict(alpha=alpha, accuracy=accuracy, test_accuracy_by_alpha=by_alpha, features_s=secs)
@@ -148,10 +143,8 @@ def run_accuracy(args) -> dict:
     X_tr, X_te, y_tr, y_te = train_test_split(X, y, test_size=0.2, random_state=0, stratify=y)
     if args.quick:
         X_tr, y_tr = X_tr[:1000], y_tr[:1000]
-    t0 = time.perf_counter()
     exact = ImplicitCKTransformer(args.activation, args.sigma_a2)
-    K_tr, K_te = exact.fit_transform(X_tr), exact.transform(X_te)
-    exact_s = time.perf_counter() - t0
+    (K_tr, K_te), exact_s = timed(lambda: (exact.fit_transform(X_tr), exact.transform(X_te)))
     ref = _cv_exact(K_tr, y_tr, K_te, y_te)
     ref["kernel_s"] = exact_s
     ref["test_accuracy_by_alpha"] = [
@@ -184,7 +177,7 @@ def run_accuracy(args) -> dict:
 
 def _scale_child(dataset, n, k, activation, sigma_a2, n_jobs):
     """Run in a subprocess (:func:`run_scale`): one data set, fit on 10 * k rows, transform all."""
-    from _memory import PeakMemory, peak_rss_bytes
+    from _memory import PeakMemory, gib, peak_rss_bytes
 
     if dataset == "gmm":
         from sk_deq.datasets import make_gaussian_mixture
@@ -194,26 +187,19 @@ def _scale_child(dataset, n, k, activation, sigma_a2, n_jobs):
         from _data import augmented_mnist
 
         X, _ = augmented_mnist(n, random_state=0)
-    t0 = time.perf_counter()
     nys = ImplicitCKNystroem(activation, sigma_a2, n_components=k, random_state=0, n_jobs=n_jobs)
-    nys.fit(X[: min(len(X), 10 * k)])
-    fit_s = time.perf_counter() - t0
+    _, fit_s = timed(nys.fit, X[: min(len(X), 10 * k)])
     with PeakMemory() as mem:
-        t0 = time.perf_counter()
-        Phi = nys.transform(X)
-        transform_s = time.perf_counter() - t0
-    gib = 2.0**30
-    return dict(
-        dataset=dataset,
-        n=n,
-        fit_s=fit_s,
-        transform_s=transform_s,
-        input_gib=X.nbytes / gib,
-        output_gib=Phi.nbytes / gib,
-        transform_added_gib=mem.above / gib,
-        process_peak_gib=peak_rss_bytes() / gib,
-        finite=bool(np.isfinite(Phi).all()),
-    )
+        Phi, transform_s = timed(nys.transform, X)
+    memory = gib(input=X.nbytes, output=Phi.nbytes, transform_added=mem.above, process_peak=peak_rss_bytes())
+    return {
+        "dataset": dataset,
+        "n": n,
+        "fit_s": fit_s,
+        "transform_s": transform_s,
+        **memory,
+        "finite": bool(np.isfinite(Phi).all()),
+    }
 
 
 def run_scale(args) -> list[dict]:

@@ -61,12 +61,11 @@ from __future__ import annotations
 import json
 import math
 import statistics
-import time
 
 import numpy as np
 import torch
 from _data import load_digits_once, mnist_split
-from _harness import finish, fit_predict, library_version, parser, rounds
+from _harness import finish, fit_predict, library_version, parser, rounds, timed
 from bench_readout import readout_goals
 from sklearn.neural_network import MLPClassifier
 from sklearn.pipeline import make_pipeline
@@ -106,12 +105,10 @@ class TimedSolver:
             count[0] += 1
             return f(z)
 
-        t0 = time.perf_counter()
         if self.backend == "sk_deq":
-            z, info = fixed_point_iteration(counted, z0, tol=tol, max_iter=max_iter)
+            (z, info), seconds = timed(fixed_point_iteration, counted, z0, tol=tol, max_iter=max_iter)
         else:
-            z, info = self._torchdeq(counted, z0, tol, max_iter)
-        seconds = time.perf_counter() - t0
+            (z, info), seconds = timed(self._torchdeq, counted, z0, tol, max_iter)
         self.seconds += seconds
         self.evaluations += count[0]
         self.calls.append(
@@ -245,9 +242,7 @@ def run_per_sample(deq, data, n_rows, cfg):
     rows = np.linspace(0, len(y_te) - 1, n_rows).round().astype(int)
     Xs = (X_te[rows] - deq.input_mean_) / deq.input_scale_
     layer = deq.module_.features
-    t0 = time.perf_counter()
-    Z, iters = per_sample_features(layer, Xs, cfg["tol"], cfg["max_iter"])
-    seconds = time.perf_counter() - t0
+    (Z, iters), seconds = timed(per_sample_features, layer, Xs, cfg["tol"], cfg["max_iter"])
     W = deq.module_.readout.weight.detach().cpu().numpy()
     b = deq.module_.readout.bias.detach().cpu().numpy()
     pred = deq.classes_[np.argmax(Z.astype(np.float64) @ W.T + b, axis=1)]

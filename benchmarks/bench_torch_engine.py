@@ -38,7 +38,7 @@ import os
 import statistics
 
 import numpy as np
-from _harness import finish, interleaved, parser, timed
+from _harness import finish, interleaved, parser, text_table, timed
 from bench_kernels import digits_784
 from threadpoolctl import threadpool_limits
 
@@ -173,18 +173,14 @@ def collect(quick: bool = False, repeats: int = 3, n: int | None = None) -> dict
 
 
 def _table(result) -> str:
-    lines = [
+    head = [
         f"n={result['n_samples']} digits x {result['n_features']}, kernel={result['kernel']}, "
         f"{result['repeats']} repeats (medians); cpu_count={result['cpu_count']}, torch {result['torch']}",
         f"cuda: {result['cuda'] or 'none (' + result['cuda_reason'] + ')'}",
         f"{'activation':<10} {'engine':<22} {'kernel s':>9} {'X@X.T s':>9} {'ratio':>7} {'prep s':>7} {'rel diff':>9}",
     ]
-    for r in result["records"]:
-        lines.append(
-            f"{r['activation']:<10} {r['engine']:<22} {r['kernel_seconds']:9.3f} {r['gemm_seconds']:9.4f} "
-            f"{r['ratio_to_gemm']:7.1f} {r['prepare_seconds']:7.3f} {r['max_rel_diff_to_numpy']:9.1e}"
-        )
-    return "\n".join(lines)
+    line = "{activation:<10} {engine:<22} {kernel_seconds:9.3f} {gemm_seconds:9.4f} {ratio_to_gemm:7.1f} "
+    return text_table(head, result["records"], line + "{prepare_seconds:7.3f} {max_rel_diff_to_numpy:9.1e}")
 
 
 def main(argv=None):

@@ -29,7 +29,7 @@ from __future__ import annotations
 import os
 
 import torch
-from _harness import finish, interleaved, parser
+from _harness import finish, interleaved, parser, text_table
 
 from sk_deq.experiments._common import torch_threads
 from sk_deq.nn._random import gaussian_weights
@@ -67,15 +67,13 @@ def collect(quick=False, repeats=7, shapes=None):
 
 def table(result) -> str:
     """The records as a text table."""
-    lines = [
+    head = [
         f"cpu_count={result['cpu_count']}, {result['repeats']} interleaved repeats (medians), "
         f"load average {result['load'][0]:.2f}",
         f"{'shape':>12} {'threads':>7} {'torch s':>8} {'streams s':>9} {'speed-up':>9}",
     ]
-    for r in result["records"]:
-        shape = "x".join(map(str, r["shape"]))
-        lines.append(f"{shape:>12} {r['threads']:>7} {r['torch_s']:8.4f} {r['streams_s']:9.4f} {r['speedup']:8.2f}x")
-    return "\n".join(lines)
+    rows = [{**r, "shape": "x".join(map(str, r["shape"]))} for r in result["records"]]
+    return text_table(head, rows, "{shape:>12} {threads:>7} {torch_s:8.4f} {streams_s:9.4f} {speedup:8.2f}x")
 
 
 def main(argv=None):

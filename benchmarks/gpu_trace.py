@@ -33,7 +33,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from _harness import finish, parser, provenance, provenance_line
+from _harness import finish, parser, provenance, provenance_line, text_table
 from bench_gpu import device_busy, make, mixture, profiled_fit, union_within_us
 
 HOST = ("cpu_op", "user_annotation", "cuda_runtime", "cuda_driver")
@@ -130,7 +130,7 @@ def _gap(start, end, phases, ops, t0, next_work) -> dict:
 def table(result: dict) -> str:
     """The gaps as text."""
     made = result.get("trace_provenance")
-    lines = [
+    head = [
         f"trace made {provenance_line(made)}" if made else "trace made before traces kept their provenance",
         f"wall {result['wall_ms']:.1f} ms, GPU busy {result['busy_ms']:.1f} ms "
         f"({100 * result['busy_ms'] / result['wall_ms']:.0f} %), idle in gaps over the threshold "
@@ -140,12 +140,8 @@ def table(result: dict) -> str:
         "GPU idle per phase (ms): " + ", ".join(f"{k} {v}" for k, v in result["idle_ms_by_phase"].items()),
         f"{'at ms':>8} {'idle ms':>8} {'phase':<20} {'host torch':>10} {'host other':>10}  next GPU work",
     ]
-    for g in result["idle_gaps"]:
-        lines.append(
-            f"{g['at_ms']:8.2f} {g['ms']:8.2f} {g['phase']:<20} {g['host_torch_ms']:10.2f} "
-            f"{g['host_other_ms']:10.2f}  {g['next_gpu_work']}"
-        )
-    return "\n".join(lines)
+    line = "{at_ms:8.2f} {ms:8.2f} {phase:<20} {host_torch_ms:10.2f} {host_other_ms:10.2f}  {next_gpu_work}"
+    return text_table(head, result["idle_gaps"], line)
 
 
 def main(argv=None) -> int:
