@@ -33,6 +33,7 @@ __all__ = [
     "finish",
     "fit_predict",
     "fmt_range",
+    "git_state",
     "in_subprocess",
     "interleaved",
     "jsonable",
@@ -205,6 +206,8 @@ def parser(doc: str, *, quick: str, repeats: int | None = 3, json: str | None = 
 def in_subprocess(module: str, function: str, *args) -> dict:
     """``module.function(*args)`` (a module of this folder) in a fresh Python; its dict comes back as JSON.
 
+    ``args`` are plain values (strings, numbers, None): their ``repr`` is the
+    child's code.
     The process's memory is its own (a peak measured there is the step's),
     and it imports the same sk_deq as this one.  Raises :class:`RuntimeError`
     with the last line of its stderr (the whole of it as ``.stderr``) when
@@ -326,7 +329,8 @@ def provenance(repo=None) -> dict:
     """Where the figures of a result come from: code, time, machine, libraries and threads.
 
     ``git``: :func:`git_state` of ``repo`` (default: this checkout);
-    ``created_utc``: now, ISO 8601 in UTC; ``command``: ``sys.argv``;
+    ``created_utc``: now, ISO 8601 in UTC (a script writes the record with
+    its results, ``run_all`` when its run starts); ``command``: ``sys.argv``;
     ``machine``: platform, CPU model (``/proc/cpuinfo``'s 'model name', else
     :func:`platform.processor`), cores and the cores this process may use,
     total memory, and ``gpu`` (None without CUDA; else the device's name,
