@@ -6,7 +6,8 @@ CK of tanh (Hermite series), GELU (closed form with Newton) and ReLU (table
 inversion), ``sigma_a2 = 0.2``.  Every timing is the O(n^2) part
 (``engine.kernel`` of samples prepared once); per activation and ``n`` the
 four runs below are interleaved, repeat after repeat, after one untimed
-round, and medians are reported (the machine is shared: a load burst hits all four alike):
+round, and medians are reported (the machine is shared: a load burst hits
+all four alike):
 
 * the kernel on one core: ``n_jobs=1`` under a one-thread BLAS limit;
 * a float64 ``X @ X.T`` with one BLAS thread;
