@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import resource
 
-__all__ = ["PeakMemory", "peak_rss_bytes", "status_bytes"]
+__all__ = ["PeakMemory", "gib", "peak_rss_bytes", "status_bytes"]
 
 
 def peak_rss_bytes() -> int:
@@ -29,6 +29,11 @@ def status_bytes(field: str) -> int | None:
     except OSError:
         pass
     return None
+
+
+def gib(**sizes) -> dict:
+    """``{name + "_gib": bytes / 2**30}`` of the byte counts ``sizes``: a record's memory figures."""
+    return {f"{name}_gib": size / 2**30 for name, size in sizes.items()}
 
 
 def _reset_peak() -> bool:

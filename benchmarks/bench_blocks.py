@@ -14,27 +14,26 @@ size is swapped on the fitted estimator, nothing else changes):
 * ``16 ... 1024``: fixed blocks of that many rows;
 * the default block of the width is marked.
 
-Reported: median seconds over the repeats, and each time's ratio to the
-``batch`` run (throughput) or to the 16-row block (latency).
+Reported: median seconds over the repeats (the block sizes interleaved,
+after one untimed round), and each time's ratio to the ``batch`` run
+(throughput) or to the 16-row block (latency).
 
 Usage::
 
     python benchmarks/bench_blocks.py              # widths 32, 256, 1024, 4096
     python benchmarks/bench_blocks.py --quick      # widths 32, 256
-    python benchmarks/bench_blocks.py --threads 1
+    python benchmarks/bench_blocks.py --threads 1 --json blocks.json
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
-import statistics
-import time
 import warnings
 from unittest import mock
 
 import numpy as np
 import torch
+from _harness import finish, interleaved, parser
 from sklearn.datasets import load_digits
 from sklearn.exceptions import ConvergenceWarning
 
@@ -51,15 +50,6 @@ def _fit(model, X, y):
         return model.fit(X, y)
 
 
-def _seconds(fn, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
-
-
 def _whole_batch(fn, x, block, out):
     """The rule before the blocks: the whole batch in one call, padded to a multiple of 16 rows."""
     return map_row_blocks(fn, x, -(-x.shape[0] // 16) * 16, out)
@@ -72,7 +62,7 @@ def _blocks(model, block):
         with mock.patch.object(torch_network, "map_row_blocks", _whole_batch):
             yield
         return
-    model._block_rows = lambda: block  # an instance attribute: the class's method is untouched
+    model._block_rows = lambda device=None: block  # an instance attribute: the class's method is untouched
     try:
         yield
     finally:
@@ -80,20 +70,21 @@ def _blocks(model, block):
 
 
 def _time_blocks(model, X_many, X_one, repeats: int) -> list[dict]:
-    """Times of ``decision_function`` with each block size swapped in."""
+    """Times of ``decision_function`` with each block size swapped in, the block sizes interleaved."""
     default = model._block_rows()
-    rows = []
-    for label, block in [("batch", None), *((str(b), b) for b in BLOCKS)]:
-        with _blocks(model, block):
-            model.decision_function(X_one)  # warm-up
-            many = _seconds(lambda: model.decision_function(X_many), repeats)
-            one = _seconds(lambda: model.decision_function(X_one), max(repeats, 5) * 3)
-        rows.append({"block": label, "rows": block, "default": block == default, "many_s": many, "one_s": one})
-    base_many = rows[0]["many_s"]
-    base_one = next(r["one_s"] for r in rows if r["rows"] == BLOCKS[0])
+    blocks = {"batch": None, **{str(b): b for b in BLOCKS}}
+
+    def timings(X, n):
+        runs = dict.fromkeys(blocks, lambda: model.decision_function(X))
+        return interleaved(runs, n, context=lambda label: _blocks(model, blocks[label])).medians
+
+    many, one = timings(X_many, repeats), timings(X_one, max(repeats, 5) * 3)
+    rows = [
+        {"block": k, "rows": b, "default": b == default, "many_s": many[k], "one_s": one[k]} for k, b in blocks.items()
+    ]
     for r in rows:
-        r["many_ratio"] = r["many_s"] / base_many
-        r["one_ratio"] = r["one_s"] / base_one
+        r["many_ratio"] = r["many_s"] / many["batch"]
+        r["one_ratio"] = r["one_s"] / one[str(BLOCKS[0])]
     return rows
 
 
@@ -134,21 +125,20 @@ def _row(r: dict) -> str:
     )
 
 
-def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="widths 32 and 256 only")
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--widths", type=lambda s: tuple(int(w) for w in s.split(",")), default=None)
-    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
-    args = parser.parse_args(argv)
+def main(argv=None) -> dict:
+    ap = parser(__doc__, quick="widths 32 and 256 only", repeats=3)
+    ap.add_argument("--widths", type=lambda s: tuple(int(w) for w in s.split(",")), default=None)
+    ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
+    args = ap.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
     print(HEADER)
-    collect(quick=args.quick, repeats=args.repeats, widths=args.widths, show=lambda r: print(_row(r), flush=True))
+    result = collect(args.quick, args.repeats, widths=args.widths, show=lambda r: print(_row(r), flush=True))
     print(
         "* the default block of the width (sk_deq.nn.block_rows); ratios: to the batch run (4096 rows), "
         "to the 16-row block (1 row)"
     )
+    return finish(result, args)
 
 
 if __name__ == "__main__":

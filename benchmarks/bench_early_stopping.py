@@ -10,21 +10,21 @@ Usage::
 
     python benchmarks/bench_early_stopping.py            # digits and MNIST-5k, seeds 0 and 1 (about 3 min)
     python benchmarks/bench_early_stopping.py --quick    # digits, seed 0
+    python benchmarks/bench_early_stopping.py --repeats 3 --json es.json   # seeds 0-2, results kept
 """
 
 from __future__ import annotations
 
-import argparse
 import statistics
-import time
 import warnings
 
-import torch
+from _harness import finish, parser, timed
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import train_test_split
 
 from sk_deq import DEQClassifier, MatchedExplicitClassifier
 from sk_deq.experiments import load_dataset
+from sk_deq.experiments._common import torch_threads
 
 CONFIGS = [
     ("matched, adam", MatchedExplicitClassifier, {"solver": "adam"}),
@@ -32,6 +32,10 @@ CONFIGS = [
     ("matched, lbfgs", MatchedExplicitClassifier, {"solver": "lbfgs"}),
     ("matched, sgd lr=0.01", MatchedExplicitClassifier, {"solver": "sgd", "learning_rate_init": 0.01}),
 ]
+HEADER = (
+    f"{'data':<7} {'seed':>4}  {'configuration':<22} {'no ES':>7} {'epochs':>6}  {'ES':>7} {'epochs':>6}  "
+    f"{'ES - no ES':>10}"
+)
 
 
 def run(datasets, seeds, n_hidden):
@@ -46,35 +50,37 @@ def run(datasets, seeds, n_hidden):
                     est = cls(n_hidden=n_hidden, random_state=seed, early_stopping=es, **kw)
                     with warnings.catch_warnings():
                         warnings.simplefilter("ignore", ConvergenceWarning)
-                        t0 = time.perf_counter()
-                        est.fit(X_tr, y_tr)
-                    runs.append((100 * est.score(X_te, y_te), est.n_iter_, time.perf_counter() - t0))
+                        _, seconds = timed(est.fit, X_tr, y_tr)
+                    runs.append((100 * est.score(X_te, y_te), est.n_iter_, seconds))
                 yield name, seed, label, runs
 
 
-def collect(quick=False, repeats=3, threads=1):
+def _row(name, seed, label, runs) -> str:
+    return (
+        f"{name:<7} {seed:>4}  {label:<22} {runs[0][0]:>7.2f} {runs[0][1]:>6}  {runs[1][0]:>7.2f} "
+        f"{runs[1][1]:>6}  {runs[1][0] - runs[0][0]:>+10.2f}"
+    )
+
+
+def collect(quick=False, repeats=3, threads=1, datasets=None, seeds=None, n_hidden=None, show=None):
     """The benchmark as JSON records (one per data set and configuration), over ``repeats`` seeds.
 
-    Full: digits and MNIST-5k, width 1024; quick: digits, width 256.  Times
-    are fit seconds (median over the seeds); ``threads`` torch threads.
+    Full: digits and MNIST-5k, width 1024; quick: digits, width 256 (the
+    arguments, where given, win).  Times are fit seconds (median over the
+    seeds); ``threads`` torch threads; ``show(line)``, if given, sees every
+    fit pair as it is measured.
     """
-    datasets = ["digits"] if quick else ["digits", "mnist"]
-    seeds = list(range(max(int(repeats), 1)))
-    n_hidden = 256 if quick else 1024
-    before = torch.get_num_threads()
-    if threads:
-        torch.set_num_threads(threads)
-    try:
-        rows = list(run(datasets, seeds, n_hidden))
-        config = {
-            "datasets": datasets,
-            "seeds": seeds,
-            "n_hidden": n_hidden,
-            "split": "80/20 stratified",
-            "torch_threads": torch.get_num_threads(),
-        }
-    finally:
-        torch.set_num_threads(before)
+    datasets = datasets or (["digits"] if quick else ["digits", "mnist"])
+    seeds = list(seeds or range(max(int(repeats), 1)))
+    n_hidden = n_hidden or (256 if quick else 1024)
+    with torch_threads(threads) as used:
+        rows = []
+        for row in run(datasets, seeds, n_hidden):
+            rows.append(row)
+            if show:
+                show(_row(*row))
+    config = {"datasets": datasets, "seeds": seeds, "n_hidden": n_hidden, "split": "80/20 stratified"}
+    config["torch_threads"] = used
     records = []
     for name in datasets:
         for label, _, _ in CONFIGS:
@@ -99,29 +105,19 @@ def collect(quick=False, repeats=3, threads=1):
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--datasets", nargs="+", default=["digits", "mnist"])
-    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1])
-    parser.add_argument("--n-hidden", type=int, default=1024)
-    parser.add_argument("--quick", action="store_true", help="digits, seed 0")
-    args = parser.parse_args(argv)
-    if args.quick:
-        args.datasets, args.seeds = ["digits"], [0]
-    torch.set_num_threads(1)
+    ap = parser(__doc__, quick="digits, seed 0", repeats=None)
+    ap.add_argument("--datasets", nargs="+", default=["digits", "mnist"])
+    ap.add_argument("--seeds", nargs="+", type=int, default=None, help="default: 0 .. repeats - 1 (0 and 1)")
+    ap.add_argument("--n-hidden", type=int, default=1024)
+    args = ap.parse_args(argv)
+    datasets = ["digits"] if args.quick else args.datasets
+    seeds = args.seeds or list(range(args.repeats or (1 if args.quick else 2)))
     print(f"width {args.n_hidden}, 80/20 stratified splits, 1 torch thread; accuracy in %")
-    print(
-        f"{'data':<7} {'seed':>4}  {'configuration':<22} {'no ES':>7} {'epochs':>6}  {'ES':>7} {'epochs':>6}  {'ES - no ES':>10}"
-    )
-    worst = 0.0
-    for name, seed, label, runs in run(args.datasets, args.seeds, args.n_hidden):
-        diff = runs[1][0] - runs[0][0]
-        worst = min(worst, diff)
-        print(
-            f"{name:<7} {seed:>4}  {label:<22} {runs[0][0]:>7.2f} {runs[0][1]:>6}  {runs[1][0]:>7.2f} "
-            f"{runs[1][1]:>6}  {diff:>+10.2f}",
-            flush=True,
-        )
+    print(HEADER)
+    result = collect(datasets=datasets, seeds=seeds, n_hidden=args.n_hidden, show=lambda line: print(line, flush=True))
+    worst = min(0.0, *(r["worst_pt"] for r in result["records"]))
     print(f"\nlargest cost of early stopping: {-worst:.2f} accuracy points")
+    finish(result, args)
     return 0
 
 

@@ -24,6 +24,7 @@ Usage::
     python benchmarks/bench_equivalence.py                    # both data sets, widths 32..1024, 3 repeats
     python benchmarks/bench_equivalence.py --widths 32 128 1024 4096 --repeats 5
     python benchmarks/bench_equivalence.py --quick            # smoke run
+    python benchmarks/bench_equivalence.py --json equivalence.json   # also the records as JSON
 """
 
 from __future__ import annotations
@@ -32,17 +33,15 @@ import argparse
 import platform
 import statistics
 import sys
-import time
-import warnings
 
-import numpy as np
 import torch
+from _harness import finish, fit_predict, fmt_range, markdown_rule, parser, rounds
 from sklearn.datasets import load_digits
-from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import train_test_split
 
 from sk_deq import DEQClassifier, ExplicitClassifier, MatchedExplicitClassifier
 from sk_deq.datasets import load_mnist_digits
+from sk_deq.experiments._common import torch_threads
 from sk_deq.matching import match_explicit
 
 MODELS = ("deq", "matched", "unmatched")
@@ -73,33 +72,12 @@ def run_one(model, width, seed, data, args):
     X_tr, X_te, y_tr, y_te = data
     est = make(model, width, seed, args)
     match_explicit.cache_clear()
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", ConvergenceWarning)
-        t0 = time.perf_counter()
-        est.fit(X_tr, y_tr)
-        t1 = time.perf_counter()
-        pred = est.predict(X_te)
-        t2 = time.perf_counter()
-    readout = sum(h["dur"] for h in est.history_)
-    info = getattr(est, "fixed_point_info_", None) or {}
-    return {
-        "acc": float(np.mean(pred == y_te)),
-        "time": t2 - t0,
-        "fit": t1 - t0,
-        "predict": t2 - t1,
-        "readout": readout,
-        "features": (t1 - t0) - readout,
-        "epochs": est.n_iter_,
-        "iters": info.get("mean_iter"),
-        "warnings": [str(w.message) for w in caught],
-    }
-
-
-def fmt_range(values, spec=".3f"):
-    med = statistics.median(values)
-    if len(values) == 1:
-        return f"{med:{spec}}"
-    return f"{med:{spec}} [{min(values):{spec}}-{max(values):{spec}}]"
+    out = fit_predict(est, X_tr, y_tr, X_te, y_te)
+    out["readout_s"] = sum(h["dur"] for h in est.history_)
+    out["features_s"] = out["fit_s"] - out["readout_s"]
+    out["epochs"] = est.n_iter_
+    out["iters"] = (getattr(est, "fixed_point_info_", None) or {}).get("mean_iter")
+    return out
 
 
 def fmt_acc(values):
@@ -111,12 +89,11 @@ def fmt_acc(values):
 
 def run_width(width, data, args) -> dict:
     """Every model ``args.repeats`` times at one width, the order rotated from one repeat to the next."""
-    res = {m: [] for m in MODELS}
-    for r in range(args.repeats):
-        order = MODELS[r % 3 :] + MODELS[: r % 3]
-        for model in order:
-            res[model].append(run_one(model, width, r, data, args))
-    return res
+    return rounds(MODELS, args.repeats, lambda model, r: run_one(model, width, r, data, args))
+
+
+def _ratios(res) -> list[float]:
+    return [d["fit_predict_s"] / m["fit_predict_s"] for d, m in zip(res["deq"], res["matched"])]
 
 
 def summarise(dataset, width, res) -> dict:
@@ -124,11 +101,10 @@ def summarise(dataset, width, res) -> dict:
     out = {"dataset": dataset, "width": width, "repeats": len(res["deq"])}
     for m in MODELS:
         acc = [o["acc"] for o in res[m]]
-        times = [o["time"] for o in res[m]]
         out[f"{m}_acc_pct"] = 100 * statistics.fmean(acc)
         out[f"{m}_acc_std_pt"] = 100 * statistics.stdev(acc) if len(acc) > 1 else 0.0
-        out[f"{m}_s"] = statistics.median(times)
-    ratio = [d["time"] / m["time"] for d, m in zip(res["deq"], res["matched"])]
+        out[f"{m}_s"] = statistics.median(o["fit_predict_s"] for o in res[m])
+    ratio = _ratios(res)
     out["deq_over_matched"] = statistics.median(ratio)
     out["deq_over_matched_min"], out["deq_over_matched_max"] = min(ratio), max(ratio)
     out["acc_diff_pt"] = out["matched_acc_pct"] - out["deq_acc_pct"]
@@ -144,11 +120,75 @@ def breakdown(dataset, width, res) -> list[dict]:
             "dataset": dataset,
             "width": width,
             "model": m,
-            **{f"{part}_s": statistics.median(o[part] for o in res[m]) for part in ("features", "readout", "predict")},
+            **{part: statistics.median(o[part] for o in res[m]) for part in ("features_s", "readout_s", "predict_s")},
             "epochs": statistics.median(o["epochs"] for o in res[m]),
         }
         for m in MODELS
     ]
+
+
+def run(args, show=False) -> dict:
+    """Every data set and width of ``args``; with ``show``, printed as it goes, then as tables."""
+    records, parts, warned = [], [], set()
+    for name in args.datasets:
+        label, data = load(name)
+        if show:
+            print(f"\n## {label}: {len(data[2])} train / {len(data[3])} test")
+        rows = {}
+        for width in args.widths:
+            res = rows[width] = run_width(width, data, args)
+            warned.update(w for m in MODELS for o in res[m] for w in o["warnings"])
+            records.append(summarise(name, width, res))
+            parts += breakdown(name, width, res)
+            if show:
+                acc = {m: fmt_acc([o["acc"] for o in res[m]]) for m in MODELS}
+                print(
+                    f"  width {width:>5}: acc DEQ {acc['deq']}, matched {acc['matched']}, unmatched "
+                    f"{acc['unmatched']}; DEQ/matched time x{statistics.median(_ratios(res)):.1f}",
+                    flush=True,
+                )
+        if show:
+            _print_tables(rows)
+    config = {
+        **{k: v for k, v in vars(args).items() if k not in ("json", "quick")},
+        "torch_threads": torch.get_num_threads(),
+    }
+    return {
+        "config": config,
+        "records": records,
+        "breakdown": parts,
+        "extra_tables": ["breakdown"],
+        "warnings": sorted(warned),
+    }
+
+
+def _print_tables(rows):
+    head = (
+        f"| {'width':>5} | {'DEQ acc %':>11} | {'matched %':>11} | {'Δ (pt)':>6} | {'unmatched %':>11} "
+        f"| {'DEQ s':>19} | {'matched s':>19} | {'unmatched s':>19} | {'DEQ/matched':>17} | {'DEQ iters':>9} |"
+    )
+    print()
+    print(head)
+    print(markdown_rule(head))
+    for width, res in rows.items():
+        acc = {m: [o["acc"] for o in res[m]] for m in MODELS}
+        delta = 100 * (statistics.fmean(acc["matched"]) - statistics.fmean(acc["deq"]))
+        iters = [o["iters"] for o in res["deq"] if o["iters"] is not None]
+        times = {m: fmt_range([o["fit_predict_s"] for o in res[m]], ".3f") for m in MODELS}
+        print(
+            f"| {width:>5} | {fmt_acc(acc['deq']):>11} | {fmt_acc(acc['matched']):>11} | {delta:>+6.2f} "
+            f"| {fmt_acc(acc['unmatched']):>11} | {times['deq']:>19} | {times['matched']:>19} | {times['unmatched']:>19} "
+            f"| {fmt_range(_ratios(res), '.1f'):>17} | {statistics.fmean(iters) if iters else float('nan'):>9.1f} |"
+        )
+    print("\n  cost breakdown, median seconds: features of the training set (incl. matching) / readout / predict")
+    for width, res in rows.items():
+        parts = []
+        for m in MODELS:
+            f, ro, p, ep = (
+                statistics.median(o[k] for o in res[m]) for k in ("features_s", "readout_s", "predict_s", "epochs")
+            )
+            parts.append(f"{m} {f:.3f} / {ro:.3f} ({ep:.0f} it) / {p:.3f}")
+        print(f"  width {width:>5}: " + "; ".join(parts))
 
 
 def collect(quick=False, repeats=3, threads=1):
@@ -166,48 +206,24 @@ def collect(quick=False, repeats=3, threads=1):
         widths=[32, 128] if quick else [32, 128, 256, 512, 1024],
         datasets=["digits"] if quick else ["mnist", "digits"],
     )
-    before = torch.get_num_threads()
-    if threads:
-        torch.set_num_threads(threads)
-    try:
-        records, parts, warned = [], [], set()
-        for name in args.datasets:
-            _, data = load(name)
-            for width in args.widths:
-                res = run_width(width, data, args)
-                warned.update(w for m in MODELS for o in res[m] for w in o["warnings"])
-                records.append(summarise(name, width, res))
-                parts += breakdown(name, width, res)
-        config = {k: v for k, v in vars(args).items()}
-        config["torch_threads"] = torch.get_num_threads()
-    finally:
-        torch.set_num_threads(before)
-    return {
-        "config": config,
-        "records": records,
-        "breakdown": parts,
-        "extra_tables": ["breakdown"],
-        "warnings": sorted(warned),
-    }
+    with torch_threads(threads):
+        return run(args)
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--datasets", nargs="+", default=["mnist", "digits"], choices=["mnist", "digits"])
-    parser.add_argument("--widths", nargs="+", type=int, default=[32, 128, 256, 512, 1024])
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--activation", default="relu")
-    parser.add_argument("--sigma-a2", type=float, default=0.2)
-    parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads (0: leave torch's default)")
-    parser.add_argument("--device", default="auto")
-    parser.add_argument("--dtype", default="float32", choices=["float32", "float64"])
-    parser.add_argument("--quick", action="store_true", help="widths 32 and 128, one repeat")
-    args = parser.parse_args(argv)
+    ap = parser(__doc__, quick="widths 32 and 128, one repeat", repeats=3)
+    ap.add_argument("--datasets", nargs="+", default=["mnist", "digits"], choices=["mnist", "digits"])
+    ap.add_argument("--widths", nargs="+", type=int, default=[32, 128, 256, 512, 1024])
+    ap.add_argument("--activation", default="relu")
+    ap.add_argument("--sigma-a2", type=float, default=0.2)
+    ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads (0: leave torch's default)")
+    ap.add_argument("--device", default="auto")
+    ap.add_argument("--dtype", default="float32", choices=["float32", "float64"])
+    args = ap.parse_args(argv)
     if args.quick:
         args.widths, args.repeats = [32, 128], 1
     if args.threads:
         torch.set_num_threads(args.threads)
-
     print(
         f"# sk_deq equivalence benchmark: {args.activation}-DEQ, sigma_a2={args.sigma_a2}, readout trained "
         f"(L-BFGS on cached features), {args.repeats} repeat(s), dtype={args.dtype}"
@@ -216,56 +232,12 @@ def main(argv=None):
         f"# torch {torch.__version__}, {torch.get_num_threads()} thread(s), device={args.device} "
         f"(cuda available: {torch.cuda.is_available()}), python {platform.python_version()}, {platform.machine()}"
     )
-    all_warnings = set()
-    for name in args.datasets:
-        label, data = load(name)
-        print(f"\n## {label}: {len(data[2])} train / {len(data[3])} test")
-        rows = {}
-        for width in args.widths:
-            res = rows[width] = run_width(width, data, args)
-            for m in MODELS:
-                all_warnings.update(w for o in res[m] for w in o["warnings"])
-            ratio = [d["time"] / m["time"] for d, m in zip(res["deq"], res["matched"])]
-            print(
-                f"  width {width:>5}: acc DEQ {fmt_acc([o['acc'] for o in res['deq']])}, matched "
-                f"{fmt_acc([o['acc'] for o in res['matched']])}, unmatched {fmt_acc([o['acc'] for o in res['unmatched']])}; "
-                f"DEQ/matched time x{statistics.median(ratio):.1f}",
-                flush=True,
-            )
-
-        head = (
-            f"| {'width':>5} | {'DEQ acc %':>11} | {'matched %':>11} | {'Δ (pt)':>6} | {'unmatched %':>11} "
-            f"| {'DEQ s':>19} | {'matched s':>19} | {'unmatched s':>19} | {'DEQ/matched':>17} | {'DEQ iters':>9} |"
-        )
-        print()
-        print(head)
-        print("|" + "|".join("-" * (len(c)) for c in head.split("|")[1:-1]) + "|")
-        for width, res in rows.items():
-            acc = {m: [o["acc"] for o in res[m]] for m in MODELS}
-            delta = 100 * (statistics.fmean(acc["matched"]) - statistics.fmean(acc["deq"]))
-            ratio = [d["time"] / m["time"] for d, m in zip(res["deq"], res["matched"])]
-            iters = [o["iters"] for o in res["deq"] if o["iters"] is not None]
-            print(
-                f"| {width:>5} | {fmt_acc(acc['deq']):>11} | {fmt_acc(acc['matched']):>11} | {delta:>+6.2f} "
-                f"| {fmt_acc(acc['unmatched']):>11} | {fmt_range([o['time'] for o in res['deq']]):>19} "
-                f"| {fmt_range([o['time'] for o in res['matched']]):>19} "
-                f"| {fmt_range([o['time'] for o in res['unmatched']]):>19} "
-                f"| {fmt_range(ratio, '.1f'):>17} | {statistics.fmean(iters) if iters else float('nan'):>9.1f} |"
-            )
-        print("\n  cost breakdown, median seconds: features of the training set (incl. matching) / readout / predict")
-        for width, res in rows.items():
-            parts = []
-            for m in MODELS:
-                f = statistics.median(o["features"] for o in res[m])
-                ro = statistics.median(o["readout"] for o in res[m])
-                p = statistics.median(o["predict"] for o in res[m])
-                ep = statistics.median(o["epochs"] for o in res[m])
-                parts.append(f"{m} {f:.3f} / {ro:.3f} ({ep:.0f} it) / {p:.3f}")
-            print(f"  width {width:>5}: " + "; ".join(parts))
-    if all_warnings:
+    result = run(args, show=True)
+    if result["warnings"]:
         print("\nwarnings raised during the runs:")
-        for w in sorted(all_warnings):
+        for w in result["warnings"]:
             print("  -", w)
+    finish(result, args)
     return 0
 
 

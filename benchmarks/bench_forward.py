@@ -12,27 +12,26 @@ is counted as
 
 and reported in GFLOP/s next to the rate of ``torch.mm`` of an ``n x m`` by
 ``m x m`` float32 product measured in the same process, interleaved with the
-solves (median of the repeats each).  The ratio forward / GEMM is what the
-solver's overhead (activation, residuals, freezing of converged samples)
-leaves of the machine's matrix-product speed.
+solves (median of the repeats each, after one untimed round).  The ratio
+forward / GEMM is what the solver's overhead (activation, residuals, freezing
+of converged samples) leaves of the machine's matrix-product speed.
 
 Usage::
 
     python benchmarks/bench_forward.py                 # n = 4,000, m = 1,024, 5 repeats
     python benchmarks/bench_forward.py --quick         # n = 1,000, m = 256
-    python benchmarks/bench_forward.py --threads 1
+    python benchmarks/bench_forward.py --threads 1 --json forward.json
 """
 
 from __future__ import annotations
 
-import argparse
 import statistics
-import time
 import warnings
 
 import numpy as np
 import torch
 from _data import load_digits_once, mnist_split
+from _harness import finish, interleaved, parser
 from sklearn.exceptions import ConvergenceWarning
 
 from sk_deq import DEQClassifier
@@ -53,13 +52,11 @@ def _fitted(n: int, width: int, activation: str):
     return clf, torch.from_numpy(np.ascontiguousarray(x))
 
 
-def _gemm_seconds(a: torch.Tensor, b: torch.Tensor, count: int) -> float:
-    """Seconds per product of ``count`` back-to-back ``torch.mm(a, b)`` (as many as the solve does)."""
+def _gemm(a: torch.Tensor, b: torch.Tensor, count: int):
+    """``count`` back-to-back ``torch.mm(a, b)`` (as many as the solve does)."""
     out = torch.empty(a.shape[0], b.shape[1], dtype=a.dtype)
-    t0 = time.perf_counter()
     for _ in range(count):
         torch.mm(a, b, out=out)
-    return (time.perf_counter() - t0) / count
 
 
 def collect(
@@ -79,17 +76,12 @@ def collect(
     g = torch.Generator().manual_seed(0)
     a = torch.randn(n, width, generator=g, dtype=torch.float32)
     b = torch.randn(width, width, generator=g, dtype=torch.float32)
-    _, info = layer.solve(x)  # warm-up; the GEMM runs as many products as the solve
+    _, info = layer.solve(x)  # the GEMM runs as many products as the solve
     count = max(info.n_iter, 1)
-    _gemm_seconds(a, b, 1)
-    forward_s, gemm_s, iters, mean_iter = [], [], [], []
-    for _ in range(repeats):
-        gemm_s.append(_gemm_seconds(a, b, count))
-        t0 = time.perf_counter()
-        _, info = layer.solve(x)
-        forward_s.append(time.perf_counter() - t0)
-        iters.append(info.n_iter)
-        mean_iter.append(info.mean_iter)
+    runs = {"gemm": lambda: _gemm(a, b, count), "forward": lambda: layer.solve(x)[1]}
+    t = interleaved(runs, repeats, keep=lambda name, r: name == "forward")
+    forward_s, gemm_s = t.seconds["forward"], [s / count for s in t.seconds["gemm"]]
+    iters, mean_iter = [i.n_iter for i in t.outputs["forward"]], [i.mean_iter for i in t.outputs["forward"]]
     it = int(statistics.median(iters))
     flops = it * 2.0 * n * width * width + 2.0 * n * width * p
     fwd_s, mm_s = statistics.median(forward_s), statistics.median(gemm_s)
@@ -139,14 +131,12 @@ def collect(
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--n", type=int, default=None, help="rows (default 4000; quick 1000)")
-    parser.add_argument("--width", type=int, default=None, help="m (default 1024; quick 256)")
-    parser.add_argument("--activation", default=ACTIVATION)
-    parser.add_argument("--threads", type=int, default=0, help="torch intra-op threads (0: leave torch's default)")
-    parser.add_argument("--quick", action="store_true", help="n = 1000, m = 256")
-    args = parser.parse_args(argv)
+    ap = parser(__doc__, quick="n = 1000, m = 256", repeats=5)
+    ap.add_argument("--n", type=int, default=None, help="rows (default 4000; quick 1000)")
+    ap.add_argument("--width", type=int, default=None, help="m (default 1024; quick 256)")
+    ap.add_argument("--activation", default=ACTIVATION)
+    ap.add_argument("--threads", type=int, default=0, help="torch intra-op threads (0: leave torch's default)")
+    args = ap.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
     out = collect(args.quick, args.repeats, n=args.n, width=args.width, activation=args.activation)
@@ -159,6 +149,7 @@ def main(argv=None) -> int:
         f"forward: {r['iterations']} iterations in {r['forward_s']:.3f}s = {r['forward_gflops']:.1f} GFLOP/s; "
         f"GEMM: {r['gemm_s'] * 1e3:.1f} ms = {r['gemm_gflops']:.1f} GFLOP/s; ratio {100 * r['ratio']:.0f} %"
     )
+    finish(out, args)
     return 0
 
 

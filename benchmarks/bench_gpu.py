@@ -30,11 +30,14 @@ Usage::
     python benchmarks/bench_gpu.py --block-sweep deq    # the DEQ against the rows of a block
     python benchmarks/bench_gpu.py --block-sweep matched   # the matched net against the rows of a block
     python benchmarks/bench_gpu.py --models matched --cpu --out gpu.json   # no CPU fit
+    python benchmarks/bench_gpu.py --quick --json gpu.json   # --json is --out; the file starts with the provenance
+
+``--repeats`` is accepted and unused: every figure is one fit (the profiled
+one a second).
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import sys
@@ -42,6 +45,7 @@ import time
 import warnings
 
 import numpy as np
+from _harness import parser, timed, write_json
 
 PHASES = ("_initialize", "_cache_features", "_fit_network")
 BUSY_GOAL = {
@@ -148,12 +152,8 @@ def timed_fit(model, width, device, X, y):
         with clock.counting_syncs():
             if cuda:
                 torch.cuda.synchronize()
-            t0 = time.perf_counter()
-            est.fit(X, y)
-            fit_s = time.perf_counter() - t0
-            t0 = time.perf_counter()
-            est.predict(X)
-            predict_s = time.perf_counter() - t0
+            _, fit_s = timed(est.fit, X, y)
+            _, predict_s = timed(est.predict, X)
         n_syncs = clock._n_sync_warnings()
     out = phase_table(clock, fit_s)
     out.update(predict_s=predict_s, n_iter=int(est.n_iter_), accuracy=float(est.score(X[:5000], y[:5000])))
@@ -175,10 +175,7 @@ def profiled_fit(model, width, device, X, y):
         warnings.simplefilter("ignore")
         torch.cuda.synchronize()
         with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-            t0 = time.perf_counter()
-            est.fit(X, y)
-            torch.cuda.synchronize()
-            wall = time.perf_counter() - t0
+            _, wall = timed(est.fit, X, y, sync=torch.cuda.synchronize)
     return prof, wall
 
 
@@ -296,20 +293,12 @@ def block_sweep(model="deq", n=None, width=4096, progress=print) -> list[dict]:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
                     torch.cuda.synchronize()
-                    t0 = time.perf_counter()
-                    est.fit(X, y)
-                    fit_s = time.perf_counter() - t0
-                one = []
-                for _ in range(3):
-                    t0 = time.perf_counter()
-                    est.decision_function(X[:1])
-                    one.append(time.perf_counter() - t0)
-                t0 = time.perf_counter()
-                est.decision_function(X)
+                    _, fit_s = timed(est.fit, X, y)
+                one = [timed(est.decision_function, X[:1])[1] for _ in range(3)]
                 run = {
                     "fit_s": fit_s,
                     "features_s": clock.seconds["_cache_features"],
-                    "predict_all_s": time.perf_counter() - t0,
+                    "predict_all_s": timed(est.decision_function, X)[1],
                     "predict_one_ms": 1e3 * min(one),
                 }
                 rec.update({k: min(v, rec.get(k, v)) for k, v in run.items()})
@@ -386,32 +375,26 @@ def _cuda() -> bool:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", nargs="+", choices=MODELS, default=list(MODELS))
-    parser.add_argument("--n-samples", type=int, default=60000)
-    parser.add_argument("--width", type=int, default=4096)
-    parser.add_argument("--quick", action="store_true", help="8,000 samples, width 1024")
-    parser.add_argument("--cpu", nargs="*", choices=MODELS, default=list(MODELS), help="models also fitted on the CPU")
-    parser.add_argument("--no-tensor", action="store_true", help="skip the fit from a CUDA tensor")
-    parser.add_argument(
-        "--profile", nargs="*", choices=MODELS, default=["matched"], help="models timed by torch.profiler"
-    )
-    parser.add_argument(
+    ap = parser(__doc__, quick="8,000 samples, width 1024", repeats=1)
+    ap.add_argument("--out", dest="json", help="the same as --json")
+    ap.add_argument("--models", nargs="+", choices=MODELS, default=list(MODELS))
+    ap.add_argument("--n-samples", type=int, default=60000)
+    ap.add_argument("--width", type=int, default=4096)
+    ap.add_argument("--cpu", nargs="*", choices=MODELS, default=list(MODELS), help="models also fitted on the CPU")
+    ap.add_argument("--no-tensor", action="store_true", help="skip the fit from a CUDA tensor")
+    ap.add_argument("--profile", nargs="*", choices=MODELS, default=["matched"], help="models timed by torch.profiler")
+    ap.add_argument(
         "--block-sweep", choices=MODELS, help="only the block sizes of this model on the GPU (deq: n = 20,000)"
     )
-    parser.add_argument("--out", help="write the JSON result here")
-    args = parser.parse_args(argv)
+    args = ap.parse_args(argv)
     if args.block_sweep:
         result = {"block_sweep": block_sweep(args.block_sweep, width=args.width)} if _cuda() else {"cuda": None}
-        print(json.dumps(result, indent=2))
-        return 0
-    n, width = (8000, 1024) if args.quick else (args.n_samples, args.width)
-    result = bench(args.models, n, width, cpu=args.cpu, profile=args.profile, tensor=not args.no_tensor)
-    text = json.dumps(result, indent=2)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(text)
-    print(text)
+    else:
+        n, width = (8000, 1024) if args.quick else (args.n_samples, args.width)
+        result = bench(args.models, n, width, cpu=args.cpu, profile=args.profile, tensor=not args.no_tensor)
+    if args.json:
+        write_json(args.json, result, indent=2)
+    print(json.dumps(result, indent=2))
     return 0
 
 

@@ -5,8 +5,9 @@ Real MNIST digits (784 features, global input scaling; ``digits_784`` of
 CK of tanh (Hermite series), GELU (closed form with Newton) and ReLU (table
 inversion), ``sigma_a2 = 0.2``.  Every timing is the O(n^2) part
 (``engine.kernel`` of samples prepared once); per activation and ``n`` the
-four runs below are interleaved, repeat after repeat, and medians are
-reported (the machine is shared: a load burst hits all four alike):
+four runs below are interleaved, repeat after repeat, after one untimed
+round, and medians are reported (the machine is shared: a load burst hits
+all four alike):
 
 * the kernel on one core: ``n_jobs=1`` under a one-thread BLAS limit;
 * a float64 ``X @ X.T`` with one BLAS thread;
@@ -46,19 +47,13 @@ from __future__ import annotations
 
 import contextlib
 import os
-import statistics
-import sys
-import time
 from pathlib import Path
 
 import joblib
 import numpy as np
-from threadpoolctl import threadpool_limits
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from _cli import parser, report
+from _harness import finish, interleaved, parser
 from bench_kernels import digits_784
+from threadpoolctl import threadpool_limits
 
 from sk_deq.kernels import ImplicitKernelEngine
 from sk_deq.kernels._compiled import COMPILED_ENV, compiled_series
@@ -68,15 +63,12 @@ ACTIVATIONS = ("tanh", "gelu", "relu")
 SIGMA_A2 = 0.2
 
 
-def _timed(f):
-    t = time.perf_counter()
-    out = f()
-    return out, time.perf_counter() - t
-
-
 @contextlib.contextmanager
-def _numpy_loops():
+def _numpy_loops(on: bool = True):
     """The engine's numpy loops even where the compiled series is installed (``SK_DEQ_COMPILED=0``)."""
+    if not on:
+        yield
+        return
     before = os.environ.get(COMPILED_ENV)
     os.environ[COMPILED_ENV] = "0"
     try:
@@ -128,23 +120,18 @@ def _one_case(X, act, repeats):
     compiled = eng.method == "Hermite expansion" and compiled_series() is not None
     if compiled:
         runs["kernel_1_numpy"], runs["kernel_all_numpy"] = runs["kernel_1"], runs["kernel_all"]
-    eng.kernel(eng.prepare(X[:32]))  # compiles (or loads) the compiled loops before any timing
-    times = {k: [] for k in runs}
-    # the first round's kernels are kept for the comparison; every later result is freed at once, so
-    # that each timed call allocates its output (128 MiB at n = 4,000) from the same state of memory
-    outs = {}
-    for r in range(repeats):
-        for name, f in runs.items():
-            with contextlib.ExitStack() as stack:
-                stack.enter_context(threadpool_limits(limits=1 if "_1" in name else None))
-                if name.endswith("_numpy"):
-                    stack.enter_context(_numpy_loops())
-                out, t = _timed(f)
-            times[name].append(t)
-            if r == 0 and name.startswith("kernel"):
-                outs[name] = out
-            del out
-    med = {k: statistics.median(v) for k, v in times.items()}
+
+    @contextlib.contextmanager
+    def context(name):
+        with threadpool_limits(limits=1 if "_1" in name else None), _numpy_loops(name.endswith("_numpy")):
+            yield
+
+    # the warm-up round also compiles (or loads) the compiled loops; the first round's kernels are kept
+    # for the comparison, every other result is freed at once, so that each timed call allocates its
+    # output (128 MiB at n = 4,000) from the same state of memory
+    timings = interleaved(runs, repeats, context=context, keep=lambda name, r: r == 0 and name.startswith("kernel"))
+    times, med = timings.seconds, timings.medians
+    outs = {name: kept[0] for name, kept in timings.outputs.items()}
     serial = outs["kernel_1"]
     diff = max(float(np.max(np.abs(serial - v))) for v in outs.values()) / float(np.max(np.abs(serial)))
     record = {
@@ -169,8 +156,8 @@ def _one_case(X, act, repeats):
     return record
 
 
-def collect(sizes=(2000, 4000), acts=ACTIVATIONS, repeats=7):
-    """Every (activation, n) of :func:`_one_case`, with the machine's load before and after."""
+def collect(quick=False, repeats=7, sizes=None, acts=ACTIVATIONS):
+    """Every (activation, n) of :func:`_one_case`, with the machine's load before and after (quick: n = 300)."""
     result = {
         "cpu_count": joblib.cpu_count(),
         **_huge_pages(),
@@ -179,7 +166,7 @@ def collect(sizes=(2000, 4000), acts=ACTIVATIONS, repeats=7):
         "load_before": os.getloadavg(),
         "records": [],
     }
-    for n in sizes:
+    for n in sizes or ((300,) if quick else (2000, 4000)):
         X, _ = digits_784(n)
         X = np.ascontiguousarray(X, dtype=np.float64)
         for act in acts:
@@ -216,11 +203,11 @@ def table(result) -> str:
 
 def main(argv=None):
     """Run :func:`collect`, print its table, write its JSON with ``--json``; returns the result."""
-    ap = parser(__doc__, "300 digits, one repeat", 7)
+    ap = parser(__doc__, quick="300 digits, one repeat", repeats=7)
     ap.add_argument("--sizes", type=int, nargs="+", default=[2000, 4000])
     args = ap.parse_args(argv)
-    sizes, repeats = ([300], 1) if args.quick else (args.sizes, args.repeats)
-    return report(collect(sizes=sizes, repeats=repeats), table, args.json)
+    result = collect(args.quick, 1 if args.quick else args.repeats, None if args.quick else args.sizes)
+    return finish(result, args, table)
 
 
 if __name__ == "__main__":

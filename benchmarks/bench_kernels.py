@@ -29,26 +29,32 @@ Sections (each can be run alone with ``--only``):
     one-hidden-layer ReLU network.  Hyperparameters by 3-fold CV on the
     training set; the kernel time is reported next to the score.
 
+``run_all`` runs :func:`collect`: the speed section at n = 4,000 (quick
+1,000), the six activations, one job, one BLAS / OpenMP thread.
+
 Usage::
 
     python benchmarks/bench_kernels.py                       # everything
     python benchmarks/bench_kernels.py --only speed --sizes 4000 10000 --repeats 3 --n-jobs 1 2
     python benchmarks/bench_kernels.py --quick               # smoke run
+    python benchmarks/bench_kernels.py --only speed mc --json kernels.json
 """
 
 from __future__ import annotations
 
-import argparse
+import functools
 import gc
 import math
+import os
 import platform
 import statistics
-import time
 import tracemalloc
 
 import numpy as np
+from _data import load_digits_once as mnist
+from _harness import finish, fmt_range, parser, rounds, timed
 
-from sk_deq.datasets import load_mnist_digits, make_gaussian_mixture
+from sk_deq.datasets import make_gaussian_mixture
 from sk_deq.kernels import (
     ImplicitKernelEngine,
     explicit_kernel,
@@ -59,15 +65,6 @@ from sk_deq.kernels import (
 )
 from sk_deq.theory import implicit_kernel_entry
 from sk_deq.transformers import ImplicitCKTransformer
-
-_MNIST = None
-
-
-def mnist():
-    global _MNIST
-    if _MNIST is None:
-        _MNIST = load_mnist_digits()
-    return _MNIST
 
 
 def global_scale(X, ref):
@@ -86,18 +83,8 @@ def digits_784(n, seed=0):
     return global_scale(Xs, Xs), y[idx]
 
 
-def timed(f, *args, **kwargs):
-    t = time.perf_counter()
-    out = f(*args, **kwargs)
-    return out, time.perf_counter() - t
-
-
 def exact_square_kernel(eng, X, n_jobs):
     return eng.kernel(eng.prepare(X), n_jobs=n_jobs)
-
-
-def fmt_range(vals, spec=".2f"):
-    return f"{statistics.median(vals):{spec}} [{min(vals):{spec}}-{max(vals):{spec}}]"
 
 
 # ---------------------------------------------------------------------------
@@ -122,22 +109,11 @@ def bench_speed(sizes, repeats, acts=SPEED_ACTIVATIONS, n_jobs_list=(1,), *, sig
     for n in sizes:
         X, _ = digits_784(n)
         for n_jobs in n_jobs_list:
-            res = {a: ([], [], []) for a in acts}
-            for r in range(repeats):
-                order = acts[r % len(acts) :] + acts[: r % len(acts)]  # rotate so load bursts spread out
-                for act in order:
-                    gc.collect()
-                    K, tx = timed(np.matmul, X, X.T)
-                    del K
-                    gc.collect()
-                    eng = ImplicitKernelEngine(act, sigma_a2, 1.0, kernel=kernel)
-                    K, tk = timed(exact_square_kernel, eng, X, n_jobs)
-                    del K
-                    res[act][0].append(tx)
-                    res[act][1].append(tk)
-                    res[act][2].append(tk / tx)
+            # every repeat times every activation, in an order rotated so that load bursts spread out
+            res = rounds(acts, repeats, functools.partial(_speed_once, X, n_jobs, sigma_a2, kernel))
             for act in acts:
-                txs, tks, rs = res[act]
+                txs, tks = (list(v) for v in zip(*res[act]))
+                rs = [tk / tx for tx, tk in zip(txs, tks)]
                 method = ImplicitKernelEngine(act, sigma_a2, 1.0, kernel=kernel).method
                 print(
                     f"{n:>6} {n_jobs:>6} {act:>10} {fmt_range(txs):>16} {fmt_range(tks):>18} {fmt_range(rs):>20}"
@@ -156,6 +132,31 @@ def bench_speed(sizes, repeats, acts=SPEED_ACTIVATIONS, n_jobs_list=(1,), *, sig
                     }
                 )
     return records
+
+
+def _speed_once(X, n_jobs, sigma_a2, kernel, act, _round):
+    """Seconds of ``X @ X.T`` and, right after it, of the exact kernel of ``X``."""
+    gc.collect()
+    _, tx = timed(np.matmul, X, X.T)
+    gc.collect()
+    _, tk = timed(exact_square_kernel, ImplicitKernelEngine(act, sigma_a2, 1.0, kernel=kernel), X, n_jobs)
+    return tx, tk
+
+
+def collect(quick: bool = False, repeats: int = 3) -> dict:
+    """``run_all``'s entry: :func:`bench_speed` at n = 4,000 (quick 1,000), the six activations, one job.
+
+    Serial, as the goals are stated: the GEMM and the kernel on one BLAS /
+    OpenMP thread each.
+    """
+    from threadpoolctl import threadpool_limits
+
+    sizes = [1000] if quick else [4000]
+    with threadpool_limits(limits=1):
+        records = bench_speed(sizes, repeats, SPEED_ACTIVATIONS, [1])
+    config = {"sizes": sizes, "repeats": repeats, "activations": list(SPEED_ACTIVATIONS), "n_jobs": [1]}
+    config["threads"] = "1 BLAS and OpenMP thread (threadpoolctl) for the GEMM and the kernel"
+    return {"config": config, "records": records}
 
 
 def bench_mc(n, widths, act="relu"):
@@ -181,6 +182,8 @@ def bench_mc(n, widths, act="relu"):
         m_need = math.exp((math.log(target) - ce[1]) / ce[0])
         t_need = math.exp(ct[1] + ct[0] * math.log(m_need))
         print(f"  error {target:g}: width ~{m_need:,.0f}, time ~{t_need:,.1f} s = {t_need / te:,.0f} x exact")
+    fitted = {"error_exponent": float(ce[0]), "time_exponent": float(ct[0])}
+    return {"n": n, "exact_s": te, "gemm_s": tx, "widths": list(widths), "errors": errs, "seconds": times, **fitted}
 
 
 def bench_memory(n_fit, n_news, block_sizes):
@@ -188,6 +191,7 @@ def bench_memory(n_fit, n_news, block_sizes):
     print("beyond output = peak - output; per-sample state (scaled copy of X, augmented rows, Hermite")
     print("coefficients) is O(n_new x n_features), block temporaries O(block_size x n_fit)")
     X, _ = digits_784(n_fit + max(n_news), seed=2)
+    rows = []
     for act in ("relu", "tanh"):
         for b in block_sizes:
             tr = ImplicitCKTransformer(act, block_size=b, input_scaling="none").fit(X[:n_fit])
@@ -201,15 +205,24 @@ def bench_memory(n_fit, n_news, block_sizes):
                 out = K.nbytes
                 del K
                 extra = peak - out
+                rows.append({"activation": act, "block_size": b, "n_new": n_new, "output_b": out, "beyond_b": extra})
                 print(
                     f"{act:>5} block {b:>5} n_new {n_new:>6}: output {out / 2**20:7.1f} MiB, beyond output "
                     f"{extra / 2**20:6.1f} MiB (input X {Xn.nbytes / 2**20:5.1f} MiB, one block "
                     f"{8 * b * b / 2**20:5.1f} MiB)",
                     flush=True,
                 )
+    return rows
 
 
 def bench_accuracy():
+    """Prints the checks; returns the printed lines."""
+    lines = []
+
+    def say(text):
+        lines.append(text)
+        print(text, flush=True)
+
     print("\n== accuracy ==")
     rng = np.random.default_rng(0)
     X = rng.standard_normal((40, 30))
@@ -222,16 +235,14 @@ def bench_accuracy():
                 abs(K[i, j] - implicit_kernel_entry(act, 0.2, 1.0, X[i] @ X[i], X[j] @ X[j], X[i] @ X[j], kernel=kern))
                 for i, j in pairs
             )
-            print(f"exact vs scalar reference  {act:>5} {kern:>3}: max abs error {err:.1e} (6 entries)")
+            say(f"exact vs scalar reference  {act:>5} {kern:>3}: max abs error {err:.1e} (6 entries)")
     Xg, _ = make_gaussian_mixture(200, 160, random_state=0)
     t0 = math.sqrt(np.mean((Xg * Xg).sum(1)))
     for act in ("relu", "tanh"):
         E = implicit_kernel(Xg, activation=act, tau0=t0)
         for m in (1000, 4000):
             M = monte_carlo_implicit_kernel(Xg, act, 0.2, n_hidden=m, tau0=t0, random_state=0)
-            print(
-                f"exact vs Monte Carlo       {act:>5} ck, GMM n=200 p=160, m={m}: {relative_spectral_error(E, M):.4f}"
-            )
+            say(f"exact vs Monte Carlo       {act:>5} ck, GMM n=200 p=160, m={m}: {relative_spectral_error(E, M):.4f}")
     for p in (100, 400, 1600):
         Xg, _ = make_gaussian_mixture(int(1.25 * p), p, random_state=0)
         t0 = math.sqrt(np.mean((Xg * Xg).sum(1)))
@@ -241,7 +252,7 @@ def bench_accuracy():
                 E = implicit_kernel(Xg, activation=act, kernel=kern, tau0=t0)
                 L = linearized_implicit_kernel(Xg, activation=act, kernel=kern, tau0=t0)
                 row.append(f"{act} {kern} {relative_spectral_error(E, L):.4f}")
-        print(f"linearized vs exact, GMM p={p:>4}: " + ", ".join(row))
+        say(f"linearized vs exact, GMM p={p:>4}: " + ", ".join(row))
     Xd, _ = digits_784(1000, seed=3)
     row = []
     for act in ("relu", "tanh"):
@@ -249,7 +260,8 @@ def bench_accuracy():
             E = implicit_kernel(Xd, activation=act, kernel=kern, tau0=1.0)
             L = linearized_implicit_kernel(Xd, activation=act, kernel=kern, tau0=1.0)
             row.append(f"{act} {kern} {relative_spectral_error(E, L):.4f}")
-    print("linearized vs exact, 1000 digits: " + ", ".join(row))
+    say("linearized vs exact, 1000 digits: " + ", ".join(row))
+    return lines
 
 
 # ---------------------------------------------------------------------------
@@ -297,7 +309,7 @@ def _krr_eval(name, kernel_fn, params, Xtr, Ytr, Xte, Yte, alphas, classify):
     print(
         f"  {name:<38} param={prm!s:<10} alpha={alpha:<8g} CV {cv:.4f}  test {test:.4f}  kernel {statistics.median(ktime):6.2f} s"
     )
-    return test
+    return {"kernel": name, "param": prm, "alpha": alpha, "cv": cv, "test": test, "kernel_s": ktime}
 
 
 def bench_krr(n_train, n_test):
@@ -340,6 +352,7 @@ def bench_krr(n_train, n_test):
     def linear(_, A, B):
         return A @ A.T, B @ A.T
 
+    records = []
     for data in ("mnist", "diabetes"):
         if data == "mnist":
             X, y = mnist()
@@ -375,36 +388,36 @@ def bench_krr(n_train, n_test):
             ("linear", linear, [None]),
         ]
         for name, fn, params in rows:
-            _krr_eval(name, fn, params, Xtr, Ytr, Xte, Yte, alphas, classify)
+            records.append({"data": data, **_krr_eval(name, fn, params, Xtr, Ytr, Xte, Yte, alphas, classify)})
+    return records
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    """Run the sections of ``--only`` (all by default), printing as they go; ``--json`` keeps what they return."""
+    ap = parser(__doc__, quick="small sizes, one repeat", repeats=3)
     ap.add_argument("--only", nargs="*", default=["accuracy", "speed", "mc", "memory", "krr"])
     ap.add_argument("--sizes", type=int, nargs="*", default=[4000, 6000, 8000, 10000])
-    ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--n-jobs", type=int, nargs="*", default=[1, 2])
     ap.add_argument("--activations", nargs="*", default=list(SPEED_ACTIVATIONS))
     ap.add_argument("--mc-n", type=int, default=2000)
     ap.add_argument("--mc-widths", type=int, nargs="*", default=[250, 500, 1000, 2000, 4000])
-    ap.add_argument("--quick", action="store_true", help="small sizes, one repeat")
     args = ap.parse_args(argv)
     if args.quick:
         args.sizes, args.repeats, args.n_jobs = [1000], 1, [1]
         args.mc_n, args.mc_widths = 300, [250, 500, 1000]
-    import os
-
     print(f"python {platform.python_version()}, numpy {np.__version__}, {os.cpu_count()} CPUs, {platform.machine()}")
-    if "accuracy" in args.only:
-        bench_accuracy()
-    if "speed" in args.only:
-        bench_speed(args.sizes, args.repeats, args.activations, args.n_jobs)
-    if "mc" in args.only:
-        bench_mc(args.mc_n, args.mc_widths)
-    if "memory" in args.only:
-        bench_memory(1000 if args.quick else 2000, [1000, 2000] if args.quick else [2000, 8000], [256, 1024])
-    if "krr" in args.only:
-        bench_krr(600 if args.quick else 4000, 200 if args.quick else 1000)
+    sections = {
+        "accuracy": bench_accuracy,
+        "speed": lambda: bench_speed(args.sizes, args.repeats, args.activations, args.n_jobs),
+        "mc": lambda: bench_mc(args.mc_n, args.mc_widths),
+        "memory": lambda: bench_memory(
+            1000 if args.quick else 2000, [1000, 2000] if args.quick else [2000, 8000], [256, 1024]
+        ),
+        "krr": lambda: bench_krr(600 if args.quick else 4000, 200 if args.quick else 1000),
+    }
+    result = {"config": {k: v for k, v in vars(args).items() if k != "json"}}
+    result.update({name: run() for name, run in sections.items() if name in args.only})
+    return finish(result, args)
 
 
 if __name__ == "__main__":

@@ -36,20 +36,20 @@ Usage::
     python benchmarks/bench_large_fit.py --n-samples 20000 --models matched
     python benchmarks/bench_large_fit.py --quick                 # n = 8,000, width 256
     python benchmarks/bench_large_fit.py --predict-rows 200000 --n-samples 4000   # predict's peak memory
+    python benchmarks/bench_large_fit.py --quick --repeats 3   # every model 3 times, interleaved
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import platform
-import subprocess
-import sys
+import statistics
 import tempfile
-import time
+import warnings
 from pathlib import Path
 
 import numpy as np
+from _harness import finish, in_subprocess, markdown_rule, parser, rounds, timed
 from _memory import PeakMemory, peak_rss_bytes
 
 MODELS = ("deq", "matched")
@@ -59,109 +59,92 @@ PREDICT_FIT_ROWS, PREDICT_DEQ_ITER = 4000, 3
 JSON_DEFAULT = "sk_deq_out/bench_large_fit.json"
 
 
-def worker(args) -> int:
-    """Fit one model on the saved data and print one JSON line."""
+def _estimator(model, width, threads):
     import torch
 
     from sk_deq import DEQClassifier, MatchedExplicitClassifier
 
-    torch.set_num_threads(args.threads)
-    data = np.load(args.data)
+    torch.set_num_threads(threads)
+    cls = DEQClassifier if model == "deq" else MatchedExplicitClassifier
+    return cls("relu", 0.2, n_hidden=width, random_state=0)
+
+
+def fit_worker(data, model, width, threads) -> dict:
+    """Fit one model on the saved data (run in a subprocess: :func:`run_model`)."""
+    est = _estimator(model, width, threads)
+    data = np.load(data)
     X_tr, y_tr, X_te, y_te = (data[k] for k in ("X_tr", "y_tr", "X_te", "y_te"))
-    cls = DEQClassifier if args.worker == "deq" else MatchedExplicitClassifier
-    est = cls("relu", 0.2, n_hidden=args.width, random_state=0)
     # the loading of the data may have peaked above what the fit needs: the fit's own peak is
     # VmHWM after a reset (Linux); without one, ru_maxrss, which may then hide it
     maxrss_before = peak_rss_bytes()
     with PeakMemory() as mem:
-        t0 = time.perf_counter()
-        est.fit(X_tr, y_tr)
-        seconds = time.perf_counter() - t0
-    before, peak, reset = mem.before, mem.peak, mem.reset
-    out = {
-        "model": args.worker,
+        _, seconds = timed(est.fit, X_tr, y_tr)
+    return {
+        "model": model,
         "fit_s": seconds,
         "iterations": est.n_iter_,
         "acc": float(est.score(X_te, y_te)),
-        "rss_before": before,
-        "rss_peak": peak,
-        "rss_fit": peak - before,
-        "peak_measured_by": "VmHWM" if reset else "ru_maxrss",
+        "rss_before": mem.before,
+        "rss_peak": mem.peak,
+        "rss_fit": mem.above,
+        "peak_measured_by": "VmHWM" if mem.reset else "ru_maxrss",
         "ru_maxrss_before_fit": maxrss_before,
         "ru_maxrss_after_fit": peak_rss_bytes(),
         "solver_mean_iter": (est.fixed_point_info_ or {}).get("mean_iter"),
     }
-    print(json.dumps(out))
-    return 0
 
 
-def predict_worker(args) -> int:
+def predict_worker(data, model, width, threads, predict_rows) -> dict:
     """Fit one model on the first saved rows, then measure ``decision_function`` on ``predict_rows`` float32 rows."""
-    import warnings
-
-    import torch
     from sklearn.exceptions import ConvergenceWarning
 
-    from sk_deq import DEQClassifier, MatchedExplicitClassifier
-
-    torch.set_num_threads(args.threads)
-    data = np.load(args.data)
+    est = _estimator(model, width, threads)
+    data = np.load(data)
     X_tr, y_tr = data["X_tr"][:PREDICT_FIT_ROWS], data["y_tr"][:PREDICT_FIT_ROWS]
-    cls = DEQClassifier if args.worker == "deq" else MatchedExplicitClassifier
-    est = cls("relu", 0.2, n_hidden=args.width, random_state=0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         est.fit(X_tr, y_tr)
-        if args.worker == "deq":
+        if model == "deq":
             est.set_params(fixed_point_max_iter=PREDICT_DEQ_ITER)
-        X = np.resize(X_tr.astype(np.float32), (args.predict_rows, X_tr.shape[1]))
+        X = np.resize(X_tr.astype(np.float32), (predict_rows, X_tr.shape[1]))
         est.decision_function(X[:10])  # one-off allocations (thread pools, the allocator) before the measurement
         with PeakMemory() as mem:
-            t0 = time.perf_counter()
-            out = est.decision_function(X)
-            seconds = time.perf_counter() - t0
-    n, m = len(X), args.width
-    record = {
-        "model": args.worker,
-        "predict_rows": n,
-        "width": m,
+            out, seconds = timed(est.decision_function, X)
+    return {
+        "model": model,
+        "predict_rows": len(X),
+        "width": width,
         "predict_s": seconds,
         "rss_before": mem.before,
         "rss_peak": mem.peak,
-        "rss_predict": mem.peak - mem.before,
-        "features_bytes": n * m * 4,
+        "rss_predict": mem.above,
+        "features_bytes": len(X) * width * 4,
         "outputs_bytes": out.nbytes,
         "inputs_bytes": X.nbytes,
         "peak_measured_by": "VmHWM" if mem.reset else "ru_maxrss",
     }
-    print(json.dumps(record))
-    return 0
 
 
 def run_model(model, path, args) -> dict:
-    cmd = [sys.executable, __file__, "--worker", model, "--data", str(path)]
-    cmd += ["--width", str(args.width), "--threads", str(args.threads)]
-    cmd += ["--predict-rows", str(getattr(args, "predict_rows", 0))]
-    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        raise RuntimeError(f"the {model} worker failed:\n{done.stderr}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    """:func:`fit_worker` (with ``args.predict_rows``, :func:`predict_worker`) of one model in a fresh process."""
+    if getattr(args, "predict_rows", 0):
+        return in_subprocess(
+            "bench_large_fit", "predict_worker", str(path), model, args.width, args.threads, args.predict_rows
+        )
+    return in_subprocess("bench_large_fit", "fit_worker", str(path), model, args.width, args.threads)
 
 
 def build_data(n_samples, path) -> dict:
     from _data import augmented_mnist, load_digits_once, mnist_split
 
-    t0 = time.perf_counter()
-    X, y = load_digits_once()
-    t1 = time.perf_counter()
+    (X, y), load_s = timed(load_digits_once)
     train, test = mnist_split()
-    X_tr, y_tr = augmented_mnist(n_samples, source=train)
-    t2 = time.perf_counter()
+    (X_tr, y_tr), augment_s = timed(augmented_mnist, n_samples, source=train)
     np.savez(path, X_tr=X_tr, y_tr=y_tr, X_te=X[test], y_te=y[test])
     n_copies = max(0, n_samples - len(train))
     return {
-        "load_s": t1 - t0,
-        "augment_s": t2 - t1,
+        "load_s": load_s,
+        "augment_s": augment_s,
         "n_train": len(y_tr),
         "n_copies": n_copies,
         "n_test": len(test),
@@ -175,17 +158,12 @@ def collect(quick=False, repeats=3, models=MODELS, threads=1):
     ``predict_records`` holds one predict-peak record per model (one run
     each): 200,000 rows (quick: 20,000).
     """
-    import statistics
-
     args = argparse.Namespace(n_samples=8000 if quick else 60_000, width=256 if quick else 1024, threads=threads)
     models = list(models)
-    runs = {m: [] for m in models}
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "data.npz"
         build = build_data(args.n_samples, path)
-        for r in range(max(int(repeats), 1)):
-            for model in models[r % len(models) :] + models[: r % len(models)]:
-                runs[model].append(run_model(model, path, args))
+        runs = rounds(models, repeats, lambda model, r: run_model(model, path, args))
         predict_args = argparse.Namespace(**vars(args), predict_rows=20_000 if quick else 200_000)
         predicted = [predict_record(run_model(model, path, predict_args)) for model in models]
     cache = build["n_train"] * args.width * 4
@@ -247,7 +225,7 @@ def print_table(rows, build, args):
         f"| {'peak in fit MiB':>15} | {'peak - before MiB':>17} | {'÷ n·m·4':>7} | {'ru_maxrss MiB':>13} |"
     )
     print(head)
-    print("|" + "|".join("-" * len(c) for c in head.split("|")[1:-1]) + "|")
+    print(markdown_rule(head))
     for r in rows:
         print(
             f"| {r['model']:<8} | {r['fit_s']:>7.1f} | {r['iterations']:>9} | {100 * r['acc']:>10.2f} "
@@ -257,21 +235,15 @@ def print_table(rows, build, args):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--models", nargs="+", default=list(MODELS), choices=MODELS)
-    parser.add_argument("--n-samples", type=int, default=60_000)
-    parser.add_argument("--width", type=int, default=1024)
-    parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads of the workers")
-    parser.add_argument("--json", default=JSON_DEFAULT, help="where the results go")
-    parser.add_argument("--quick", action="store_true", help="n = 8,000, width 256")
-    parser.add_argument(
+    ap = parser(__doc__, quick="n = 8,000, width 256", repeats=1, json=JSON_DEFAULT)
+    ap.add_argument("--models", nargs="+", default=list(MODELS), choices=MODELS)
+    ap.add_argument("--n-samples", type=int, default=60_000)
+    ap.add_argument("--width", type=int, default=1024)
+    ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads of the workers")
+    ap.add_argument(
         "--predict-rows", type=int, default=0, help="measure decision_function's peak memory on this many rows instead"
     )
-    parser.add_argument("--worker", choices=MODELS, help=argparse.SUPPRESS)
-    parser.add_argument("--data", help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
-    if args.worker:
-        return predict_worker(args) if args.predict_rows else worker(args)
+    args = ap.parse_args(argv)
     if args.quick:
         args.n_samples, args.width = 8000, 256
     if args.predict_rows and args.json == JSON_DEFAULT:
@@ -288,10 +260,14 @@ def main(argv=None):
             f"({build['n_copies']} augmented copies) built in {build['augment_s']:.1f}s",
             flush=True,
         )
-        rows = []
-        for model in args.models:
-            rows.append(run_model(model, path, args))
-            print(f"  {model}: {rows[-1]}", flush=True)
+
+        def measure(model, _):
+            row = run_model(model, path, args)
+            print(f"  {model}: {row}", flush=True)
+            return row
+
+        runs = rounds(args.models, args.repeats, measure)
+    rows = [row for model in args.models for row in runs[model]]
     if args.predict_rows:
         for r in map(predict_record, rows):
             print(
@@ -301,17 +277,10 @@ def main(argv=None):
             )
     else:
         print_table(rows, build, args)
-    out = {
-        "benchmark": "large_fit",
-        "config": {k: v for k, v in vars(args).items() if k not in ("json", "worker", "data")},
-    }
-    out.update(data=build, results=rows)
-    path = Path(args.json)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(out, indent=2))
-    print(f"results written to {path}")
+    config = {k: v for k, v in vars(args).items() if k != "json"}
+    finish({"benchmark": "large_fit", "config": config, "data": build, "results": rows}, args)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

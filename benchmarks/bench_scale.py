@@ -33,22 +33,19 @@ Usage::
     python benchmarks/bench_scale.py --sizes 1000 3162 10000 --only deq nystroem
     python benchmarks/bench_scale.py --quick                # 1,000 and 3,162 only
     python benchmarks/bench_scale.py --json scale.json --plot docs/_static/scale.png
+    python benchmarks/bench_scale.py --quick --repeats 3   # medians of 3 processes per path and size
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import platform
-import subprocess
-import sys
-import time
 
 import numpy as np
+from _harness import finish, in_subprocess, parser, rounds, timed
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 PATHS = ("deq", "matched", "exact", "nystroem")
 LABELS = {
     "deq": "DEQClassifier.fit",
@@ -63,36 +60,25 @@ def _child(path: str, n: int, activation: str, sigma_a2: float, width: int, comp
     import torch
 
     torch.set_num_threads(threads)
-    sys.path.insert(0, HERE)
     from _data import augmented_mnist
-
-    from _memory import PeakMemory
+    from _memory import PeakMemory, gib
 
     X, y = augmented_mnist(n, random_state=0)
-    status = "ok"
     with PeakMemory() as mem:
-        t0 = time.perf_counter()
-        parts = {}
-        try:
-            parts = _run_path(path, X, y, activation, sigma_a2, width, components)
-        except MemoryError as exc:
-            status = f"MemoryError: {str(exc).split('. ')[0]}"
-        seconds = time.perf_counter() - t0
-    gib = 2.0**30
-    return dict(
-        path=path,
-        n=n,
-        seconds=seconds,
-        status=status,
-        before_gib=mem.before / gib,
-        peak_gib=mem.peak / gib,
-        extra_gib=mem.above / gib,
-        data_gib=X.nbytes / gib,
-        **parts,
-    )
+        (parts, status), seconds = timed(_run_path, path, X, y, activation, sigma_a2, width, components)
+    memory = gib(before=mem.before, peak=mem.peak, extra=mem.above, data=X.nbytes)
+    return {"path": path, "n": n, "seconds": seconds, "status": status, **memory, **parts}
 
 
 def _run_path(path, X, y, activation, sigma_a2, width, components):
+    """``(parts, status)`` of one step: the Nystroem path's part times, and 'ok' or the transformer's MemoryError."""
+    try:
+        return _step(path, X, y, activation, sigma_a2, width, components), "ok"
+    except MemoryError as exc:
+        return {}, f"MemoryError: {str(exc).split('. ')[0]}"
+
+
+def _step(path, X, y, activation, sigma_a2, width, components):
     from sklearn.linear_model import RidgeClassifier
 
     from sk_deq import DEQClassifier, ImplicitCKNystroem, ImplicitCKTransformer, MatchedExplicitClassifier
@@ -104,30 +90,56 @@ def _run_path(path, X, y, activation, sigma_a2, width, components):
     elif path == "exact":
         ImplicitCKTransformer(activation, sigma_a2).fit_transform(X)
     else:
-        t0 = time.perf_counter()
         nys = ImplicitCKNystroem(activation, sigma_a2, n_components=min(components, len(X)), random_state=0)
-        nys.fit(X[: min(len(X), 10 * components)])
-        t1 = time.perf_counter()
-        F = nys.transform(X)
-        t2 = time.perf_counter()
-        RidgeClassifier().fit(F, y)
+        _, fit_s = timed(nys.fit, X[: min(len(X), 10 * components)])
+        F, transform_s = timed(nys.transform, X)
+        _, ridge_s = timed(RidgeClassifier().fit, F, y)
         # the landmarks are fitted on at most 10 * components rows: a cost that stops growing there
-        return dict(fit_s=t1 - t0, linear_s=time.perf_counter() - t1, transform_s=t2 - t1)
+        return dict(fit_s=fit_s, linear_s=transform_s + ridge_s, transform_s=transform_s)
     return {}
 
 
 def measure(path, n, args) -> dict:
-    code = (
-        f"import sys, json; sys.path.insert(0, {HERE!r}); import bench_scale as b; "
-        f"print(json.dumps(b._child({path!r}, {n}, {args.activation!r}, {args.sigma_a2}, {args.width}, "
-        f"{args.components}, {args.threads})))"
-    )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
-    if proc.returncode != 0:
-        tail = proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else f"exit {proc.returncode}"
+    """:func:`_child` in a fresh process; a failure is a record with the last line of its error."""
+    try:
+        return in_subprocess(
+            "bench_scale", "_child", path, n, args.activation, args.sigma_a2, args.width, args.components, args.threads
+        )
+    except RuntimeError as exc:
         nan = math.nan
-        return dict(path=path, n=n, seconds=nan, status=f"failed: {tail}", before_gib=nan, peak_gib=nan, extra_gib=nan)
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+        return dict(path=path, n=n, seconds=nan, status=f"failed: {exc}", before_gib=nan, peak_gib=nan, extra_gib=nan)
+
+
+def run_sizes(sizes, paths, args, repeats=1, show=None) -> dict:
+    """``{path: [one record per size]}``, each the median of ``repeats`` fresh processes, the paths interleaved.
+
+    ``show(record)`` sees every measurement; a path out of memory at one
+    size is not run at larger ones (its record is repeated with a NaN time).
+    """
+    rows = {p: [] for p in paths}
+
+    def once(p, n):
+        record = measure(p, n, args)
+        if show:
+            show(record)
+        return record
+
+    for n in sizes:
+        todo = [p for p in paths if not (rows[p] and rows[p][-1]["status"] != "ok")]
+        runs = rounds(todo, repeats, lambda p, _, n=n: once(p, n))
+        for p in paths:
+            if p not in runs:  # out of memory before: larger n will be too
+                rows[p].append({**rows[p][-1], "n": n, "seconds": math.nan})
+                continue
+            ok = [m for m in runs[p] if m["status"] == "ok"]
+            rec = dict(ok[0] if ok else runs[p][-1])
+            for key in ("seconds", "extra_gib", "peak_gib", "before_gib", "fit_s", "linear_s", "transform_s"):
+                vals = [m[key] for m in ok if key in m]
+                if vals:
+                    rec[key] = float(np.median(vals))
+            rec["repeats_ok"] = len(ok)
+            rows[p].append(rec)
+    return rows
 
 
 def slope(rows, key, last=None) -> float:
@@ -196,25 +208,7 @@ def collect(quick=False, repeats=3, sizes=None, paths=PATHS):
     paths = list(paths)
     args = argparse.Namespace(activation="relu", sigma_a2=0.2, width=1024, components=1000, threads=os.cpu_count() or 1)
     repeats = max(int(repeats), 1)
-    rows = {p: [] for p in paths}
-    for n in sizes:
-        runs = {p: [] for p in paths if not (rows[p] and rows[p][-1]["status"] != "ok")}
-        for r in range(repeats):
-            todo = [p for p in paths if p in runs]
-            for p in todo[r % max(len(todo), 1) :] + todo[: r % max(len(todo), 1)]:
-                runs[p].append(measure(p, n, args))
-        for p in paths:
-            if p not in runs:  # out of memory before: larger n will be too
-                rows[p].append({**rows[p][-1], "n": n, "seconds": math.nan})
-                continue
-            ok = [m for m in runs[p] if m["status"] == "ok"]
-            rec = dict(runs[p][-1] if not ok else ok[0])
-            for key in ("seconds", "extra_gib", "peak_gib", "before_gib", "fit_s", "linear_s", "transform_s"):
-                vals = [m[key] for m in ok if key in m]
-                if vals:
-                    rec[key] = float(np.median(vals))
-            rec["repeats_ok"] = len(ok)
-            rows[p].append(rec)
+    rows = run_sizes(sizes, paths, args, repeats)
     slopes = slopes_of(rows)
     records = [
         {"path": p, "n": r["n"], "seconds": r["seconds"], "added_gib": r.get("extra_gib"), "status": r["status"]}
@@ -234,18 +228,16 @@ def collect(quick=False, repeats=3, sizes=None, paths=PATHS):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sizes", nargs="+", type=int, default=[1000, 3162, 10000, 31623, 100000])
-    parser.add_argument("--only", nargs="+", choices=PATHS, default=list(PATHS))
-    parser.add_argument("--activation", default="relu")
-    parser.add_argument("--sigma-a2", type=float, default=0.2)
-    parser.add_argument("--width", type=int, default=1024, help="n_hidden of the classifiers")
-    parser.add_argument("--components", type=int, default=1000, help="n_components of the Nystroem path")
-    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: all cores)")
-    parser.add_argument("--quick", action="store_true", help="sizes 1000 and 3162")
-    parser.add_argument("--json", default=None)
-    parser.add_argument("--plot", default=None, help="write the figure (needs matplotlib)")
-    args = parser.parse_args(argv)
+    ap = parser(__doc__, quick="sizes 1000 and 3162", repeats=1)
+    ap.add_argument("--sizes", nargs="+", type=int, default=[1000, 3162, 10000, 31623, 100000])
+    ap.add_argument("--only", nargs="+", choices=PATHS, default=list(PATHS))
+    ap.add_argument("--activation", default="relu")
+    ap.add_argument("--sigma-a2", type=float, default=0.2)
+    ap.add_argument("--width", type=int, default=1024, help="n_hidden of the classifiers")
+    ap.add_argument("--components", type=int, default=1000, help="n_components of the Nystroem path")
+    ap.add_argument("--threads", type=int, default=0, help="torch threads (0: all cores)")
+    ap.add_argument("--plot", default=None, help="write the figure (needs matplotlib)")
+    args = ap.parse_args(argv)
     if args.quick:
         args.sizes = [1000, 3162]
     args.threads = args.threads or os.cpu_count() or 1
@@ -258,20 +250,15 @@ def main(argv=None):
         f"| {'path':>9} | {'n':>7} | {'seconds':>8} | {'RSS before GiB':>14} | {'peak GiB':>8} | {'added GiB':>9} | status"
     )
     print("|----------:|--------:|---------:|---------------:|---------:|----------:|-------")
-    rows = {p: [] for p in args.only}
-    for n in args.sizes:
-        for p in args.only:
-            if rows[p] and rows[p][-1]["status"] != "ok":  # out of memory before: larger n will be too
-                rows[p].append({**rows[p][-1], "n": n, "seconds": math.nan})
-                continue
-            r = measure(p, n, args)
-            rows[p].append(r)
-            print(
-                f"| {p:>9} | {n:>7} | {r['seconds']:>8.2f} | {r['before_gib']:>14.2f} | {r['peak_gib']:>8.2f} "
-                f"| {r['extra_gib']:>9.3f} "
-                f"| {r['status']}",
-                flush=True,
-            )
+
+    def show(r):
+        print(
+            f"| {r['path']:>9} | {r['n']:>7} | {r['seconds']:>8.2f} | {r['before_gib']:>14.2f} | {r['peak_gib']:>8.2f} "
+            f"| {r['extra_gib']:>9.3f} | {r['status']}",
+            flush=True,
+        )
+
+    rows = run_sizes(args.sizes, args.only, args, args.repeats, show)
     slopes = slopes_of(rows, linear_part=True)
     print("\n| path | slope of time: all n | two largest n | slope of memory added: all n | two largest n |")
     print("|---|---|---|---|---|")
@@ -286,9 +273,7 @@ def main(argv=None):
             f"slope {slopes['nystroem']['linear_part']:.2f}"
         )
     results = dict(activation=args.activation, sigma_a2=args.sigma_a2, width=args.width, rows=rows, slopes=slopes)
-    if args.json:
-        with open(args.json, "w") as fh:
-            json.dump(results, fh, indent=1)
+    finish(results, args)
     if args.plot:
         plot(results, args.plot)
     return results

@@ -4,7 +4,8 @@ Real MNIST digits (784 features, global input scaling; ``digits_784`` of
 ``bench_kernels``), ``n`` = 4,000 (``--quick``: 1,000), the square CK of
 ReLU (table inversion), tanh (Hermite expansion in both engines) and GELU
 (closed form in numpy, Hermite expansion in torch).  Timed, for every
-activation, in interleaved repeats (medians reported):
+activation, in interleaved repeats after one untimed round (medians
+reported):
 
 * the numpy engine with one thread (``n_jobs=1`` under a one-thread BLAS
   limit) and with all threads (``n_jobs=-1``: parallel blocks, one BLAS
@@ -32,54 +33,22 @@ Usage::
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
-import platform
 import statistics
-import sys
-import time
-from pathlib import Path
 
 import numpy as np
-from threadpoolctl import threadpool_info, threadpool_limits
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from _cli import parser, report
+from _harness import finish, interleaved, parser, text_table, timed
 from bench_kernels import digits_784
+from threadpoolctl import threadpool_limits
 
 from sk_deq._inputs import data_tau0
+from sk_deq.experiments._common import torch_threads
 from sk_deq.kernels import ImplicitKernelEngine
 
 ACTIVATIONS = ("relu", "tanh", "gelu")
 SIGMA_A2 = 0.2
 KERNEL = "ck"
-
-
-@contextlib.contextmanager
-def torch_threads(n):
-    import torch
-
-    old = torch.get_num_threads()
-    torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(old)
-
-
-def _sync(device):
-    if device is not None and str(device).startswith("cuda"):
-        import torch
-
-        torch.cuda.synchronize(device)
-
-
-def _timed(f, device=None):
-    _sync(device)
-    t = time.perf_counter()
-    out = f()
-    _sync(device)
-    return out, time.perf_counter() - t
 
 
 def _gemm(X, device):
@@ -89,15 +58,14 @@ def _gemm(X, device):
     import torch
 
     T = torch.as_tensor(X, dtype=torch.float64, device=device)
-    _sync(device)
     return lambda: T @ T.T
 
 
-def _blas_threads():
-    return [
-        {"library": i.get("internal_api"), "user_api": i.get("user_api"), "num_threads": i.get("num_threads")}
-        for i in threadpool_info()
-    ]
+def _limits(device, threads):
+    """The thread limit of a run: numpy's BLAS threads (None: no limit), or torch's intra-op threads."""
+    if device is not None:
+        return torch_threads(threads)
+    return threadpool_limits(limits=threads, user_api="blas") if threads else contextlib.nullcontext()
 
 
 def _configs(all_threads):
@@ -132,7 +100,7 @@ def collect(quick: bool = False, repeats: int = 3, n: int | None = None) -> dict
     -------
     dict
         ``records`` (one per activation and engine), the thread counts,
-        versions, and ``cuda`` (the GPU's name, or None with
+        torch's version, and ``cuda`` (the GPU's name, or None with
         ``cuda_reason``).
     """
     import torch
@@ -151,45 +119,38 @@ def collect(quick: bool = False, repeats: int = 3, n: int | None = None) -> dict
         "sigma_a2": SIGMA_A2,
         "repeats": int(repeats),
         "cpu_count": all_threads,
-        "platform": platform.platform(),
-        "processor": platform.processor(),
-        "numpy": np.__version__,
         "torch": torch.__version__,
         "torch_threads_default": torch.get_num_threads(),
-        "blas": _blas_threads(),
         "cuda": torch.cuda.get_device_name(0) if cuda else None,
         "cuda_reason": None if cuda else "torch.cuda.is_available() is False on this machine: no GPU timings",
         "records": [],
     }
-    cfgs = _configs(all_threads)
+    cfgs = {name: cfg for name, *cfg in _configs(all_threads)}  # name: (device, threads, n_jobs)
     for act in ACTIVATIONS:
-        engines = {name: ImplicitKernelEngine(act, SIGMA_A2, tau0, kernel=KERNEL, device=dev) for name, dev, *_ in cfgs}
+        engines = {
+            name: ImplicitKernelEngine(act, SIGMA_A2, tau0, kernel=KERNEL, device=dev)
+            for name, (dev, *_) in cfgs.items()
+        }
         prepared, prep_times = {}, {}
-        for name, *_ in cfgs:
-            prepared[name], prep_times[name] = _timed(lambda e=engines[name]: e.prepare(X))
-        times = {name: [] for name, *_ in cfgs}
-        gemms = {name: [] for name, *_ in cfgs}
-        kernels = {}
-        for _ in range(repeats):
-            for name, dev, threads, n_jobs in cfgs:
-                eng, S = engines[name], prepared[name]
-                if dev is None:
-                    limits = threadpool_limits(limits=threads, user_api="blas") if threads else contextlib.nullcontext()
-                else:
-                    limits = torch_threads(threads)
-                with limits:
-                    g = _gemm(X, dev)
-                    g()  # warm (allocation, kernels)
-                    _, tg = _timed(g, dev)
-                    K, tk = _timed(lambda e=eng, S=S, j=n_jobs: e.kernel(S, n_jobs=j), dev)
-                gemms[name].append(tg)
-                times[name].append(tk)
-                kernels[name] = K
-        ref = kernels[cfgs[0][0]]
+        for name, eng in engines.items():
+            prepared[name], prep_times[name] = timed(eng.prepare, X)
+        runs = {}
+        for name, (dev, _, n_jobs) in cfgs.items():  # the GEMM right before the kernel, with the same threads
+            runs[(name, "gemm")] = _gemm(X, dev)
+            runs[(name, "kernel")] = functools.partial(engines[name].kernel, prepared[name], n_jobs=n_jobs)
+        t = interleaved(
+            runs,
+            repeats,
+            context=lambda key: _limits(*cfgs[key[0]][:2]),
+            sync=torch.cuda.synchronize if cuda else None,
+            keep=lambda key, r: r == 0 and key[1] == "kernel",
+        )
+        ref = t.outputs[(next(iter(cfgs)), "kernel")][0]
         scale = float(np.max(np.abs(ref)))
-        for name, dev, threads, n_jobs in cfgs:
-            med, gmed = statistics.median(times[name]), statistics.median(gemms[name])
-            diff = float(np.max(np.abs(kernels[name] - ref)))
+        for name, (dev, threads, n_jobs) in cfgs.items():
+            times, gemms = t.seconds[(name, "kernel")], t.seconds[(name, "gemm")]
+            med, gmed = statistics.median(times), statistics.median(gemms)
+            diff = float(np.max(np.abs(t.outputs[(name, "kernel")][0] - ref)))
             result["records"].append(
                 {
                     "activation": act,
@@ -199,9 +160,9 @@ def collect(quick: bool = False, repeats: int = 3, n: int | None = None) -> dict
                     "threads": threads if threads else all_threads,
                     "n_jobs": n_jobs,
                     "kernel_seconds": med,
-                    "kernel_seconds_all": times[name],
+                    "kernel_seconds_all": times,
                     "gemm_seconds": gmed,
-                    "gemm_seconds_all": gemms[name],
+                    "gemm_seconds_all": gemms,
                     "ratio_to_gemm": med / gmed,
                     "prepare_seconds": prep_times[name],
                     "max_abs_diff_to_numpy": diff,
@@ -212,24 +173,20 @@ def collect(quick: bool = False, repeats: int = 3, n: int | None = None) -> dict
 
 
 def _table(result) -> str:
-    lines = [
+    head = [
         f"n={result['n_samples']} digits x {result['n_features']}, kernel={result['kernel']}, "
         f"{result['repeats']} repeats (medians); cpu_count={result['cpu_count']}, torch {result['torch']}",
         f"cuda: {result['cuda'] or 'none (' + result['cuda_reason'] + ')'}",
         f"{'activation':<10} {'engine':<22} {'kernel s':>9} {'X@X.T s':>9} {'ratio':>7} {'prep s':>7} {'rel diff':>9}",
     ]
-    for r in result["records"]:
-        lines.append(
-            f"{r['activation']:<10} {r['engine']:<22} {r['kernel_seconds']:9.3f} {r['gemm_seconds']:9.4f} "
-            f"{r['ratio_to_gemm']:7.1f} {r['prepare_seconds']:7.3f} {r['max_rel_diff_to_numpy']:9.1e}"
-        )
-    return "\n".join(lines)
+    line = "{activation:<10} {engine:<22} {kernel_seconds:9.3f} {gemm_seconds:9.4f} {ratio_to_gemm:7.1f} "
+    return text_table(head, result["records"], line + "{prepare_seconds:7.3f} {max_rel_diff_to_numpy:9.1e}")
 
 
 def main(argv=None):
     """Run :func:`collect` and print its table (and write its JSON with ``--json``)."""
-    args = parser(__doc__, "1,000 digits instead of 4,000", 3).parse_args(argv)
-    report(collect(quick=args.quick, repeats=args.repeats), _table, args.json)
+    args = parser(__doc__, quick="1,000 digits instead of 4,000", repeats=3).parse_args(argv)
+    finish(collect(quick=args.quick, repeats=args.repeats), args, _table)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,8 @@
 
 A network's hidden weights are drawn in float64 on the CPU whatever its
 device, then cast to its dtype (:func:`sk_deq.nn._random.gaussian_weights`).
-This times, interleaved repeat after repeat (medians), for the matched
+This times, interleaved repeat after repeat (medians, after one untimed
+draw of each), for the matched
 net's ``4096 x 784`` and the DEQ's ``4096 x 4096`` (``--quick``: ``512 x
 784``), with one torch thread and with all of them:
 
@@ -26,17 +27,11 @@ Usage::
 from __future__ import annotations
 
 import os
-import sys
-import statistics
-import time
-from pathlib import Path
 
 import torch
+from _harness import finish, interleaved, parser, text_table
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from _cli import parser, report
-
+from sk_deq.experiments._common import torch_threads
 from sk_deq.nn._random import gaussian_weights
 
 SHAPES = ((4096, 784), (4096, 4096))
@@ -51,53 +46,40 @@ def _draws(shape):
     }
 
 
-def collect(shapes=SHAPES, repeats=7):
-    """Medians of interleaved draws per shape and thread count, and the speed-ups of the streams."""
+def collect(quick=False, repeats=7, shapes=None):
+    """Medians of interleaved draws per shape and thread count, and the speed-ups of the streams (quick: 512 x 784)."""
     all_threads = torch.get_num_threads()
     records = []
-    try:
-        for shape in shapes:
-            draws = _draws(shape)
-            for threads in sorted({1, all_threads}):
-                torch.set_num_threads(threads)
-                times = {k: [] for k in draws}
-                for _ in range(repeats):
-                    for name, f in draws.items():
-                        t = time.perf_counter()
-                        f()
-                        times[name].append(time.perf_counter() - t)
-                med = {k: statistics.median(v) for k, v in times.items()}
-                records.append(
-                    {
-                        "shape": list(shape),
-                        "threads": threads,
-                        **{f"{k}_s": v for k, v in med.items()},
-                        "speedup": med["torch"] / med["streams"],
-                    }
-                )
-    finally:
-        torch.set_num_threads(all_threads)
+    for shape in shapes or (((512, 784),) if quick else SHAPES):
+        for threads in sorted({1, all_threads}):
+            with torch_threads(threads):
+                med = interleaved(_draws(shape), repeats).medians
+            records.append(
+                {
+                    "shape": list(shape),
+                    "threads": threads,
+                    **{f"{k}_s": v for k, v in med.items()},
+                    "speedup": med["torch"] / med["streams"],
+                }
+            )
     return {"cpu_count": os.cpu_count(), "repeats": repeats, "load": os.getloadavg(), "records": records}
 
 
 def table(result) -> str:
     """The records as a text table."""
-    lines = [
+    head = [
         f"cpu_count={result['cpu_count']}, {result['repeats']} interleaved repeats (medians), "
         f"load average {result['load'][0]:.2f}",
         f"{'shape':>12} {'threads':>7} {'torch s':>8} {'streams s':>9} {'speed-up':>9}",
     ]
-    for r in result["records"]:
-        shape = "x".join(map(str, r["shape"]))
-        lines.append(f"{shape:>12} {r['threads']:>7} {r['torch_s']:8.4f} {r['streams_s']:9.4f} {r['speedup']:8.2f}x")
-    return "\n".join(lines)
+    rows = [{**r, "shape": "x".join(map(str, r["shape"]))} for r in result["records"]]
+    return text_table(head, rows, "{shape:>12} {threads:>7} {torch_s:8.4f} {streams_s:9.4f} {speedup:8.2f}x")
 
 
 def main(argv=None):
     """Run :func:`collect`, print its table, write its JSON with ``--json``; returns the result."""
-    args = parser(__doc__, "512 x 784, one repeat", 7).parse_args(argv)
-    result = collect(((512, 784),), 1) if args.quick else collect(repeats=args.repeats)
-    return report(result, table, args.json)
+    args = parser(__doc__, quick="512 x 784, one repeat", repeats=7).parse_args(argv)
+    return finish(collect(args.quick, 1 if args.quick else args.repeats), args, table)
 
 
 if __name__ == "__main__":

@@ -27,6 +27,10 @@ package.  Usage::
     python benchmarks/boundary_study.py            # the full study: 3 seeds (about 8 minutes on 2 cores)
     python benchmarks/boundary_study.py --quick    # the example's small version (seconds)
     python benchmarks/boundary_study.py --out DIR  # where the JSON and the figure go (default: results/)
+    python benchmarks/boundary_study.py --quick --repeats 1 --json /tmp/b.json   # one seed; the figure beside it
+
+The JSON starts with the provenance of the run (``_harness.provenance``);
+``BoundaryResult.from_dict`` reads it back.
 """
 
 from __future__ import annotations
@@ -466,22 +470,23 @@ QUICK = {
 
 def main(argv=None) -> int:
     """Run the study (``--quick``: :data:`QUICK`), print its table, write its JSON and figure."""
-    import argparse
+    from _harness import parser, write_json
 
-    parser = argparse.ArgumentParser(description="Where the equivalence ends: steep targets, trained weights.")
-    parser.add_argument("--quick", action="store_true", help="the example's small version")
-    parser.add_argument("--out", default=str(Path(__file__).with_name("results")), help="directory of the outputs")
-    args = parser.parse_args(argv)
-    result = where_equivalence_ends(**(QUICK if args.quick else {}), progress=True)
+    ap = parser(__doc__, quick="the example's small version", repeats=None)
+    ap.add_argument("--out", default=str(Path(__file__).with_name("results")), help="directory of the outputs")
+    args = ap.parse_args(argv)
+    options = dict(QUICK) if args.quick else {}
+    if args.repeats:  # one seed per repeat
+        options["seeds"] = tuple(range(args.repeats))
+    result = where_equivalence_ends(**options, progress=True)
     print(result)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     name = "where_equivalence_ends" + ("_quick" if args.quick else "")
-    result.to_json(out / f"{name}.json", indent=None)  # compact: the records hold every profile
+    path = Path(args.json or Path(args.out) / f"{name}.json")
+    write_json(path, result.to_dict(), indent=None)  # compact: the records hold every profile
     try:
         from boundary_report import plot_where_equivalence_ends
 
-        plot_where_equivalence_ends(result).savefig(out / f"{name}.png", dpi=120)
+        plot_where_equivalence_ends(result).savefig(path.with_suffix(".png"), dpi=120)
     except ImportError as exc:  # matplotlib is optional
         print(f"no figure: {exc}", file=sys.stderr)
     return 0

@@ -19,27 +19,33 @@ H200, torch 2.11, the fit from a CUDA tensor)::
 
     python benchmarks/gpu_trace.py --read benchmarks/results/gpu_h200_trace_tensor.json.gz
     python benchmarks/gpu_trace.py --record trace.json.gz      # on a CUDA machine
+    python benchmarks/gpu_trace.py --read trace.json.gz --json gaps.json   # the gaps as JSON too
+
+``--quick`` records a smaller fit (8,000 x 784, width 1,024); ``--repeats``
+is accepted and unused (one profiled fit).
 """
 
 from __future__ import annotations
 
-import argparse
 import gzip
 import json
-import shutil
 import sys
 import tempfile
 from pathlib import Path
 
+from _harness import finish, parser, provenance, provenance_line, text_table
+from bench_gpu import device_busy, make, mixture, profiled_fit, union_within_us
+
 HOST = ("cpu_op", "user_annotation", "cuda_runtime", "cuda_driver")
 DEVICE = ("kernel", "gpu_memcpy", "gpu_memset")
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_gpu import device_busy, make, mixture, profiled_fit, union_within_us  # noqa: E402
-
 
 def record(path, numpy_inputs: bool = False, n: int = 60000, width: int = 4096, device: str = "cuda") -> dict:
-    """Profile the second of two matched fits on ``device`` and write its Chrome trace to ``path`` (gzipped)."""
+    """Profile the second of two matched fits on ``device``; write its Chrome trace, and the provenance, to ``path``.
+
+    The trace is gzipped JSON; its ``provenance`` key is the harness's
+    record of where it was made.
+    """
     import torch
 
     X, y = mixture(n)
@@ -50,8 +56,9 @@ def record(path, numpy_inputs: bool = False, n: int = 60000, width: int = 4096, 
     with tempfile.TemporaryDirectory() as tmp:
         raw = Path(tmp) / "trace.json"
         prof.export_chrome_trace(str(raw))
-        with open(raw, "rb") as src, gzip.open(path, "wb") as dst:
-            shutil.copyfileobj(src, dst)
+        trace = json.loads(raw.read_text())
+    with gzip.open(path, "wt") as dst:
+        json.dump({"provenance": provenance(), **trace}, dst)
     return device_busy(prof.events(), wall)
 
 
@@ -66,9 +73,10 @@ def _top_level(events):
 
 
 def read(path, min_ms: float = 1.0) -> dict:
-    """Phases, busy time and the GPU's idle gaps over ``min_ms`` in a trace written by :func:`record`."""
+    """Phases, busy time and the GPU's idle gaps over ``min_ms`` in a trace written by :func:`record`, its provenance."""
     with gzip.open(path, "rt") as f:
-        events = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
+        trace = json.load(f)
+    events = [e for e in trace["traceEvents"] if e.get("ph") == "X"]
     host = [e for e in events if e.get("cat") in HOST]
     device = sorted((e for e in events if e.get("cat") in DEVICE), key=lambda e: e["ts"])
     t0 = min(e["ts"] for e in host)
@@ -95,6 +103,7 @@ def read(path, min_ms: float = 1.0) -> dict:
         "phases_ms": {k: [round(a / 1e3, 2), round(b / 1e3, 2)] for k, (a, b) in phases.items()},
         "idle_gaps": gaps,
         "idle_in_gaps_ms": sum(g["ms"] for g in gaps),
+        "trace_provenance": trace.get("provenance"),
     }
 
 
@@ -120,7 +129,9 @@ def _gap(start, end, phases, ops, t0, next_work) -> dict:
 
 def table(result: dict) -> str:
     """The gaps as text."""
-    lines = [
+    made = result.get("trace_provenance")
+    head = [
+        f"trace made {provenance_line(made)}" if made else "trace made before traces kept their provenance",
         f"wall {result['wall_ms']:.1f} ms, GPU busy {result['busy_ms']:.1f} ms "
         f"({100 * result['busy_ms'] / result['wall_ms']:.0f} %), idle in gaps over the threshold "
         f"{result['idle_in_gaps_ms']:.1f} ms",
@@ -129,31 +140,28 @@ def table(result: dict) -> str:
         "GPU idle per phase (ms): " + ", ".join(f"{k} {v}" for k, v in result["idle_ms_by_phase"].items()),
         f"{'at ms':>8} {'idle ms':>8} {'phase':<20} {'host torch':>10} {'host other':>10}  next GPU work",
     ]
-    for g in result["idle_gaps"]:
-        lines.append(
-            f"{g['at_ms']:8.2f} {g['ms']:8.2f} {g['phase']:<20} {g['host_torch_ms']:10.2f} "
-            f"{g['host_other_ms']:10.2f}  {g['next_gpu_work']}"
-        )
-    return "\n".join(lines)
+    line = "{at_ms:8.2f} {ms:8.2f} {phase:<20} {host_torch_ms:10.2f} {host_other_ms:10.2f}  {next_gpu_work}"
+    return text_table(head, result["idle_gaps"], line)
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    group = parser.add_mutually_exclusive_group(required=True)
+    ap = parser(__doc__, quick="with --record: 8,000 x 784 at width 1024", repeats=1)
+    group = ap.add_mutually_exclusive_group(required=True)
     group.add_argument("--record", help="profile a matched fit on CUDA and write its trace here (.json.gz)")
     group.add_argument("--read", help="a trace written by --record")
-    parser.add_argument("--numpy", action="store_true", help="with --record: fit from the numpy array")
-    parser.add_argument("--min-ms", type=float, default=1.0, help="the shortest idle interval reported")
-    args = parser.parse_args(argv)
+    ap.add_argument("--numpy", action="store_true", help="with --record: fit from the numpy array")
+    ap.add_argument("--min-ms", type=float, default=1.0, help="the shortest idle interval reported")
+    args = ap.parse_args(argv)
     if args.record:
         import torch
 
         if not torch.cuda.is_available():
             print("--record needs CUDA: torch.cuda.is_available() is False", file=sys.stderr)
             return 1
-        print(json.dumps(record(args.record, args.numpy)))
+        sizes = {"n": 8000, "width": 1024} if args.quick else {}
+        print(json.dumps(finish(record(args.record, args.numpy, **sizes), args)))
         return 0
-    print(table(read(args.read, args.min_ms)))
+    finish(read(args.read, args.min_ms), args, table)
     return 0
 
 

@@ -6,6 +6,7 @@ Usage::
     python benchmarks/run_all.py --quick               # small sizes (minutes)
     python benchmarks/run_all.py --only peers forward --repeats 5
     python benchmarks/run_all.py --out /tmp/bench      # where the files go
+    python benchmarks/run_all.py --quick --json /tmp/q.json   # this JSON file, the markdown beside it
     python benchmarks/run_all.py --from-json benchmarks/results/run_all.json   # rewrite the markdown only
 
 Every benchmark module of the registry (:data:`REGISTRY`) offers
@@ -18,15 +19,16 @@ rewritten after every benchmark, so an interrupted run keeps what finished.
 Output: ``<out>/run_all.json`` (``run_all_quick.json`` with ``--quick``),
 default ``benchmarks/results/``, with
 
+``provenance``
+    Where the figures come from (``_harness.provenance``, taken when the
+    run starts): the git commit and whether the tree was clean, the time
+    (UTC), the machine (CPU model, cores, memory, GPU and driver), the
+    library versions, torch's thread count and the BLAS and OpenMP pools.
 ``schema``
-    ``"sk_deq.run_all/1"``.
+    ``"sk_deq.run_all/2"`` (``/1`` had a flat ``machine`` instead of the
+    provenance; :func:`markdown` reads both).
 ``quick``, ``repeats``, ``started``, ``finished``, ``wall_s``
     How the run was made, and its wall time.
-``machine``
-    Platform, CPU model (``/proc/cpuinfo``), cores, the versions of Python,
-    NumPy, SciPy, scikit-learn, torch and TorchDEQ, torch's thread count,
-    the BLAS and OpenMP libraries with their thread counts (threadpoolctl)
-    and the git commit.
 ``benchmarks``
     ``{name: {"module", "status" ('ok', 'error' or 'not available'),
     "seconds", "torch_threads", "error", "traceback", "result"}}``; the
@@ -40,7 +42,7 @@ default ``benchmarks/results/``, with
     figure, whether it is met, and the benchmark it comes from.
 
 and ``run_all.md`` (``run_all_quick.md``) built from the JSON by
-:func:`markdown`: the machine, the goals table, then one table per
+:func:`markdown`: the provenance, the goals table, then one table per
 benchmark.  ``markdown(json.load(...))`` regenerates it from a saved JSON
 (``--from-json``), e.g. for the README's tables.
 
@@ -50,15 +52,10 @@ as on their command line); each benchmark records the count it ran with.
 
 from __future__ import annotations
 
-import argparse
 import datetime
 import importlib
-import json
 import math
-import os
-import platform
 import statistics
-import subprocess
 import sys
 import time
 import traceback
@@ -69,8 +66,10 @@ HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
-SCHEMA = "sk_deq.run_all/1"
-KERNEL_ACTIVATIONS = ["relu", "tanh", "gelu", "silu", "erf", "sigmoid"]
+from _harness import jsonable, parser, provenance, provenance_line, read_json, write_json  # noqa: E402
+
+SCHEMA = "sk_deq.run_all/2"
+clean = jsonable  # the name this module's callers know
 
 
 class NotAvailable(Exception):
@@ -89,30 +88,6 @@ class Benchmark:
     entry: str = "collect"
     adapter: object = None
     description: str = ""
-
-
-def _kernels_adapter(bench_speed, quick: bool, repeats: int) -> dict:
-    """``bench_kernels.bench_speed`` at n = 4,000 (quick 1,000), the six activations, one job."""
-    from threadpoolctl import threadpool_limits
-
-    sizes = [1000] if quick else [4000]
-    # serial, as the goal is stated: the GEMM and the kernel on one BLAS / OpenMP thread each
-    with threadpool_limits(limits=1):
-        records = bench_speed(sizes=sizes, repeats=repeats, acts=list(KERNEL_ACTIVATIONS), n_jobs_list=[1])
-    if not records:
-        raise NotAvailable("bench_kernels.bench_speed returned no records (a version that only prints)")
-    records = [dict(r) for r in records]
-    return {
-        "config": {
-            "sizes": sizes,
-            "repeats": repeats,
-            "activations": KERNEL_ACTIVATIONS,
-            "n_jobs": [1],
-            "threads": "1 BLAS and OpenMP thread (threadpoolctl) for the GEMM and the kernel",
-        },
-        "records": records,
-        "goals": kernel_goals(records),
-    }
 
 
 def kernel_goals(records) -> list[dict]:
@@ -158,16 +133,19 @@ def kernel_goals(records) -> list[dict]:
     return goals
 
 
-#: The benchmarks, in the order they run.
+#: The benchmarks, in the order they run: every ``bench_*.py`` of this folder, each by its ``collect``.
 REGISTRY: dict[str, Benchmark] = {
     "peers": Benchmark("bench_peers", description="DEQ vs matched, TorchDEQ solvers, per-sample loop, MLP"),
     "forward": Benchmark("bench_forward", description="DEQ forward GFLOP/s vs float32 GEMM"),
-    "kernels": Benchmark("bench_kernels", "bench_speed", _kernels_adapter, "exact implicit kernels vs GEMM"),
+    "kernels": Benchmark("bench_kernels", description="exact implicit kernels vs GEMM"),
+    "kernel_cores": Benchmark("bench_kernel_cores", description="the exact kernel on one core and on all"),
     "readout": Benchmark("bench_readout", description="readout solver speed"),
     "torch_engine": Benchmark("bench_torch_engine", description="torch kernel engine"),
     "equivalence": Benchmark("bench_equivalence", description="DEQ vs matched vs unmatched over widths"),
     "partial_fit": Benchmark("bench_partial_fit", description="partial_fit vs fit"),
     "early_stopping": Benchmark("bench_early_stopping", description="cost of early stopping"),
+    "blocks": Benchmark("bench_blocks", description="predict throughput and latency against the row block"),
+    "weight_draws": Benchmark("bench_weight_draws", description="weight draws: one torch stream vs numpy streams"),
     "nystroem": Benchmark("bench_nystroem", description="Nystroem features of the implicit kernel"),
     "large_fit": Benchmark("bench_large_fit", description="fit at large n: time and memory"),
     "scale": Benchmark("bench_scale", description="time and memory against n"),
@@ -177,126 +155,22 @@ REGISTRY: dict[str, Benchmark] = {
 
 #: The project's targets: ``id`` is matched with the ``goals`` the benchmarks return (first provider wins).
 GOALS = [
-    {
-        "id": "readout_ratio_1024",
-        "goal": "fit+predict time DEQ / matched, width 1024",
-        "target": ">= 3x",
-        "from": ["peers", "readout"],
-    },
-    {
-        "id": "readout_ratio_4096",
-        "goal": "fit+predict time DEQ / matched, width 4096",
-        "target": ">= 5x",
-        "from": ["peers", "readout"],
-    },
-    {
-        "id": "readout_accuracy_1024",
-        "goal": "accuracy matched vs DEQ, width 1024",
-        "target": "within 1 pt",
-        "from": ["peers", "readout"],
-    },
-    {
-        "id": "readout_accuracy_4096",
-        "goal": "accuracy matched vs DEQ, width 4096",
-        "target": "within 1 pt",
-        "from": ["peers", "readout"],
-    },
-    {"id": "kernel_smooth", "goal": "exact smooth kernels / GEMM (n=4000)", "target": "<= 3x", "from": ["kernels"]},
-    {"id": "kernel_relu", "goal": "exact ReLU kernel / GEMM (n=4000)", "target": "<= 1.5x", "from": ["kernels"]},
-    {
-        "id": "forward_gemm",
-        "goal": "DEQ forward / float32 GEMM throughput (n=4000, m=1024)",
-        "target": ">= 90 %",
-        "from": ["forward"],
-    },
-    {
-        "id": "torch_engine_agreement",
-        "goal": "torch kernel engine agrees with the NumPy engine",
-        "target": "<= 1e-10",
-        "from": ["torch_engine"],
-    },
-    {
-        "id": "gpu_busy_share",
-        "goal": "GPU busy share of a matched fit (CUDA kernels / wall time)",
-        "target": ">= 80 %",
-        "from": ["gpu"],
-    },
+    {"id": key, "goal": goal, "target": target, "from": list(sources)}
+    for key, goal, target, sources in (
+        ("readout_ratio_1024", "fit+predict time DEQ / matched, width 1024", ">= 3x", ("peers", "readout")),
+        ("readout_ratio_4096", "fit+predict time DEQ / matched, width 4096", ">= 5x", ("peers", "readout")),
+        ("readout_accuracy_1024", "accuracy matched vs DEQ, width 1024", "within 1 pt", ("peers", "readout")),
+        ("readout_accuracy_4096", "accuracy matched vs DEQ, width 4096", "within 1 pt", ("peers", "readout")),
+        ("kernel_smooth", "exact smooth kernels / GEMM (n=4000)", "<= 3x", ("kernels",)),
+        ("kernel_relu", "exact ReLU kernel / GEMM (n=4000)", "<= 1.5x", ("kernels",)),
+        ("forward_gemm", "DEQ forward / float32 GEMM throughput (n=4000, m=1024)", ">= 90 %", ("forward",)),
+        ("torch_engine_agreement", "torch kernel engine agrees with the NumPy engine", "<= 1e-10", ("torch_engine",)),
+        ("gpu_busy_share", "GPU busy share of a matched fit (CUDA kernels / wall time)", ">= 80 %", ("gpu",)),
+    )
 ]
 
 
-# -------------------------------------------------------------------------------- machine
-
-
-def _cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.lower().startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
-def _version(name: str):
-    try:
-        from importlib.metadata import version
-
-        return version(name)
-    except Exception:
-        return None
-
-
-def machine_info() -> dict:
-    """Platform, CPU, cores, library versions, thread counts and the git commit."""
-    import torch
-
-    info = {
-        "platform": platform.platform(),
-        "machine": platform.machine(),
-        "python": platform.python_version(),
-        "cpu_model": _cpu_model(),
-        "cpu_count": os.cpu_count(),
-        "cpus_usable": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
-        "versions": {
-            name: _version(name) for name in ("numpy", "scipy", "scikit-learn", "torch", "torchdeq", "mlxtend")
-        },
-        "torch_threads": torch.get_num_threads(),
-        "cuda_available": torch.cuda.is_available(),
-    }
-    try:
-        from threadpoolctl import threadpool_info
-
-        keep = ("user_api", "internal_api", "num_threads", "version", "threading_layer", "architecture", "prefix")
-        info["threadpools"] = [{k: p.get(k) for k in keep} for p in threadpool_info()]
-    except ImportError:
-        info["threadpools"] = None
-    try:
-        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=HERE, capture_output=True, text=True, timeout=10)
-        info["git_commit"] = head.stdout.strip() or None
-    except (OSError, subprocess.SubprocessError):
-        info["git_commit"] = None
-    return info
-
-
 # -------------------------------------------------------------------------------- running
-
-
-def clean(obj):
-    """A JSON-safe copy: NumPy scalars and arrays to Python, NaN and infinities to None, unknown objects to str."""
-    if isinstance(obj, dict):
-        return {str(k): clean(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple, set)):
-        return [clean(v) for v in obj]
-    if isinstance(obj, bool) or obj is None or isinstance(obj, str):
-        return obj
-    if isinstance(obj, int):
-        return obj
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if hasattr(obj, "tolist"):  # numpy scalars and arrays, torch tensors
-        return clean(obj.tolist())
-    return str(obj)
 
 
 def resolve(name: str, registry=None):
@@ -335,7 +209,9 @@ def run_benchmark(name: str, quick: bool, repeats: int, registry=None) -> dict:
 
 
 def _derived_goals(name: str, result) -> list[dict]:
-    """Goals a benchmark did not state itself: the torch engine's agreement from its largest difference."""
+    """Goals a benchmark did not state itself: the kernels' speed, the torch engine's agreement (largest difference)."""
+    if name == "kernels" and isinstance(result, dict):
+        return kernel_goals(result.get("records") or [])
     if name != "torch_engine" or not isinstance(result, (dict, list)):
         return []
     found = []
@@ -422,10 +298,11 @@ def goals_table(benchmarks: dict) -> list[dict]:
     return rows
 
 
-def run_all(names=None, quick=False, repeats=3, out=None, registry=None, progress=print) -> dict:
+def run_all(names=None, quick=False, repeats=3, out=None, registry=None, progress=print, json_path=None) -> dict:
     """Run the benchmarks ``names`` (all by default) and return the results; with ``out``, write JSON and markdown.
 
-    The JSON is rewritten after every benchmark.
+    The files are ``<out>/run_all[_quick].json`` and ``.md``, or ``json_path``
+    and the markdown beside it.  The JSON is rewritten after every benchmark.
     """
     registry = registry or REGISTRY
     names = list(names or registry)
@@ -435,20 +312,17 @@ def run_all(names=None, quick=False, repeats=3, out=None, registry=None, progres
     t0 = time.perf_counter()
     results = {
         "schema": SCHEMA,
+        "provenance": provenance(),
         "quick": bool(quick),
         "repeats": int(repeats),
         "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "finished": None,
         "wall_s": None,
-        "machine": machine_info(),
         "benchmarks": {},
         "goals": [],
     }
-    paths = None
-    if out is not None:
-        stem = "run_all_quick" if quick else "run_all"
-        Path(out).mkdir(parents=True, exist_ok=True)
-        paths = (Path(out) / f"{stem}.json", Path(out) / f"{stem}.md")
+    if json_path is None and out is not None:
+        json_path = Path(out) / ("run_all_quick.json" if quick else "run_all.json")
     for i, name in enumerate(names, 1):
         progress(f"[{i}/{len(names)}] {name} ({registry[name].module}) ...", flush=True)
         entry = run_benchmark(name, quick, repeats, registry)
@@ -457,14 +331,14 @@ def run_all(names=None, quick=False, repeats=3, out=None, registry=None, progres
         results["wall_s"] = time.perf_counter() - t0
         msg = f"[{i}/{len(names)}] {name}: {entry['status']} in {entry['seconds']:.1f} s"
         progress(msg + (f" ({entry['error']})" if entry["error"] else ""), flush=True)
-        if paths:
-            paths[0].write_text(json.dumps(results, indent=1))
+        if json_path:
+            write_json(json_path, results)
     results["finished"] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     results["wall_s"] = time.perf_counter() - t0
-    if paths:
-        paths[0].write_text(json.dumps(results, indent=1))
-        paths[1].write_text(markdown(results))
-        progress(f"wrote {paths[0]} and {paths[1]}", flush=True)
+    if json_path:
+        write_json(json_path, results)
+        Path(json_path).with_suffix(".md").write_text(markdown(results))
+        progress(f"wrote {json_path} and {Path(json_path).with_suffix('.md')}", flush=True)
     return results
 
 
@@ -535,26 +409,37 @@ def _result_tables(result) -> list[tuple[str, list]]:
     return out
 
 
+def _provenance(results: dict) -> dict:
+    """The results' provenance; that of a file of schema 1 (a flat ``machine``) in today's shape."""
+    if "provenance" in results:
+        return results["provenance"]
+    m = results.get("machine") or {}
+    return {
+        "created_utc": results.get("started"),
+        "git": {"commit": m.get("git_commit"), "clean": None},
+        "machine": {k: m.get(k) for k in ("platform", "cpu_model", "cpu_count", "cpus_usable")},
+        "versions": {"python": m.get("python"), **(m.get("versions") or {})},
+        "threads": {"torch": m.get("torch_threads"), "threadpools": m.get("threadpools")},
+    }
+
+
 def markdown(results: dict) -> str:
-    """The markdown report of a ``run_all`` JSON: machine, goals table, one table per benchmark."""
-    m = results.get("machine", {})
-    versions = ", ".join(f"{k} {v}" for k, v in (m.get("versions") or {}).items() if v)
+    """The markdown report of a ``run_all`` JSON: provenance, goals table, one table per benchmark."""
+    p = _provenance(results)
+    threads = p.get("threads") or {}
     blas = "; ".join(
-        f"{p.get('internal_api')} {p.get('version') or ''} ({p.get('num_threads')} threads)".replace("  ", " ")
-        for p in (m.get("threadpools") or [])
+        f"{t.get('internal_api')} {t.get('version') or ''} ({t.get('num_threads')} threads)".replace("  ", " ")
+        for t in (threads.get("threadpools") or [])
     )
     mode = "quick" if results.get("quick") else "full"
     lines = [
         f"# sk_deq benchmarks ({mode}, {results.get('repeats')} repeats)",
         "",
-        f"Run {results.get('started')} ({_fmt(results.get('wall_s'))} s wall); commit {m.get('git_commit')}.",
+        f"Run {results.get('started')} ({_fmt(results.get('wall_s'))} s wall).",
         "",
-        f"Machine: {m.get('cpu_model')}, {m.get('cpu_count')} cores ({m.get('cpus_usable')} usable), "
-        f"{m.get('platform')}; Python {m.get('python')}; torch threads {m.get('torch_threads')}.",
+        f"Provenance: {provenance_line(p)}.",
         "",
-        f"Libraries: {versions}.",
-        "",
-        f"Thread pools: {blas}." if blas else "",
+        f"Torch threads {threads.get('torch')}; thread pools: {blas or 'unknown'}.",
         "",
         "## Goals",
         "",
@@ -596,29 +481,23 @@ def markdown(results: dict) -> str:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="small sizes")
-    parser.add_argument(
+    ap = parser(__doc__, quick="small sizes", repeats=3)
+    ap.add_argument(
         "--only",
         nargs="+",
         choices=list(REGISTRY),
-        default=None,
         metavar="NAME",
         help=f"benchmarks to run, of: {', '.join(REGISTRY)}",
     )
-    parser.add_argument("--repeats", type=int, default=3, help="interleaved repeats where times are taken")
-    parser.add_argument("--out", default=str(HERE / "results"), help="folder of the JSON and markdown files")
-    parser.add_argument("--from-json", default=None, help="only write the markdown of this JSON (next to it)")
-    args = parser.parse_args(argv)
+    ap.add_argument("--out", default=str(HERE / "results"), help="folder of the JSON and markdown files")
+    ap.add_argument("--from-json", default=None, help="only write the markdown of this JSON (next to it)")
+    args = ap.parse_args(argv)
     if args.from_json:
-        src = Path(args.from_json)
-        dst = src.with_suffix(".md")
-        dst.write_text(markdown(json.loads(src.read_text())))
+        dst = Path(args.from_json).with_suffix(".md")
+        dst.write_text(markdown(read_json(args.from_json)))
         print(f"wrote {dst}")
         return 0
-    if args.repeats < 1:
-        parser.error("--repeats must be at least 1")
-    results = run_all(args.only, quick=args.quick, repeats=args.repeats, out=args.out)
+    results = run_all(args.only, quick=args.quick, repeats=args.repeats, out=args.out, json_path=args.json)
     bad = [n for n, e in results["benchmarks"].items() if e["status"] != "ok"]
     print(f"done in {results['wall_s']:.0f} s; " + (f"not ok: {', '.join(bad)}" if bad else "all ok"))
     return 0
