@@ -226,7 +226,12 @@ class SolverLog:
         return summary
 
     def warn(self, owner: str, where: str) -> dict | None:
-        """:meth:`summary`, with a ``ConvergenceWarning`` for every kind of solve that did not converge."""
+        """:meth:`summary`, with a ``ConvergenceWarning`` for every kind of solve that did not converge.
+
+        The warning is meant for the DEQ estimators: its advice names their
+        settings of the solves, ``fixed_point_max_iter`` and
+        ``fixed_point_tol`` (``max_iter`` and ``tol`` set their training).
+        """
         import warnings
 
         from sklearn.exceptions import ConvergenceWarning
@@ -237,10 +242,11 @@ class SolverLog:
                 continue
             what = "fixed-point" if kind == "forward" else "adjoint (backward) fixed-point"
             warnings.warn(
-                f"{owner}: the DEQ {what} solver {merged['solver']!r} did not reach tol={merged['tol']:g} within "
-                f"max_iter={merged['max_iter']} iterations on {merged['n_not_converged']} of {merged['n_samples']} "
-                f"samples during {where} (largest relative residual {merged['rel_residual']:.3g}). Increase "
-                "max_iter, loosen tol, or use a smaller sigma_a2.",
+                f"{owner}: the DEQ {what} solver {merged['solver']!r} did not reach fixed_point_tol="
+                f"{merged['tol']:g} within fixed_point_max_iter={merged['max_iter']} iterations on "
+                f"{merged['n_not_converged']} of {merged['n_samples']} samples during {where} (largest relative "
+                f"residual {merged['rel_residual']:.3g}). Increase fixed_point_max_iter, loosen fixed_point_tol, "
+                "or use a smaller sigma_a2.",
                 ConvergenceWarning,
                 stacklevel=3,
             )
