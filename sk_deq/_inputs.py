@@ -136,8 +136,9 @@ def squared_norms(X, name: str = "X") -> np.ndarray:
         big = float(np.max(np.abs(X))) if X.size else 0.0
         raise ValueError(
             f"The squared norms of the samples of {name} overflow float64 (largest |value| {big:.3g}, after any "
-            "input scaling): the kernels depend on them. Rescale the inputs; input_scaling='global' brings data "
-            "on the scale of the training data to norms about 1, not data far outside it."
+            "input scaling): the kernels depend on them. Rescale the inputs (input_scaling='global', where an "
+            "estimator or transformer has it, brings data on the scale of its training data to norms about 1, not "
+            "data far outside it)."
         )
     return norms
 

@@ -65,9 +65,12 @@ class TorchRegressorBase(RegressorMixin, TorchEstimatorBase):
         moments = Moments.of(Y, sample_weight)  # the weights on their own scale: chunks merge by it
         sample_weight = None if sample_weight is None else unit_max(sample_weight)
         if not reset and Y.shape[1] != self.n_outputs_:
+            what, remedy = (
+                ("partial_fit", "call fit to start afresh") if partial else ("warm_start", "set warm_start=False")
+            )
             raise ValueError(
                 f"y has {Y.shape[1]} output(s) but {name} was fitted with {self.n_outputs_}; "
-                "the readout keeps its outputs (set warm_start=False, or call fit to start afresh)."
+                f"{what} keeps the readout and its outputs ({remedy})."
             )
         return Data(X, Y, sample_weight), (Y, y.ndim == 1, moments), sample_weight
 

@@ -27,6 +27,7 @@ from sk_deq import (
     MatchedExplicitClassifier,
     MatchedExplicitRegressor,
 )
+from sk_deq.matching import MatchingError, match_explicit
 
 CLASSIFIERS = {
     "DEQ": lambda **kw: DEQClassifier(**{"n_hidden": 32, "random_state": 0, **kw}),
@@ -157,6 +158,23 @@ def test_sigma_a2_close_to_one_is_a_convergence_warning_carrying_the_residual(da
     assert m.match_.max_residual < 0.05
     K = ImplicitCKTransformer(sigma_a2=0.999).fit_transform(X[:40])
     assert np.isfinite(K).all()
+
+
+@pytest.mark.parametrize("name", ["matched", "matched regressor"])
+def test_a_failed_match_advises_the_estimators_own_parameters(data, name):
+    X, y = data
+    est = ALL[name](activation="relu", family="quadratic")
+    with pytest.raises(MatchingError, match=r"within tol=0\.05") as info:
+        _fit(est, X, y)
+    msg = str(info.value)
+    assert msg.startswith(type(est).__name__) and "match_tol=None" in msg and "family='leaky_relux3'" in msg
+    assert " tol=None" not in msg and "n_layers" not in msg  # match_explicit's names: not parameters here
+    assert {"family", "kernel", "match_tol"} <= set(est.get_params())
+    # match_explicit itself keeps advising its own tol and n_layers, and the error pickles
+    with pytest.raises(MatchingError) as info:
+        match_explicit("relu", 0.2, 1.0, family="quadratic")
+    assert " tol=None" in str(info.value) and "n_layers" in str(info.value)
+    assert str(pickle.loads(pickle.dumps(info.value))) == str(info.value)
 
 
 # ---------------------------------------------------------------------------
@@ -366,6 +384,13 @@ def unit_rows():
 def test_kernel_called_directly_validates_its_input(unit_rows, call, error, message):
     with pytest.raises(error, match=message):
         call(ImplicitCKKernel(), unit_rows)
+
+
+def test_kernel_overflow_does_not_advise_a_parameter_the_kernel_lacks(unit_rows):
+    assert "input_scaling" not in ImplicitCKKernel().get_params()
+    with pytest.raises(ValueError, match="overflow float64") as info:
+        ImplicitCKKernel()(unit_rows * 1e300)
+    assert "input_scaling='global', where an estimator or transformer has it," in str(info.value)
 
 
 @pytest.mark.parametrize(

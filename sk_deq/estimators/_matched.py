@@ -12,7 +12,7 @@ from .._torch_base import store_params
 from .._torch_classifier import TorchClassifierBase
 from .._torch_regressor import TorchRegressorBase
 from ..activations import get_activation
-from ..matching import match_explicit
+from ..matching import MatchingError, match_explicit
 from ._explicit import ExplicitNetwork
 
 __all__ = ["MatchedExplicitClassifier", "MatchedExplicitRegressor"]
@@ -35,9 +35,16 @@ class _MatchedLayers(ExplicitNetwork):
     def _coefficients(self, tau0):
         # cached by match_explicit: a refit with the same configuration does not solve again
         act = get_activation(self.activation)
-        self.match_ = match_explicit(
-            act, self.sigma_a2, tau0, self.kernel, self.family, sigma_b2=self.sigma_b2, tol=self.match_tol
-        )
+        try:
+            self.match_ = match_explicit(
+                act, self.sigma_a2, tau0, self.kernel, self.family, sigma_b2=self.sigma_b2, tol=self.match_tol
+            )
+        except MatchingError as exc:  # the advice in this estimator's parameters (match_tol, not tol)
+            raise MatchingError(
+                f"{type(self).__name__}: {exc.problem}",
+                "Try family='auto' or another family (a kind repeated for a deeper stack, e.g. "
+                "family='leaky_relux3'), the other kernel, or match_tol=None to accept the best fit.",
+            ) from None
         return self.match_.explicit
 
     def _describe_layers(self):

@@ -207,9 +207,9 @@ def _matching_error(act, deq, targets, kernel, best: _Fit, tried, tol) -> Matchi
     return MatchingError(
         f"No explicit network matches the {kernel.upper()} of the {act.name}-DEQ "
         f"(sigma_a2={_deq_sigma(deq):g}, tau0={targets.tau0:g}) within tol={tol:g}: best family "
-        f"{_family_name(best.kinds)!r} leaves relative residuals {eqs} (largest per family: {detail}). "
+        f"{_family_name(best.kinds)!r} leaves relative residuals {eqs} (largest per family: {detail}).",
         "Try family='auto' or another family, a deeper stack (n_layers), the other kernel, "
-        "or tol=None to accept the best fit."
+        "or tol=None to accept the best fit.",
     )
 
 
