@@ -6,11 +6,14 @@ from run to run).  :class:`ActivationName` accepts the activation names
 :func:`sk_deq.get_activation` resolves, in any case, aliases included.  :class:`DeviceValue` (the whole of
 :data:`DEVICE_CONSTRAINTS`) accepts the types every ``device`` parameter takes, without importing torch (the
 value is checked by :func:`sk_deq.resolve_device`).  :data:`KERNEL_TRANSFORMER_CONSTRAINTS` are the
-constraints the two kernel transformers share.
+constraints the two kernel transformers share.  :func:`warn_unused_settings` warns about parameters set away from
+their defaults that the configuration of a fit does not use.
 """
 
 from __future__ import annotations
 
+import inspect
+import warnings
 from numbers import Integral, Real
 
 from sklearn.utils._param_validation import Interval, Options, StrOptions
@@ -19,7 +22,14 @@ from ._device import DEVICE_VALUES
 from ._inputs import INPUT_SCALING, KERNELS
 from .activations import ACTIVATION_NAMES, Activation
 
-__all__ = ["DEVICE_CONSTRAINTS", "KERNEL_TRANSFORMER_CONSTRAINTS", "ActivationName", "DeviceValue", "SortedStrOptions"]
+__all__ = [
+    "DEVICE_CONSTRAINTS",
+    "KERNEL_TRANSFORMER_CONSTRAINTS",
+    "ActivationName",
+    "DeviceValue",
+    "SortedStrOptions",
+    "warn_unused_settings",
+]
 
 
 class SortedStrOptions(StrOptions):
@@ -77,3 +87,52 @@ KERNEL_TRANSFORMER_CONSTRAINTS = {
     "tol": [Interval(Real, 0, None, closed="neither")],
     "random_state": ["random_state"],
 }
+
+
+def _is_default(value, default) -> bool:
+    if value is default:
+        return True
+    if isinstance(value, str) != isinstance(default, str) or isinstance(value, bool) != isinstance(default, bool):
+        return False
+    try:
+        return bool(value == default)
+    except (TypeError, ValueError):  # an array compared elementwise
+        return False
+
+
+def warn_unused_settings(estimator, names, reason: str, *, stacklevel: int = 3) -> list[str]:
+    """Warn about the parameters of ``names`` that ``estimator`` holds away from their defaults: they do not apply.
+
+    A setting that cannot apply to the configuration of a fit (the step
+    size of an optimizer that does not run, say) would otherwise be ignored
+    in silence; left at its default it says nothing and is passed over.
+
+    Parameters
+    ----------
+    estimator : BaseEstimator
+        The estimator (its ``__init__`` gives the defaults).
+    names : iterable of str
+        Parameters the configuration does not use.
+    reason : str
+        Why they do not apply, completing "<Estimator> does not use <settings>: ".
+    stacklevel : int, default=3
+        Of :func:`warnings.warn`: 3 points at the caller's caller.
+
+    Returns
+    -------
+    list of str
+        The ``name=value`` of the settings warned about (empty: no warning).
+    """
+    signature = inspect.signature(type(estimator).__init__).parameters
+    unused = [
+        f"{name}={getattr(estimator, name)!r}"
+        for name in names
+        if not _is_default(getattr(estimator, name), signature[name].default)
+    ]
+    if unused:
+        warnings.warn(
+            f"{type(estimator).__name__} does not use {', '.join(unused)}: {reason}.",
+            UserWarning,
+            stacklevel=stacklevel,
+        )
+    return unused

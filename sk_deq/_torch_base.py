@@ -38,7 +38,7 @@ from sklearn.utils.validation import check_is_fitted
 from ._device import full_float32_precision, resolve_device
 from ._export import deployed_network
 from ._inputs import INPUT_SCALING, fit_input_scaling, scaling_device
-from ._param_validation import DEVICE_CONSTRAINTS, SortedStrOptions
+from ._param_validation import DEVICE_CONSTRAINTS, SortedStrOptions, warn_unused_settings
 from ._stream import Stream, numpy_to_tensors
 from ._torch_network import DTYPES, NetworkMixin, stage_inputs
 from ._torch_targets import Data, split_validation
@@ -171,6 +171,20 @@ class TorchEstimatorBase(NetworkMixin, BaseEstimator):
             With ``trainable='readout'``, when the cached features (see the
             notes) would not fit in the memory available on the device.
 
+        Warns
+        -----
+        UserWarning
+            For a training setting away from its default that the optimizer
+            of this fit does not use: ``learning_rate_init`` and
+            ``batch_size`` (Adam's and SGD's) with L-BFGS or the closed-form
+            readout; ``max_iter``, ``tol`` and ``n_iter_no_change`` with the
+            closed form too; ``n_iter_no_change`` with L-BFGS and
+            ``validation_fraction`` with any optimizer, without
+            ``early_stopping``.
+        ConvergenceWarning
+            When the optimizer stops at ``max_iter``, or a DEQ's fixed-point
+            solve at ``fixed_point_max_iter``, without converging.
+
         Notes
         -----
         With ``trainable='readout'`` the features of all training samples are
@@ -208,9 +222,32 @@ class TorchEstimatorBase(NetworkMixin, BaseEstimator):
         else:
             train_set, valid_set = data, None
         options = self._train_options(len(train_set), np.random.RandomState(seeds[2]), device)
+        self._warn_unused_settings(options["optimizer"])
         result = self._fit_network(train_set, valid_set, options, device, "fit")
         self._record(result, time.perf_counter() - t_start)
         return self
+
+    def _warn_unused_settings(self, optimizer: str) -> None:
+        """Warn about the training settings away from their defaults that ``optimizer`` (this fit's) does not use."""
+        if getattr(self, "readout", None) == "ridge":
+            cause = "readout='ridge'"
+        elif self.solver == "auto":
+            cause = f"solver='auto' with trainable={self.trainable!r}"
+        else:
+            cause = f"solver={self.solver!r}"
+        unused = []  # (names, why)
+        if optimizer == "ridge":
+            names = ["learning_rate_init", "batch_size", "max_iter", "tol", "n_iter_no_change"]
+            unused.append((names, f"this fit solves for the readout in closed form ({cause}), with no optimizer"))
+        elif optimizer == "lbfgs":
+            why = f"this fit runs full-batch L-BFGS ({cause}), which takes no step size and no minibatches"
+            unused.append((["learning_rate_init", "batch_size"], why))
+            if not self.early_stopping:
+                unused.append((["n_iter_no_change"], "L-BFGS without early_stopping stops on its own test"))
+        if not self.early_stopping:
+            unused.append((["validation_fraction"], "it sizes the validation split of early_stopping=True"))
+        for names, why in unused:
+            warn_unused_settings(self, names, why, stacklevel=5)
 
     def _initialize(self, X, targets, sample_weight, weight_seed, device, warm) -> None:
         """Fit the input scaling and the theory, and build the network (kept as it is with ``warm``)."""

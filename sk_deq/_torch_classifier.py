@@ -56,10 +56,16 @@ class TorchClassifierBase(ClassifierMixin, TorchEstimatorBase):
         return "ridge" if self.readout == "ridge" else super()._optimizer(partial)
 
     def _check_ridge(self) -> None:
-        """``readout='ridge'`` is a closed-form fit on frozen features: no early stopping, no hidden training."""
+        """``readout='ridge'`` is a closed-form fit on frozen features: no optimizer, early stopping or hidden training."""
         if self.readout != "ridge":
             return
         name = type(self).__name__
+        if self.solver != "auto":
+            raise ValueError(
+                f"{name}: readout='ridge' solves for the readout in closed form, without an optimizer; "
+                f"solver={self.solver!r} chooses the optimizer of readout='logistic'. Leave solver='auto', or use "
+                "readout='logistic'."
+            )
         if self.trainable != "readout":
             raise ValueError(
                 f"{name}: readout='ridge' solves for the readout in closed form on frozen features; it needs "

@@ -30,7 +30,7 @@ from ._dask import is_dask_collection, map_row_blocks
 from ._device import resolve_device
 from ._inputs import apply_input_scaling, check_samples, fit_input_scaling, scaling_device, squared_norms
 from ._validation import to_numpy, validate_samples
-from ._param_validation import KERNEL_TRANSFORMER_CONSTRAINTS, SortedStrOptions
+from ._param_validation import KERNEL_TRANSFORMER_CONSTRAINTS, SortedStrOptions, warn_unused_settings
 from .kernels import (
     ImplicitKernelEngine,
     MonteCarloDEQSampler,
@@ -107,7 +107,9 @@ class ImplicitCKTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, B
         2000 is also the default of
         :func:`sk_deq.kernels.monte_carlo_implicit_kernel`.
     n_draws : int, default=1
-        Number of random DEQs averaged (``method='monte_carlo'`` only).
+        Number of random DEQs averaged (``method='monte_carlo'`` only: with
+        another method, ``n_hidden`` or ``n_draws`` away from its default
+        warns at ``fit``).
     block_size : int, default=None
         Rows and columns of the kernel computed per block; bounds the memory
         of the computation to a few arrays of ``block_size ** 2`` entries
@@ -139,7 +141,9 @@ class ImplicitCKTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, B
         transformer fitted with ``device='cuda'`` and loaded without a GPU:
         ``set_params(device=None)`` or ``'auto'``).
     tol : float, default=1e-12
-        Tolerance of every entry's fixed point (``method='exact'``).
+        Tolerance of every entry's fixed point (``method='exact'`` only:
+        with another method, a ``tol`` away from its default warns at
+        ``fit``).
     random_state : int, RandomState instance or None, default=None
         Seed of the random DEQs (``method='monte_carlo'`` only).
 
@@ -236,6 +240,12 @@ class ImplicitCKTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, B
 
     # -- fitting ------------------------------------------------------------
     def _fit(self, X, square=False):
+        if self.method != "monte_carlo":  # the settings of the other methods, set away from their defaults
+            why = f"they set the random DEQs of method='monte_carlo', and method={self.method!r}"
+            warn_unused_settings(self, ["n_hidden", "n_draws"], why, stacklevel=5)
+        if self.method != "exact":
+            why = f"it is the tolerance of method='exact', and method={self.method!r}"
+            warn_unused_settings(self, ["tol"], why, stacklevel=5)
         min_samples = 2 if self.input_scaling == "global" else 1
         if square and hasattr(X, "shape") and len(getattr(X, "shape", ())) == 2:
             check_kernel_fits_in_memory(X.shape[0], X.shape[0])  # before any work

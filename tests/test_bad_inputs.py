@@ -146,6 +146,55 @@ def test_bad_parameters_are_clear_errors(data, name):
         _fit(ExplicitClassifier(layers=("relu", "cosh2")), X, y)
 
 
+# settings that the configuration of a fit does not use: an error where they contradict it, a warning otherwise
+UNUSED = [  # (estimators, params, unused settings named in the warning)
+    (
+        "classifiers",
+        {"readout": "ridge", "learning_rate_init": 0.5, "max_iter": 500},
+        "learning_rate_init=0.5, max_iter",
+    ),
+    ("classifiers", {"readout": "ridge", "tol": 1e-3, "n_iter_no_change": 3}, "tol=0.001, n_iter_no_change=3"),
+    ("regressors", {"batch_size": 32, "max_iter": 500}, "batch_size=32, max_iter=500: this fit solves for the"),
+    ("all", {"solver": "lbfgs", "learning_rate_init": 0.5, "batch_size": 32}, "learning_rate_init=0.5, batch_size=32"),
+    ("all", {"solver": "lbfgs", "n_iter_no_change": 3}, "n_iter_no_change=3: L-BFGS without early_stopping"),
+    ("all", {"solver": "adam", "validation_fraction": 0.2}, "validation_fraction=0.2: it sizes the validation"),
+]
+
+
+@pytest.mark.parametrize("name", list(CLASSIFIERS) + list(REGRESSORS))
+@pytest.mark.parametrize("which,params,named", UNUSED)
+def test_a_setting_the_fit_does_not_use_warns_naming_it(data, name, which, params, named):
+    if (which == "classifiers" and name not in CLASSIFIERS) or (which == "regressors" and name not in REGRESSORS):
+        return
+    X, y = data
+    with pytest.warns(UserWarning, match="does not use") as rec:
+        _fit(ALL[name](**{"max_iter": 5, **params}), X, y)
+    assert sum(named in str(w.message) for w in rec) == 1, [str(w.message) for w in rec]
+
+
+@pytest.mark.parametrize("name", list(CLASSIFIERS) + list(REGRESSORS))
+def test_settings_that_apply_or_are_left_at_their_defaults_are_silent(data, name):
+    X, y = data
+    applied = [
+        {},
+        {"learning_rate_init": "auto", "batch_size": "auto", "max_iter": 200, "validation_fraction": 0.1},
+        {"solver": "adam", "learning_rate_init": 0.05, "batch_size": 32, "n_iter_no_change": 3, "tol": 1e-3},
+        {"solver": "lbfgs", "max_iter": 5, "early_stopping": True, "n_iter_no_change": 3, "validation_fraction": 0.2},
+    ]
+    for params in applied:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", UserWarning)
+            _fit(ALL[name](**params), X, y)
+
+
+@pytest.mark.parametrize("name", list(CLASSIFIERS))
+def test_ridge_readout_with_an_optimizer_is_an_error(data, name):
+    X, y = data
+    for solver in ("adam", "sgd", "lbfgs"):
+        with pytest.raises(ValueError, match=f"readout='ridge' solves .* solver='{solver}' chooses the optimizer"):
+            _fit(ALL[name](readout="ridge", solver=solver), X, y)
+
+
 def test_sigma_a2_close_to_one_is_a_convergence_warning_carrying_the_residual(data):
     X, y = data
     with pytest.warns(ConvergenceWarning, match=r"largest relative residual \d"):

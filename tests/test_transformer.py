@@ -3,6 +3,7 @@
 import functools
 import math
 import pickle
+import warnings
 
 import numpy as np
 import pytest
@@ -224,6 +225,21 @@ def test_bad_input_errors():
         ImplicitCKTransformer(sigma_a2=1.2).fit(X)
     with pytest.raises(ValueError, match="activation"):
         ImplicitCKTransformer(activation="nope").fit(X)
+
+
+def test_settings_of_another_method_warn_naming_them():
+    X = np.random.default_rng(0).standard_normal((20, 3))
+    with pytest.warns(
+        UserWarning, match=r"does not use n_hidden=64, n_draws=2: .*method='monte_carlo', and method='exact'"
+    ):
+        ImplicitCKTransformer(n_hidden=64, n_draws=2).fit(X)
+    with pytest.warns(UserWarning, match=r"does not use tol=1e-08: it is the tolerance of method='exact'"):
+        ImplicitCKTransformer(method="linearized", tol=1e-8).fit_transform(X)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        ImplicitCKTransformer(tol=1e-10).fit(X)
+        ImplicitCKTransformer(method="monte_carlo", n_hidden=64, n_draws=2, random_state=0).fit(X)
+        ImplicitCKTransformer(method="linearized", n_hidden=2000, n_draws=1, tol=1e-12).fit(X)
 
 
 def test_too_large_kernel_is_refused_before_allocation():

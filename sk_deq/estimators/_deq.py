@@ -121,8 +121,9 @@ class DEQClassifier(_DEQNetwork, TorchClassifierBase):
         ``-1 / 1`` one-hot targets (plus ``alpha``), solved in closed form on
         the cached features (one Gram matrix and one Cholesky solve, as
         :class:`~sklearn.linear_model.RidgeClassifier`); it needs
-        ``trainable='readout'`` and ``early_stopping=False``, and there is
-        no ``predict_proba`` or ``partial_fit``.  Its speed and accuracy
+        ``trainable='readout'``, ``early_stopping=False`` and
+        ``solver='auto'``, and there is no ``predict_proba`` or
+        ``partial_fit``.  Its speed and accuracy
         against L-BFGS: see :ref:`readout-speed`.
     solver : {'auto', 'lbfgs', 'adam', 'sgd'}, default='auto'
         ``'auto'`` is full-batch L-BFGS when only the readout is trained (a
