@@ -28,7 +28,14 @@ from sklearn.utils.validation import check_is_fitted
 
 from ._dask import is_dask_collection, map_row_blocks
 from ._device import resolve_device
-from ._inputs import apply_input_scaling, check_samples, fit_input_scaling, scaling_device, squared_norms
+from ._inputs import (
+    apply_input_scaling,
+    check_samples,
+    check_sigma_a2_bounds,
+    fit_input_scaling,
+    scaling_device,
+    squared_norms,
+)
 from ._validation import to_numpy, validate_samples
 from ._param_validation import KERNEL_TRANSFORMER_CONSTRAINTS, SortedStrOptions, warn_unused_settings
 from .kernels import (
@@ -437,7 +444,9 @@ class ImplicitCKKernel(Kernel):
     sigma_a2 : float, default=0.2
         Recurrent weight variance, in (0, 1).
     sigma_a2_bounds : pair of floats or 'fixed', default=(1e-3, 0.9)
-        Bounds of ``sigma_a2`` for hyperparameter optimisation.  The CK is
+        Bounds of ``sigma_a2`` for hyperparameter optimisation, ``0 < low <
+        high < 1`` (anything else is a ``ValueError`` at construction, and
+        after ``set_params`` where the GP reads them).  The CK is
         computed across them for every named activation, at any input scale
         (``tests/test_kernel_solvers.py``).  The NTK needs ``sigma_a2 * E[phi'(u)^2] < 1`` at every sample's
         pre-activation scale: for ``'erf'`` (``E[phi'^2] -> 4/pi`` at small
@@ -497,11 +506,16 @@ class ImplicitCKKernel(Kernel):
         self.tau0 = tau0
         self.n_jobs = n_jobs
         self.device = device
+        check_sigma_a2_bounds(sigma_a2_bounds)  # stored as given, so that clone() finds it unchanged
 
     @property
     def hyperparameter_sigma_a2(self):
-        """The hyperparameter ``sigma_a2`` (numeric, bounds ``sigma_a2_bounds``), as the GP optimiser sees it."""
-        return Hyperparameter("sigma_a2", "numeric", self.sigma_a2_bounds)
+        """The hyperparameter ``sigma_a2`` (numeric, bounds ``sigma_a2_bounds``), as the GP optimiser sees it.
+
+        The bounds are checked here too, where the GP reads them: ``set_params``
+        sets them without ``__init__``.
+        """
+        return Hyperparameter("sigma_a2", "numeric", check_sigma_a2_bounds(self.sigma_a2_bounds))
 
     def _engine(self, sigma_a2):
         return ImplicitKernelEngine(self.activation, sigma_a2, self.tau0, kernel=self.kernel, device=self.device)
