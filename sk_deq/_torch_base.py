@@ -45,7 +45,7 @@ from ._torch_targets import Data, split_validation
 from ._validation import validate_samples
 from .nn.readout import train_readout
 from .nn.solvers import SolverLog
-from .nn.training import make_optimizer, train
+from .nn.training import TrainingDivergenceError, make_optimizer, train
 
 __all__ = ["TorchEstimatorBase", "store_params"]
 
@@ -131,6 +131,10 @@ class TorchEstimatorBase(NetworkMixin, BaseEstimator):
         """
         if not (isinstance(self.learning_rate_init, str) and self.learning_rate_init == "auto"):
             return float(self.learning_rate_init)
+        return self._auto_learning_rate()
+
+    def _auto_learning_rate(self) -> float:
+        """What ``learning_rate_init='auto'`` stands for (see :meth:`_learning_rate`)."""
         return self._HIDDEN_LEARNING_RATE if self._features_trainable() else self._READOUT_LEARNING_RATE
 
     def _draw_seeds(self) -> list[int]:
@@ -265,6 +269,7 @@ class TorchEstimatorBase(NetworkMixin, BaseEstimator):
         self.module_ = self._build_module(X.shape[1], n_outputs, generator, self._torch_dtype, device)
         self._built_with = self._network_definition()
         self.history_ = []
+        self._loss_reference = None
 
     def _train_options(self, n_samples: int, shuffle_rng, device=None, partial: bool = False) -> dict:
         """Keyword arguments of :func:`sk_deq.nn.train` and :func:`sk_deq.nn.readout.train_readout`."""
@@ -281,6 +286,7 @@ class TorchEstimatorBase(NetworkMixin, BaseEstimator):
             epoch_offset=len(self.history_),
             chunk_size=self._chunk_rows(device),
             loss=self._loss,
+            loss_reference=getattr(self, "_loss_reference", None),  # kept from the network's first minibatch run
         )
 
     @full_float32_precision()
@@ -293,23 +299,42 @@ class TorchEstimatorBase(NetworkMixin, BaseEstimator):
         targets = self._targets(train_set, device)
         valid = {} if valid_set is None else {"y_val": self._targets(valid_set, device), "val_weight": valid_set.weight}
         with SolverLog(self.module_) as log:
-            if self._features_trainable():  # gradients through the network (implicit ones through a DEQ)
-                self.module_.train()
-                X_val = None if valid_set is None else self._to_tensor(valid_set.X, device, "fit")
-                X = self._to_tensor(train_set.X, device, "fit")
-                penalized = [self.module_.readout.weight]
-                result = train(
-                    self.module_, X, targets, sample_weight=train_set.weight, X_val=X_val, penalized=penalized,
-                    **valid, **options,
-                )  # fmt: skip
-            else:
-                Z, Z_val = self._cache_features(train_set, valid_set, device, log)
-                self.module_.readout.train()
-                result = train_readout(
-                    self.module_.readout, Z, targets, sample_weight=train_set.weight, X_val=Z_val, **valid, **options
-                )
+            try:
+                if self._features_trainable():  # gradients through the network (implicit ones through a DEQ)
+                    self.module_.train()
+                    X_val = None if valid_set is None else self._to_tensor(valid_set.X, device, "fit")
+                    X = self._to_tensor(train_set.X, device, "fit")
+                    penalized = [self.module_.readout.weight]
+                    result = train(
+                        self.module_, X, targets, sample_weight=train_set.weight, X_val=X_val, penalized=penalized,
+                        **valid, **options,
+                    )  # fmt: skip
+                else:
+                    Z, Z_val = self._cache_features(train_set, valid_set, device, log)
+                    self.module_.readout.train()
+                    result = train_readout(
+                        self.module_.readout, Z, targets, sample_weight=train_set.weight, X_val=Z_val, **valid,
+                        **options,
+                    )  # fmt: skip
+            except TrainingDivergenceError as exc:  # the advice in this estimator's terms
+                raise type(exc)(f"{type(self).__name__}: {exc.symptom}", self._step_size_advice(options)) from exc
+        if result.loss_reference is not None:  # warm starts and partial_fit calls measure against the same loss
+            self._loss_reference = result.loss_reference
         self.fixed_point_info_ = log.warn(type(self).__name__, where)
         return result
+
+    def _step_size_advice(self, options: dict) -> str:
+        """What to do when training diverged: a smaller ``learning_rate_init``, the step size in use named."""
+        solver, rate, auto = options["optimizer"], options["learning_rate"], self._auto_learning_rate()
+        if isinstance(self.learning_rate_init, str):
+            return (
+                f"learning_rate_init='auto' (a step size of {rate:g} here) is too large for solver={solver!r} "
+                "on these data: pass a smaller learning_rate_init"
+            )
+        return (
+            f"learning_rate_init={rate:g} is too large a step size for solver={solver!r}: lower learning_rate_init "
+            f"(learning_rate_init='auto' is {auto:g} here)"
+        )
 
     def _cache_features(self, train_set: Data, valid_set: Data | None, device, log):
         """The features of the training (and validation) inputs, computed once without a graph.

@@ -5,6 +5,7 @@ never a crash inside torch or numpy, never a silent NaN.
 """
 
 import pickle
+import re
 import warnings
 
 import numpy as np
@@ -28,6 +29,7 @@ from sk_deq import (
     MatchedExplicitRegressor,
 )
 from sk_deq.matching import MatchingError, match_explicit
+from sk_deq.nn import DEQDivergenceError, TrainingDivergenceError
 
 CLASSIFIERS = {
     "DEQ": lambda **kw: DEQClassifier(**{"n_hidden": 32, "random_state": 0, **kw}),
@@ -193,6 +195,27 @@ def test_ridge_readout_with_an_optimizer_is_an_error(data, name):
     for solver in ("adam", "sgd", "lbfgs"):
         with pytest.raises(ValueError, match=f"readout='ridge' solves .* solver='{solver}' chooses the optimizer"):
             _fit(ALL[name](readout="ridge", solver=solver), X, y)
+
+
+@pytest.mark.parametrize("name", list(CLASSIFIERS) + list(REGRESSORS))
+@pytest.mark.parametrize("solver", ["adam", "sgd"])
+@pytest.mark.parametrize("trainable", ["readout", "all"])
+def test_a_diverging_training_is_an_error_naming_learning_rate_init(data, name, solver, trainable):
+    X, y = data
+    est = ALL[name](solver=solver, learning_rate_init=1e3, trainable=trainable, max_iter=5)
+    with pytest.raises(TrainingDivergenceError, match=r"learning_rate_init=1000 is too large a step size") as info:
+        _fit(est, X, y)
+    assert str(info.value).startswith(type(est).__name__) and "max_iter" not in str(info.value)
+    if isinstance(info.value, DEQDivergenceError):  # a trained DEQ whose fixed point the steps destroyed
+        assert name.startswith("DEQ") and trainable == "all" and "after optimizer steps" in str(info.value)
+    else:
+        assert re.search(r"the training loss (grew to|became)", str(info.value))
+    with pytest.raises(TrainingDivergenceError, match="lower learning_rate_init"):
+        ALL[name](solver=solver, learning_rate_init=1e6, trainable=trainable).partial_fit(X, y, **_classes(name, y))
+
+
+def _classes(name, y):
+    return {"classes": np.unique(y)} if name in CLASSIFIERS else {}
 
 
 def test_sigma_a2_close_to_one_is_a_convergence_warning_carrying_the_residual(data):
