@@ -218,6 +218,36 @@ def _classes(name, y):
     return {"classes": np.unique(y)} if name in CLASSIFIERS else {}
 
 
+def _plain(f, z0, *, tol, max_iter):
+    from sk_deq.nn import fixed_point_iteration
+
+    return fixed_point_iteration(f, z0, tol=tol, max_iter=max_iter)
+
+
+SOLVERS_BREAKING_THE_CONTRACT = [
+    (lambda f, z0, **kw: _plain(f, z0, **kw)[0], TypeError, r"returned a Tensor of shape \(\d+, 32\)"),
+    (lambda f, z0, **kw: _plain(f, z0, **kw)[0][:2], TypeError, r"returned a Tensor of shape \(2, 32\)"),
+    (lambda f, z0, **kw: (_plain(f, z0, **kw)[0], {"n_iter": 3}), TypeError, r"returned the pair \(Tensor, dict\)"),
+    (lambda f, z0, **kw: (_plain(f, z0, **kw)[0][:, :5], _plain(f, z0, **kw)[1]), ValueError, r"z of shape \(\d+, 5\)"),
+    (lambda f, z0: _plain(f, z0, tol=1e-4, max_iter=50), TypeError, "cannot be called as one .*'tol'"),
+]
+
+
+@pytest.mark.parametrize("solver,error,message", SOLVERS_BREAKING_THE_CONTRACT)
+def test_a_custom_fixed_point_solver_breaking_its_contract_is_an_error_naming_it(data, solver, error, message):
+    X, y = data
+    with pytest.raises(error, match=message) as info:
+        _fit(DEQClassifier(n_hidden=32, fixed_point_solver=solver, random_state=0), X, y)
+    assert "returns the pair (z, info): z a tensor of the shape of z0, info a sk_deq.nn.SolverInfo" in str(info.value)
+
+
+def test_a_custom_fixed_point_solver_keeping_its_contract_fits_as_the_builtin(data):
+    X, y = data
+    custom = _fit(DEQRegressor(n_hidden=32, fixed_point_solver=_plain, random_state=0), X, y)
+    builtin = _fit(DEQRegressor(n_hidden=32, random_state=0), X, y)
+    np.testing.assert_array_equal(custom.predict(X), builtin.predict(X))
+
+
 def test_sigma_a2_close_to_one_is_a_convergence_warning_carrying_the_residual(data):
     X, y = data
     with pytest.warns(ConvergenceWarning, match=r"largest relative residual \d"):

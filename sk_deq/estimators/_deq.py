@@ -104,7 +104,13 @@ class DEQClassifier(_DEQNetwork, TorchClassifierBase):
         disk around zero (circular law), where no polynomial acceleration
         beats plain iteration; once training (``trainable='hidden'`` or
         ``'all'``) pulls eigenvalues of ``A`` out of that disk, Anderson needs
-        fewer steps per sample (see :ref:`fixed-point-solvers`).
+        fewer steps per sample (see :ref:`fixed-point-solvers`).  A callable
+        is called as ``solver(f, z0, tol=fixed_point_tol,
+        max_iter=fixed_point_max_iter)``, ``f`` the row-wise map and ``z0``
+        the starting point of shape ``(batch, n_hidden)``, and must return
+        ``(z, info)``: ``z`` a tensor of the shape of ``z0``, ``info`` a
+        :class:`~sk_deq.nn.SolverInfo` (the contract of
+        :mod:`sk_deq.nn.solvers`; anything else is an error naming it).
     fixed_point_max_iter : int, default=50
         Iteration budget of every fixed-point solve.
     fixed_point_tol : float, default=1e-4
@@ -344,7 +350,13 @@ class DEQRegressor(_DEQNetwork, TorchRegressorBase):
         disk around zero (circular law), where no polynomial acceleration
         beats plain iteration; once training (``trainable='hidden'`` or
         ``'all'``) pulls eigenvalues of ``A`` out of that disk, Anderson needs
-        fewer steps per sample (see :ref:`fixed-point-solvers`).
+        fewer steps per sample (see :ref:`fixed-point-solvers`).  A callable
+        is called as ``solver(f, z0, tol=fixed_point_tol,
+        max_iter=fixed_point_max_iter)``, ``f`` the row-wise map and ``z0``
+        the starting point of shape ``(batch, n_hidden)``, and must return
+        ``(z, info)``: ``z`` a tensor of the shape of ``z0``, ``info`` a
+        :class:`~sk_deq.nn.SolverInfo` (the contract of
+        :mod:`sk_deq.nn.solvers`; anything else is an error naming it).
     fixed_point_max_iter : int, default=50
         Iteration budget of every fixed-point solve.
     fixed_point_tol : float, default=1e-4
