@@ -248,6 +248,20 @@ def test_a_custom_fixed_point_solver_keeping_its_contract_fits_as_the_builtin(da
     np.testing.assert_array_equal(custom.predict(X), builtin.predict(X))
 
 
+@pytest.mark.parametrize("name", [n for n in ALL if not n.startswith("explicit")])
+def test_extreme_sigma_b2_is_an_error_naming_sigma_b2(data, name):
+    X, y = data
+    for sigma_b2 in (1e100, 1e13):  # the input term alone puts the pre-activation scale out of bounds
+        with pytest.raises(ValueError, match=re.escape(f"sigma_b2={sigma_b2:g}") + ".*Use a smaller sigma_b2") as info:
+            _fit(ALL[name](sigma_b2=sigma_b2), X, y)
+        assert "smaller sigma_a2" not in str(info.value)
+    if name.startswith("matched"):  # a kernel too small to fit an explicit network to, not scipy's error
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", RuntimeWarning)
+            with pytest.raises(ValueError, match=r"sigma_b2=1e-300.*use one nearer it"):
+                _fit(ALL[name](sigma_b2=1e-300), X, y)
+
+
 def test_sigma_a2_close_to_one_is_a_convergence_warning_carrying_the_residual(data):
     X, y = data
     with pytest.warns(ConvergenceWarning, match=r"largest relative residual \d"):

@@ -384,11 +384,7 @@ def tau_fixed_point(
             var = np.inf
         new = math.sqrt(sa * var + sb * t0 * t0) if np.isfinite(var) else np.inf
         if not np.isfinite(new) or new > 1e6 * max(t0, 1.0):
-            raise ValueError(
-                f"The tau-iteration of (E0) diverges for activation {act.name!r} at sigma_a2={sa:g}, "
-                f"tau0={t0:g}: the DEQ has no stable pre-activation scale. Try a smaller sigma_a2 "
-                "or a smaller data scale tau0."
-            )
+            raise _divergence(act, sa, sb, t0)
         if abs(new - tau) <= tol * new:
             return new
         tau = new
@@ -396,6 +392,22 @@ def tau_fixed_point(
         f"The tau-iteration of (E0) did not converge in {max_iter} steps for activation "
         f"{act.name!r} at sigma_a2={sa:g}, tau0={t0:g} (last step {abs(new - tau):.2e}). "
         "Try a smaller sigma_a2."
+    )
+
+
+def _divergence(act, sa: float, sb: float, t0: float) -> ValueError:
+    """The error of a diverging tau-iteration, blaming the input term when it alone leaves the bound."""
+    where = f"for activation {act.name!r} at sigma_a2={sa:g}, sigma_b2={sb:g}, tau0={t0:g}"
+    injected = math.sqrt(sb) * t0  # tau from the input term sigma_b2 tau0^2 alone: a lower bound
+    if not injected <= 1e6 * max(t0, 1.0):
+        return ValueError(
+            f"The tau-iteration of (E0) diverges {where}: the input term alone puts the pre-activation scale at "
+            f"sqrt(sigma_b2) tau0 = {injected:.3g}, more than 1e6 times the data scale. Use a smaller sigma_b2 "
+            f"(None is 1 - sigma_a2 = {1.0 - sa:g})."
+        )
+    return ValueError(
+        f"The tau-iteration of (E0) diverges {where}: the DEQ has no stable pre-activation scale. Try a smaller "
+        "sigma_a2 or a smaller data scale tau0."
     )
 
 
