@@ -255,6 +255,9 @@ def test_extreme_sigma_b2_is_an_error_naming_sigma_b2(data, name):
         with pytest.raises(ValueError, match=re.escape(f"sigma_b2={sigma_b2:g}") + ".*Use a smaller sigma_b2") as info:
             _fit(ALL[name](sigma_b2=sigma_b2), X, y)
         assert "smaller sigma_a2" not in str(info.value)
+    # near the bound both terms count: a sigma_b2 above its default is named beside sigma_a2
+    with pytest.raises(ValueError, match=r"sigma_b2=1e\+12.*smaller sigma_a2 .*or a smaller sigma_b2"):
+        _fit(ALL[name](sigma_b2=1e12), X, y)
     if name.startswith("matched"):  # a kernel too small to fit an explicit network to, not scipy's error
         with warnings.catch_warnings():
             warnings.simplefilter("error", RuntimeWarning)

@@ -405,9 +405,10 @@ def _divergence(act, sa: float, sb: float, t0: float) -> ValueError:
             f"sqrt(sigma_b2) tau0 = {injected:.3g}, more than 1e6 times the data scale. Use a smaller sigma_b2 "
             f"(None is 1 - sigma_a2 = {1.0 - sa:g})."
         )
+    larger = f", or a smaller sigma_b2 (the input term alone gives {injected:.3g})" if sb > 1.0 - sa else ""
     return ValueError(
         f"The tau-iteration of (E0) diverges {where}: the DEQ has no stable pre-activation scale. Try a smaller "
-        "sigma_a2 or a smaller data scale tau0."
+        f"sigma_a2 or a smaller data scale tau0{larger}."
     )
 
 
