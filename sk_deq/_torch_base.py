@@ -31,14 +31,14 @@ import numpy as np
 import torch
 from sklearn.base import BaseEstimator, _fit_context
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.utils import check_random_state
+from sklearn.utils import check_random_state, check_scalar
 from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted
 
 from ._device import full_float32_precision, resolve_device
 from ._export import deployed_network
 from ._inputs import INPUT_SCALING, fit_input_scaling, scaling_device
-from ._param_validation import DEVICE_CONSTRAINTS, SortedStrOptions, warn_unused_settings
+from ._param_validation import DEVICE_CONSTRAINTS, DeviceValue, SortedStrOptions, warn_unused_settings
 from ._stream import Stream, numpy_to_tensors
 from ._torch_network import DTYPES, NetworkMixin, stage_inputs
 from ._torch_targets import Data, split_validation
@@ -483,7 +483,7 @@ class TorchEstimatorBase(NetworkMixin, BaseEstimator):
         """
         return self._predict_features(X).detach().to("cpu", torch.float64).numpy()
 
-    def to_torch(self, device=None) -> torch.nn.Module:
+    def to_torch(self, device=None, *, fixed_iterations=None) -> torch.nn.Module:
         """The fitted network as a standalone :class:`torch.nn.Module` from raw inputs to the outputs.
 
         The module maps a float tensor of shape ``(n, n_features)`` of raw
@@ -495,7 +495,8 @@ class TorchEstimatorBase(NetworkMixin, BaseEstimator):
         network is a fixed graph that :func:`torch.export.export` accepts; a
         DEQ's ``forward`` runs the fixed-point loop (plain iteration to
         ``fixed_point_tol``, at most ``fixed_point_max_iter`` evaluations,
-        per batch, whatever ``fixed_point_solver`` is).  See
+        per batch, whatever ``fixed_point_solver`` is), which stops on the
+        data: to export a DEQ, pass ``fixed_iterations``.  See
         :ref:`deploying-to-torch`.
 
         Parameters
@@ -504,6 +505,18 @@ class TorchEstimatorBase(NetworkMixin, BaseEstimator):
             Where the module's weights go; None: the device the estimator
             predicts on (``device``, the CPU unless it names a GPU or is
             ``'auto'`` on a machine with one).
+        fixed_iterations : int or None, default=None
+            A DEQ only: run exactly this many evaluations of the fixed-point
+            map, each sample still kept at its first iterate within
+            ``fixed_point_tol``, instead of stopping once every sample has
+            converged.  The loop is then a fixed graph that
+            :func:`torch.export.export` accepts.  The outputs equal those of
+            the module without it wherever every sample converges within
+            ``fixed_iterations`` (for every input from
+            ``fixed_iterations=fixed_point_max_iter`` on), and so agree with
+            :meth:`decision_function` or :meth:`predict` to about
+            ``fixed_point_tol``, relative; with fewer, a sample that needs
+            more keeps its last iterate.
 
         Returns
         -------
@@ -518,11 +531,25 @@ class TorchEstimatorBase(NetworkMixin, BaseEstimator):
         TypeError
             When an activation wraps an arbitrary python callable (only the
             named activations and the leaky-ReLU, hard-tanh and quadratic
-            families have a torch module).
+            families have a torch module), or ``device`` is not a device
+            (the inputs go to the returned module, as a tensor).
+        ValueError
+            For ``fixed_iterations`` below 1, or given for an explicit or
+            matched network (a fixed graph already).
         """
         check_is_fitted(self, "module_")
+        if fixed_iterations is not None:
+            if isinstance(fixed_iterations, bool):  # an Integral to check_scalar
+                raise TypeError(f"fixed_iterations must be an int, not bool; got {fixed_iterations!r}.")
+            check_scalar(fixed_iterations, "fixed_iterations", Integral, min_val=1)
+        if not DeviceValue().is_satisfied_by(device):  # e.g. the inputs, which go to the module instead
+            raise TypeError(
+                f"to_torch(device) takes where the module goes: None, a str or a torch.device, got "
+                f"{type(device).__name__}. The inputs go to the module it returns, as a tensor: "
+                "est.to_torch()(torch.from_numpy(X))."
+            )
         dev = self._device() if device is None else resolve_device(device)
-        return deployed_network(self, torch.device("cpu") if dev is None else dev)
+        return deployed_network(self, torch.device("cpu") if dev is None else dev, fixed_iterations)
 
     # ----------------------------------------------------------------- tags
     def __sklearn_tags__(self):
