@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._device import on_gpu
-from ._validation import is_tensor, to_numpy
+from ._validation import is_tensor, reject_meta, to_numpy
 
 INPUT_SCALING = ("global", "none")
 
@@ -232,6 +232,7 @@ def check_samples(X, name: str = "X", *, n_features: int | None = None, caller: 
     """
     from sklearn.utils.validation import check_array
 
+    reject_meta(X, name, caller)
     X = check_array(
         X,
         accept_sparse=False,

@@ -14,7 +14,7 @@ from sklearn.utils.validation import _check_sample_weight
 from ._param_validation import SortedStrOptions
 from ._stream import partial_fit_available
 from ._torch_base import TorchEstimatorBase
-from ._validation import is_tensor, validate_samples
+from ._validation import is_tensor, reject_meta, validate_samples
 from ._torch_targets import Data, checked_weights, class_weighted, sorted_labels, unit_max
 
 __all__ = ["READOUTS", "TorchClassifierBase"]
@@ -356,6 +356,8 @@ class TorchClassifierBase(ClassifierMixin, TorchEstimatorBase):
         float
             The (weighted) fraction of correctly classified samples.
         """
+        reject_meta(y, "y", type(self).__name__)
+        reject_meta(sample_weight, "sample_weight", type(self).__name__)
         if sample_weight is not None:
             sample_weight = unit_max(_check_sample_weight(sample_weight, X, dtype=np.float64))
         return super().score(X, y, sample_weight=sample_weight)

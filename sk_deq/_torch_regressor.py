@@ -13,7 +13,7 @@ from sklearn.utils.validation import _check_sample_weight, check_array
 from ._inputs import Moments, power_of_two_scale
 from ._stream import partial_fit_available
 from ._torch_base import TorchEstimatorBase
-from ._validation import is_tensor, validate_samples
+from ._validation import is_tensor, reject_meta, validate_samples
 from ._torch_targets import Data, checked_weights, unit_max
 
 __all__ = ["TorchRegressorBase"]
@@ -212,6 +212,8 @@ class TorchRegressorBase(RegressorMixin, TorchEstimatorBase):
         """
         from sklearn.metrics import r2_score
 
+        reject_meta(y, "y", type(self).__name__)
+        reject_meta(sample_weight, "sample_weight", type(self).__name__)
         pred = self.predict(X)
         y = check_array(y, ensure_2d=False, dtype=np.float64, input_name="y")
         if sample_weight is not None:  # weights up to the largest float64: their sums stay finite

@@ -17,6 +17,7 @@ from sklearn.utils.multiclass import check_classification_targets, unique_labels
 from sklearn.utils.validation import _check_sample_weight
 
 from ._inputs import power_of_two_scale
+from ._validation import reject_meta
 
 __all__ = ["Data", "checked_weights", "class_weighted", "sorted_labels", "split_validation", "unit_max"]
 
@@ -55,6 +56,7 @@ def checked_weights(sample_weight, X, name: str, *, rescale: bool = True):
     """
     if sample_weight is None:
         return None
+    reject_meta(sample_weight, "sample_weight", name)
     sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
     if not np.any(sample_weight > 0):
         raise ValueError(f"{name}: all sample weights are zero; at least one must be positive.")

@@ -16,6 +16,7 @@ from sk_deq import (
     DEQClassifier,
     ExplicitClassifier,
     ExplicitRegressor,
+    ImplicitCKKernel,
     ImplicitCKNystroem,
     ImplicitCKTransformer,
     MatchedExplicitClassifier,
@@ -262,3 +263,37 @@ def test_a_staged_predict_gives_the_bits_of_the_host_predict(monkeypatch, cls, d
     assert len(staged) == len(got) and all(t.shape == X.shape for t in staged)  # once per call
     for g, w in zip(got, want):
         np.testing.assert_array_equal(g, w)
+
+
+@pytest.mark.parametrize("cls", ESTIMATORS, ids=lambda c: c.__name__)
+def test_meta_tensors_are_refused_by_name(cls, data):
+    X = data[0]
+    y = _targets(cls, data)
+    meta = torch.empty(X.shape, device="meta")
+    message = r"{} is a tensor on the 'meta' device, which holds a shape but no values"
+    with pytest.raises(ValueError, match=message.format("X")):
+        cls(n_hidden=16).fit(meta, y)
+    with pytest.raises(ValueError, match=message.format("y")):
+        cls(n_hidden=16).fit(X, torch.empty(len(y), device="meta"))
+    with pytest.raises(ValueError, match=message.format("sample_weight")):
+        cls(n_hidden=16).fit(X, y, sample_weight=torch.empty(len(y), device="meta"))
+    est = cls(n_hidden=16, random_state=0).fit(X, y)
+    for method in (est.predict, est.features, lambda M: est.score(M, y)):
+        with pytest.raises(ValueError, match=message.format("X")):
+            method(meta)
+    with pytest.raises(ValueError, match=message.format("y")):
+        est.score(X, torch.empty(len(y), device="meta"))
+
+
+@pytest.mark.parametrize("cls", [ImplicitCKTransformer, ImplicitCKNystroem, ImplicitCKKernel])
+def test_meta_tensors_are_refused_by_the_kernels(cls, data):
+    X = data[0][:40]
+    meta = torch.empty(X.shape, device="meta")
+    with pytest.raises(ValueError, match=r"X is a tensor on the 'meta' device"):
+        cls()(meta) if cls is ImplicitCKKernel else cls().fit(meta)
+    if cls is ImplicitCKKernel:
+        with pytest.raises(ValueError, match=r"Y is a tensor on the 'meta' device"):
+            cls()(X, meta)
+    else:
+        with pytest.raises(ValueError, match=r"X is a tensor on the 'meta' device"):
+            cls(n_components=10).fit(X).transform(meta) if cls is ImplicitCKNystroem else cls().fit(X).transform(meta)
