@@ -15,6 +15,7 @@ import torch
 from sklearn.base import clone
 from sklearn.datasets import load_digits
 from sklearn.exceptions import ConvergenceWarning
+from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import GridSearchCV
 
 from sk_deq import (
@@ -434,6 +435,34 @@ def test_class_weight_that_leaves_one_class_is_an_error(data):
     weights = {c: 1e308 for c in range(10)}  # their products with sample weights stay finite
     est = _fit(CLASSIFIERS["DEQ"](class_weight=weights), X, y, sample_weight=np.full(len(y), 1e308))
     assert est.score(X, y) > 0.9
+
+
+@pytest.mark.parametrize("name", list(CLASSIFIERS))
+@pytest.mark.parametrize(
+    "class_weight,raises",
+    [({99: 2.0}, True), ({0: 2.0, "3": 2.0}, True), ({**dict.fromkeys(range(10), 1.0), 99: 2.0}, False)],
+)
+def test_class_weight_naming_labels_y_lacks_follows_scikit_learn_with_a_message_naming_them(
+    data, name, class_weight, raises
+):
+    X, y = data
+    sklearn_raises = False
+    try:
+        LogisticRegression(class_weight=class_weight, max_iter=5).fit(X, y)
+    except ValueError:
+        sklearn_raises = True
+    assert sklearn_raises == raises  # the same rule as scikit-learn's
+    est = ALL[name](class_weight=class_weight)
+    if not raises:  # every class weighed: an extra label is allowed (a class missing from a fold)
+        _fit(est, X, y)
+        return
+    unknown = [k for k in class_weight if k not in range(10)]
+    with pytest.raises(
+        ValueError, match=re.escape(f"class_weight names the label(s) {unknown!r}, which y does not hold")
+    ):
+        _fit(est, X, y)
+    with pytest.raises(ValueError, match="class_weight names the label"):
+        ALL[name](class_weight=class_weight).partial_fit(X, y, classes=np.arange(10))
 
 
 @pytest.mark.parametrize("name", list(CLASSIFIERS) + list(REGRESSORS))
