@@ -397,19 +397,15 @@ def tau_fixed_point(
 
 def _divergence(act, sa: float, sb: float, t0: float) -> ValueError:
     """The error of a diverging tau-iteration, blaming the input term when it alone leaves the bound."""
-    where = f"for activation {act.name!r} at sigma_a2={sa:g}, sigma_b2={sb:g}, tau0={t0:g}"
+    head = f"The tau-iteration of (E0) diverges for activation {act.name!r} at sigma_a2={sa:g}, sigma_b2={sb:g}, tau0={t0:g}"
     injected = math.sqrt(sb) * t0  # tau from the input term sigma_b2 tau0^2 alone: a lower bound
     if not injected <= 1e6 * max(t0, 1.0):
         return ValueError(
-            f"The tau-iteration of (E0) diverges {where}: the input term alone puts the pre-activation scale at "
-            f"sqrt(sigma_b2) tau0 = {injected:.3g}, more than 1e6 times the data scale. Use a smaller sigma_b2 "
-            f"(None is 1 - sigma_a2 = {1.0 - sa:g})."
+            f"{head}: the input term alone puts the pre-activation scale at sqrt(sigma_b2) tau0 = {injected:.3g}, more "
+            f"than 1e6 times the data scale. Use a smaller sigma_b2 (None is 1 - sigma_a2 = {1.0 - sa:g})."
         )
     larger = f", or a smaller sigma_b2 (the input term alone gives {injected:.3g})" if sb > 1.0 - sa else ""
-    return ValueError(
-        f"The tau-iteration of (E0) diverges {where}: the DEQ has no stable pre-activation scale. Try a smaller "
-        f"sigma_a2 or a smaller data scale tau0{larger}."
-    )
+    return ValueError(f"{head}: the DEQ has no stable pre-activation scale. Try a smaller sigma_a2 or tau0{larger}.")
 
 
 def _denominator(value: float, what: str, act: str, sigma_a2: float) -> float:
