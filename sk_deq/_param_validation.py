@@ -13,6 +13,8 @@ their defaults that the configuration of a fit does not use.
 from __future__ import annotations
 
 import inspect
+import os
+import sys
 import warnings
 from numbers import Integral, Real
 
@@ -100,7 +102,18 @@ def _is_default(value, default) -> bool:
         return False
 
 
-def warn_unused_settings(estimator, names, reason: str, *, stacklevel: int = 3) -> list[str]:
+def _outside_stacklevel() -> int:
+    """The ``stacklevel`` of a ``warnings.warn`` in the caller that points at the first frame outside sk_deq and scikit-learn."""
+    import sklearn
+
+    inside = (os.path.dirname(os.path.abspath(__file__)) + os.sep, os.path.dirname(sklearn.__file__) + os.sep)
+    level, frame = 1, sys._getframe(1)  # the caller's frame is stacklevel 1 of its warnings.warn
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(inside):
+        level, frame = level + 1, frame.f_back
+    return level
+
+
+def warn_unused_settings(estimator, names, reason: str) -> list[str]:
     """Warn about the parameters of ``names`` that ``estimator`` holds away from their defaults: they do not apply.
 
     A setting that cannot apply to the configuration of a fit (the step
@@ -115,8 +128,6 @@ def warn_unused_settings(estimator, names, reason: str, *, stacklevel: int = 3) 
         Parameters the configuration does not use.
     reason : str
         Why they do not apply, completing "<Estimator> does not use <settings>: ".
-    stacklevel : int, default=3
-        Of :func:`warnings.warn`: 3 points at the caller's caller.
 
     Returns
     -------
@@ -133,6 +144,6 @@ def warn_unused_settings(estimator, names, reason: str, *, stacklevel: int = 3) 
         warnings.warn(
             f"{type(estimator).__name__} does not use {', '.join(unused)}: {reason}.",
             UserWarning,
-            stacklevel=stacklevel,
+            stacklevel=_outside_stacklevel(),
         )
     return unused

@@ -251,7 +251,7 @@ class TorchEstimatorBase(NetworkMixin, BaseEstimator):
         if not self.early_stopping:
             unused.append((["validation_fraction"], "it sizes the validation split of early_stopping=True"))
         for names, why in unused:
-            warn_unused_settings(self, names, why, stacklevel=5)
+            warn_unused_settings(self, names, why)
 
     def _initialize(self, X, targets, sample_weight, weight_seed, device, warm) -> None:
         """Fit the input scaling and the theory, and build the network (kept as it is with ``warm``)."""
@@ -383,6 +383,8 @@ class TorchEstimatorBase(NetworkMixin, BaseEstimator):
         first = not hasattr(self, "module_")
         if not first:
             self._check_same_network("partial_fit", "Call fit to build a new network.")
+        why = "partial_fit trains one epoch per call on its chunk, with no validation split"
+        warn_unused_settings(self, ["early_stopping"], why)
         data, targets, sample_weight = self._validate(X, y, sample_weight, reset=first, partial=True, **options)
         device = self._device()
         if first:

@@ -249,10 +249,10 @@ class ImplicitCKTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, B
     def _fit(self, X, square=False):
         if self.method != "monte_carlo":  # the settings of the other methods, set away from their defaults
             why = f"they set the random DEQs of method='monte_carlo', and method={self.method!r}"
-            warn_unused_settings(self, ["n_hidden", "n_draws"], why, stacklevel=5)
+            warn_unused_settings(self, ["n_hidden", "n_draws"], why)
         if self.method != "exact":
             why = f"it is the tolerance of method='exact', and method={self.method!r}"
-            warn_unused_settings(self, ["tol"], why, stacklevel=5)
+            warn_unused_settings(self, ["tol"], why)
         min_samples = 2 if self.input_scaling == "global" else 1
         if square and hasattr(X, "shape") and len(getattr(X, "shape", ())) == 2:
             check_kernel_fits_in_memory(X.shape[0], X.shape[0])  # before any work

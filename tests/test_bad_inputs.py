@@ -173,6 +173,7 @@ def test_a_setting_the_fit_does_not_use_warns_naming_it(data, name, which, param
     with pytest.warns(UserWarning, match="does not use") as rec:
         _fit(ALL[name](**{"max_iter": 5, **params}), X, y)
     assert sum(named in str(w.message) for w in rec) == 1, [str(w.message) for w in rec]
+    assert all(w.filename == __file__ for w in rec if "does not use" in str(w.message))  # points at the fit
 
 
 @pytest.mark.parametrize("name", list(CLASSIFIERS) + list(REGRESSORS))

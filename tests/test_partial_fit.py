@@ -273,7 +273,9 @@ def test_single_class_chunks(cls, blobs):
 
 def test_early_stopping_is_ignored_and_verbose_reports_each_call(blobs, capsys):
     X, y = blobs
-    est = _small(DEQClassifier, early_stopping=True, verbose=1).partial_fit(X, y, classes=[0, 1, 2])
+    with pytest.warns(UserWarning, match=r"does not use early_stopping=True: partial_fit trains one epoch") as rec:
+        est = _small(DEQClassifier, early_stopping=True, verbose=1).partial_fit(X, y, classes=[0, 1, 2])
+    assert rec[0].filename == __file__  # points at the call
     assert est.history_[0]["valid_loss"] is None and est.best_validation_score_ is None
     assert "partial_fit epoch 1 (adam)" in capsys.readouterr().out
 

@@ -233,8 +233,9 @@ def test_settings_of_another_method_warn_naming_them():
         UserWarning, match=r"does not use n_hidden=64, n_draws=2: .*method='monte_carlo', and method='exact'"
     ):
         ImplicitCKTransformer(n_hidden=64, n_draws=2).fit(X)
-    with pytest.warns(UserWarning, match=r"does not use tol=1e-08: it is the tolerance of method='exact'"):
+    with pytest.warns(UserWarning, match=r"does not use tol=1e-08: it is the tolerance of method='exact'") as rec:
         ImplicitCKTransformer(method="linearized", tol=1e-8).fit_transform(X)
+    assert rec[0].filename == __file__  # through scikit-learn's fit_transform wrapper, at the call
     with warnings.catch_warnings():
         warnings.simplefilter("error", UserWarning)
         ImplicitCKTransformer(tol=1e-10).fit(X)
