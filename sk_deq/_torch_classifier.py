@@ -194,8 +194,8 @@ class TorchClassifierBase(ClassifierMixin, TorchEstimatorBase):
         :func:`sklearn.utils.class_weight.compute_class_weight` on a
         representative sample of the labels and pass the dict.
         ``early_stopping``, ``max_iter``, ``n_iter_no_change``,
-        ``tol`` and ``warm_start`` do not apply: every call is one
-        epoch over its chunk.  ``history_`` gains one entry per call (the
+        ``tol`` and ``warm_start`` do not apply (``early_stopping=True``
+        warns): every call is one epoch over its chunk.  ``history_`` gains one entry per call (the
         chunk's mean training loss) and ``n_iter_`` counts them.  A pickled
         classifier keeps the optimizer's state and the minibatch order's
         random state: after loading, ``partial_fit`` continues as the

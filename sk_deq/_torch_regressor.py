@@ -159,8 +159,8 @@ class TorchRegressorBase(RegressorMixin, TorchEstimatorBase):
         follows the stream, so a first chunk of constant targets (scale 1
         until the next chunk) does no harm.
         ``early_stopping``, ``max_iter``, ``n_iter_no_change``,
-        ``tol`` and ``warm_start`` do not apply: every call is
-        one epoch over its chunk.
+        ``tol`` and ``warm_start`` do not apply (``early_stopping=True``
+        warns): every call is one epoch over its chunk.
         """
         return self._partial_fit(X, y, sample_weight)
 
