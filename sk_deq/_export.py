@@ -15,7 +15,11 @@ so nothing of ``sk_deq`` runs at inference time:
   saved with :func:`torch.export.save` loads with torch alone;
 * a DEQ runs its fixed-point loop in ``forward`` (plain iteration, stopped
   per sample as :func:`sk_deq.nn.fixed_point_iteration` does), which
-  :func:`torch.export.export` does not accept (a data-dependent loop).
+  :func:`torch.export.export` does not accept (a data-dependent loop: the
+  module says so when exported); with ``fixed_iterations=N`` the loop runs
+  exactly ``N`` evaluations, each sample still kept at the first iterate
+  within the tolerance, a fixed graph that :func:`torch.export.export`
+  accepts.
 
 Pickling the module itself (``torch.save(module)``) stores references to
 these classes: loading it needs ``sk_deq`` importable (this module only).
@@ -205,15 +209,26 @@ class FixedPointFeatures(nn.Module):
     from ``w = 0``, for at most ``max_iter`` evaluations; a sample whose
     relative residual ``||f(w) - w|| / ||f(w)||`` falls below ``tol`` keeps
     ``f(w)`` from then on, so its features do not depend on its batch.  The
-    loop stops when every sample of the batch has.
+    loop stops when every sample of the batch has: a stop that depends on
+    the data, which :func:`torch.export.export` cannot trace.  With
+    ``fixed_iterations`` it runs exactly that many evaluations instead (the
+    samples still kept as they reach ``tol``): a fixed graph.  From
+    ``fixed_iterations = max_iter`` on, the outputs are those of the loop
+    that stops, for every input.
 
     Raises
     ------
     ValueError
-        (in ``forward``) when the iteration produces non-finite values.
+        (in ``forward``) when the iteration produces non-finite values; in
+        an exported program, a failed torch assertion (``_assert_async``).
+    RuntimeError
+        (in ``forward``) under :func:`torch.export.export` without
+        ``fixed_iterations``.
     """
 
-    def __init__(self, layer: DEQLayer, activation: nn.Module, tol: float, max_iter: int, device):
+    def __init__(
+        self, layer: DEQLayer, activation: nn.Module, tol: float, max_iter: int, device, fixed_iterations=None
+    ):
         super().__init__()
         self.A = _frozen(layer.A, device)
         self.B = _frozen(layer.B, device)
@@ -222,29 +237,46 @@ class FixedPointFeatures(nn.Module):
         self.alpha = math.sqrt(layer.sigma_a2) / self.sqrt_m
         self.beta = math.sqrt(layer.sigma_b2)
         self.center, self.tol, self.max_iter = float(layer.center), float(tol), int(max_iter)
+        self.fixed_iterations = None if fixed_iterations is None else int(fixed_iterations)
 
     def extra_repr(self) -> str:
-        return f"alpha={self.alpha:g}, beta={self.beta:g}, center={self.center:.6g}, tol={self.tol:g}, max_iter={self.max_iter}"
+        loop = (
+            f"max_iter={self.max_iter}"
+            if self.fixed_iterations is None
+            else f"fixed_iterations={self.fixed_iterations}"
+        )
+        return f"alpha={self.alpha:g}, beta={self.beta:g}, center={self.center:.6g}, tol={self.tol:g}, {loop}"
 
     def forward(self, x):
+        fixed = self.fixed_iterations is not None
+        if not fixed and torch.compiler.is_exporting():
+            raise RuntimeError(
+                "The DEQ module of to_torch() stops its fixed-point loop when every sample has converged, a stop "
+                "that depends on the data and that torch.export cannot trace. Export the module of "
+                "to_torch(fixed_iterations=N), which runs exactly N iterations (N = fixed_point_max_iter gives the "
+                "same outputs for every input)."
+            )
         u = self.beta * (x @ self.B.T)
         w = torch.zeros(x.shape[0], self.A.shape[0], dtype=u.dtype, device=u.device)
         out = w
         active = torch.ones(x.shape[0], dtype=torch.bool, device=u.device)
-        for _ in range(self.max_iter):
+        for _ in range(self.fixed_iterations if fixed else self.max_iter):
             fw = self.activation(torch.addmm(u, w, self.A.T, alpha=self.alpha)) - self.center
             den = torch.linalg.vector_norm(fw, dim=1)
             r = torch.linalg.vector_norm(fw - w, dim=1) / torch.where(den > _TINY, den, torch.ones_like(den))
             out = torch.where(active[:, None], fw, out)
             active = active & ~(r < self.tol)
-            if not bool(active.any()):
+            if not fixed and not bool(active.any()):
                 break
             w = fw
-        if not bool(torch.isfinite(out).all()):
-            raise ValueError(
-                "The DEQ's fixed-point iteration produced non-finite values: the map is not a contraction for "
-                "these inputs (pass inputs in the units of the training data)."
-            )
+        message = (
+            "The DEQ's fixed-point iteration produced non-finite values: the map is not a contraction for "
+            "these inputs (pass inputs in the units of the training data)."
+        )
+        if torch.compiler.is_exporting():  # no host read in a program: a torch assertion in its graph
+            torch._assert_async(torch.isfinite(out).all(), message)
+        elif not bool(torch.isfinite(out).all()):
+            raise ValueError(message)
         return out / self.sqrt_m
 
 
@@ -268,28 +300,44 @@ class DeployedNetwork(nn.Module):
         self.regressor = target is not None
 
     def forward(self, x):
+        if not isinstance(x, torch.Tensor):
+            raise TypeError(
+                f"The module from to_torch() takes a torch.Tensor of shape (n, {self.n_features_in}), got "
+                f"{type(x).__name__}: convert a numpy array with torch.from_numpy(X) (the estimator's own predict "
+                "takes numpy arrays)."
+            )
         if x.dim() != 2 or x.shape[1] != self.n_features_in:
             raise ValueError(f"Expected inputs of shape (n, {self.n_features_in}), got {tuple(x.shape)}.")
         if not x.is_floating_point():
             raise TypeError(f"Expected a floating-point tensor, got {x.dtype}.")
+        if x.device != self.scaling.mean.device:
+            raise ValueError(
+                f"The input tensor is on {x.device} and the module's weights on {self.scaling.mean.device}: move "
+                "the input with x.to(device), or build the module there with to_torch(device=...)."
+            )
         out = self.readout(self.features(self.scaling(x)).to(torch.float64))
         if self.regressor:
             out = (out * self.target_half_scale + self.target_half_mean) * 2.0
         return out[:, 0] if self.squeeze else out
 
 
-def _features_module(estimator, device) -> nn.Module:
+def _features_module(estimator, device, fixed_iterations=None) -> nn.Module:
     """The fitted hidden layers of ``estimator`` as plain torch modules on ``device``."""
     layer, owner = estimator.module_.features, type(estimator).__name__
     if isinstance(layer, DEQLayer):
         act = activation_module(layer.activation, owner)
         tol, max_iter = estimator.fixed_point_tol, estimator.fixed_point_max_iter
-        return FixedPointFeatures(layer, act, tol, max_iter, device)
+        return FixedPointFeatures(layer, act, tol, max_iter, device, fixed_iterations)
+    if fixed_iterations is not None:
+        raise ValueError(
+            f"fixed_iterations={fixed_iterations!r} sets the fixed-point loop of a DEQ's module; {owner} is an "
+            "explicit network, a fixed graph without one: call to_torch() without it."
+        )
     acts = [activation_module(a, owner) for a in layer.layers]
     return ExplicitFeatures(list(layer.weights), acts, layer.centers, device)
 
 
-def deployed_network(estimator, device: torch.device) -> DeployedNetwork:
+def deployed_network(estimator, device: torch.device, fixed_iterations: int | None = None) -> DeployedNetwork:
     """The standalone torch module of a fitted estimator (what its ``to_torch`` returns).
 
     Parameters
@@ -298,6 +346,9 @@ def deployed_network(estimator, device: torch.device) -> DeployedNetwork:
         A DEQ, explicit or matched classifier or regressor.
     device : torch.device
         Where the module's weights go.
+    fixed_iterations : int or None, default=None
+        A DEQ's loop runs exactly this many evaluations (see
+        :class:`FixedPointFeatures`); an error for an explicit network.
 
     Returns
     -------
@@ -317,5 +368,5 @@ def deployed_network(estimator, device: torch.device) -> DeployedNetwork:
         squeeze = estimator._y_1d
     else:
         target, squeeze = None, readout.out_features == 1
-    net = DeployedNetwork(scaling, _features_module(estimator, device), linear, target, squeeze)
+    net = DeployedNetwork(scaling, _features_module(estimator, device, fixed_iterations), linear, target, squeeze)
     return net.to(device).eval()

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._device import on_gpu
-from ._validation import is_tensor, to_numpy
+from ._validation import is_tensor, reject_meta, to_numpy
 
 INPUT_SCALING = ("global", "none")
 
@@ -43,6 +43,7 @@ __all__ = [
     "check_kernel",
     "check_samples",
     "check_sigma_a2",
+    "check_sigma_a2_bounds",
     "check_sigma_b2",
     "check_tau0",
     "data_tau0",
@@ -87,6 +88,39 @@ def check_sigma_a2(sigma_a2) -> float:
             "weights B (Ling et al., 2024, use 0.2)."
         )
     return s
+
+
+def check_sigma_a2_bounds(bounds):
+    """``sigma_a2_bounds`` of a Gaussian-process kernel, returned as given: ``'fixed'`` or ``(low, high)``, ``0 < low < high < 1``.
+
+    The GP optimiser searches ``log(sigma_a2)`` between the bounds, and
+    ``sigma_a2`` lies in ``(0, 1)``; anything else is a ``ValueError``
+    naming the fault (a NaN bound would otherwise be ignored by the
+    optimiser).
+    """
+    rule = "sigma_a2_bounds must be 'fixed' or a pair (low, high) with 0 < low < high < 1"
+    if isinstance(bounds, str):
+        if bounds == "fixed":
+            return bounds
+        raise ValueError(f"{rule}, got the string {bounds!r}.")
+    try:
+        pair = np.asarray(bounds, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"{rule}, got {bounds!r}.") from None
+    if pair.shape not in ((2,), (1, 2)):
+        raise ValueError(f"{rule}, got {bounds!r} (shape {pair.shape}, not two numbers).")
+    low, high = pair.reshape(2)
+    if not np.isfinite(pair).all():
+        fault = "a bound is not finite"
+    elif not low > 0:
+        fault = "the lower bound must be positive (sigma_a2 is optimised on a log scale)"
+    elif not high < 1:
+        fault = "the upper bound must be below 1 (sigma_a2 lies in (0, 1))"
+    elif not low < high:
+        fault = "the lower bound must be below the upper one (use 'fixed' to keep sigma_a2 fixed)"
+    else:
+        return bounds
+    raise ValueError(f"{rule}; got {bounds!r}: {fault}.")
 
 
 def check_sigma_b2(sigma_b2, sigma_a2: float) -> float:
@@ -136,8 +170,9 @@ def squared_norms(X, name: str = "X") -> np.ndarray:
         big = float(np.max(np.abs(X))) if X.size else 0.0
         raise ValueError(
             f"The squared norms of the samples of {name} overflow float64 (largest |value| {big:.3g}, after any "
-            "input scaling): the kernels depend on them. Rescale the inputs; input_scaling='global' brings data "
-            "on the scale of the training data to norms about 1, not data far outside it."
+            "input scaling): the kernels depend on them. Rescale the inputs (input_scaling='global', where an "
+            "estimator or transformer has it, brings data on the scale of its training data to norms about 1, not "
+            "data far outside it)."
         )
     return norms
 
@@ -197,6 +232,7 @@ def check_samples(X, name: str = "X", *, n_features: int | None = None, caller: 
     """
     from sklearn.utils.validation import check_array
 
+    reject_meta(X, name, caller)
     X = check_array(
         X,
         accept_sparse=False,

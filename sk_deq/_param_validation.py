@@ -6,12 +6,17 @@ from run to run).  :class:`ActivationName` accepts the activation names
 :func:`sk_deq.get_activation` resolves, in any case, aliases included.  :class:`DeviceValue` (the whole of
 :data:`DEVICE_CONSTRAINTS`) accepts the types every ``device`` parameter takes, without importing torch (the
 value is checked by :func:`sk_deq.resolve_device`).  :data:`KERNEL_TRANSFORMER_CONSTRAINTS` are the
-constraints the two kernel transformers share.
+constraints the two kernel transformers share.  :func:`warn_unused_settings` warns about parameters set away from
+their defaults that the configuration of a fit does not use.
 """
 
 from __future__ import annotations
 
+import inspect
 import math
+import os
+import sys
+import warnings
 from numbers import Integral, Real
 
 from sklearn.utils._param_validation import Interval, Options, StrOptions
@@ -20,7 +25,14 @@ from ._device import DEVICE_VALUES
 from ._inputs import INPUT_SCALING, KERNELS
 from .activations import ACTIVATION_NAMES, Activation
 
-__all__ = ["DEVICE_CONSTRAINTS", "KERNEL_TRANSFORMER_CONSTRAINTS", "ActivationName", "DeviceValue", "SortedStrOptions"]
+__all__ = [
+    "DEVICE_CONSTRAINTS",
+    "KERNEL_TRANSFORMER_CONSTRAINTS",
+    "ActivationName",
+    "DeviceValue",
+    "SortedStrOptions",
+    "warn_unused_settings",
+]
 
 
 class SortedStrOptions(StrOptions):
@@ -79,3 +91,61 @@ KERNEL_TRANSFORMER_CONSTRAINTS = {
     "tol": [Interval(Real, 0, None, closed="neither")],
     "random_state": ["random_state"],
 }
+
+
+def _is_default(value, default) -> bool:
+    if value is default:
+        return True
+    if isinstance(value, str) != isinstance(default, str) or isinstance(value, bool) != isinstance(default, bool):
+        return False
+    try:
+        return bool(value == default)
+    except (TypeError, ValueError):  # an array compared elementwise
+        return False
+
+
+def _outside_stacklevel() -> int:
+    """The ``stacklevel`` of a ``warnings.warn`` in the caller that points at the first frame outside sk_deq and scikit-learn."""
+    import sklearn
+
+    inside = (os.path.dirname(os.path.abspath(__file__)) + os.sep, os.path.dirname(sklearn.__file__) + os.sep)
+    level, frame = 1, sys._getframe(1)  # the caller's frame is stacklevel 1 of its warnings.warn
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(inside):
+        level, frame = level + 1, frame.f_back
+    return level
+
+
+def warn_unused_settings(estimator, names, reason: str) -> list[str]:
+    """Warn about the parameters of ``names`` that ``estimator`` holds away from their defaults: they do not apply.
+
+    A setting that cannot apply to the configuration of a fit (the step
+    size of an optimizer that does not run, say) would otherwise be ignored
+    in silence; left at its default it says nothing and is passed over.
+
+    Parameters
+    ----------
+    estimator : BaseEstimator
+        The estimator (its ``__init__`` gives the defaults).
+    names : iterable of str
+        Parameters the configuration does not use.
+    reason : str
+        Why they do not apply, completing "<Estimator> does not use <settings>: ".
+
+    Returns
+    -------
+    list of str
+        The ``name=value`` of the settings warned about (empty: no warning).
+    """
+    signature = inspect.signature(type(estimator).__init__).parameters
+    unused = [
+        f"{name}={getattr(estimator, name)!r}"
+        for name in names
+        if not _is_default(getattr(estimator, name), signature[name].default)
+    ]
+    if unused:
+        warnings.warn(
+            f"{type(estimator).__name__} does not use {', '.join(unused)}: {reason}.",
+            UserWarning,
+            stacklevel=_outside_stacklevel(),
+        )
+    return unused

@@ -31,21 +31,21 @@ import numpy as np
 import torch
 from sklearn.base import BaseEstimator, _fit_context
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.utils import check_random_state
+from sklearn.utils import check_random_state, check_scalar
 from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted
 
 from ._device import full_float32_precision, resolve_device
 from ._export import deployed_network
 from ._inputs import INPUT_SCALING, fit_input_scaling, scaling_device
-from ._param_validation import DEVICE_CONSTRAINTS, SortedStrOptions
+from ._param_validation import DEVICE_CONSTRAINTS, DeviceValue, SortedStrOptions, warn_unused_settings
 from ._stream import Stream, numpy_to_tensors
 from ._torch_network import DTYPES, NetworkMixin, stage_inputs
 from ._torch_targets import Data, split_validation
 from ._validation import validate_samples
 from .nn.readout import train_readout
 from .nn.solvers import SolverLog
-from .nn.training import make_optimizer, train
+from .nn.training import TrainingDivergenceError, make_optimizer, train
 
 __all__ = ["TorchEstimatorBase", "store_params"]
 
@@ -131,6 +131,10 @@ class TorchEstimatorBase(NetworkMixin, BaseEstimator):
         """
         if not (isinstance(self.learning_rate_init, str) and self.learning_rate_init == "auto"):
             return float(self.learning_rate_init)
+        return self._auto_learning_rate()
+
+    def _auto_learning_rate(self) -> float:
+        """What ``learning_rate_init='auto'`` stands for (see :meth:`_learning_rate`)."""
         return self._HIDDEN_LEARNING_RATE if self._features_trainable() else self._READOUT_LEARNING_RATE
 
     def _draw_seeds(self) -> list[int]:
@@ -171,6 +175,20 @@ class TorchEstimatorBase(NetworkMixin, BaseEstimator):
             With ``trainable='readout'``, when the cached features (see the
             notes) would not fit in the memory available on the device.
 
+        Warns
+        -----
+        UserWarning
+            For a training setting away from its default that the optimizer
+            of this fit does not use: ``learning_rate_init`` and
+            ``batch_size`` (Adam's and SGD's) with L-BFGS or the closed-form
+            readout; ``max_iter``, ``tol`` and ``n_iter_no_change`` with the
+            closed form too; ``n_iter_no_change`` with L-BFGS and
+            ``validation_fraction`` with any optimizer, without
+            ``early_stopping``.
+        ConvergenceWarning
+            When the optimizer stops at ``max_iter``, or a DEQ's fixed-point
+            solve at ``fixed_point_max_iter``, without converging.
+
         Notes
         -----
         With ``trainable='readout'`` the features of all training samples are
@@ -208,9 +226,32 @@ class TorchEstimatorBase(NetworkMixin, BaseEstimator):
         else:
             train_set, valid_set = data, None
         options = self._train_options(len(train_set), np.random.RandomState(seeds[2]), device)
+        self._warn_unused_settings(options["optimizer"])
         result = self._fit_network(train_set, valid_set, options, device, "fit")
         self._record(result, time.perf_counter() - t_start)
         return self
+
+    def _warn_unused_settings(self, optimizer: str) -> None:
+        """Warn about the training settings away from their defaults that ``optimizer`` (this fit's) does not use."""
+        if getattr(self, "readout", None) == "ridge":
+            cause = "readout='ridge'"
+        elif self.solver == "auto":
+            cause = f"solver='auto' with trainable={self.trainable!r}"
+        else:
+            cause = f"solver={self.solver!r}"
+        unused = []  # (names, why)
+        if optimizer == "ridge":
+            names = ["learning_rate_init", "batch_size", "max_iter", "tol", "n_iter_no_change"]
+            unused.append((names, f"this fit solves for the readout in closed form ({cause}), with no optimizer"))
+        elif optimizer == "lbfgs":
+            why = f"this fit runs full-batch L-BFGS ({cause}), which takes no step size and no minibatches"
+            unused.append((["learning_rate_init", "batch_size"], why))
+            if not self.early_stopping:
+                unused.append((["n_iter_no_change"], "L-BFGS without early_stopping stops on its own test"))
+        if not self.early_stopping:
+            unused.append((["validation_fraction"], "it sizes the validation split of early_stopping=True"))
+        for names, why in unused:
+            warn_unused_settings(self, names, why)
 
     def _initialize(self, X, targets, sample_weight, weight_seed, device, warm) -> None:
         """Fit the input scaling and the theory, and build the network (kept as it is with ``warm``)."""
@@ -228,6 +269,7 @@ class TorchEstimatorBase(NetworkMixin, BaseEstimator):
         self.module_ = self._build_module(X.shape[1], n_outputs, generator, self._torch_dtype, device)
         self._built_with = self._network_definition()
         self.history_ = []
+        self._loss_reference = None
 
     def _train_options(self, n_samples: int, shuffle_rng, device=None, partial: bool = False) -> dict:
         """Keyword arguments of :func:`sk_deq.nn.train` and :func:`sk_deq.nn.readout.train_readout`."""
@@ -244,6 +286,7 @@ class TorchEstimatorBase(NetworkMixin, BaseEstimator):
             epoch_offset=len(self.history_),
             chunk_size=self._chunk_rows(device),
             loss=self._loss,
+            loss_reference=getattr(self, "_loss_reference", None),  # kept from the network's first minibatch run
         )
 
     @full_float32_precision()
@@ -256,23 +299,42 @@ class TorchEstimatorBase(NetworkMixin, BaseEstimator):
         targets = self._targets(train_set, device)
         valid = {} if valid_set is None else {"y_val": self._targets(valid_set, device), "val_weight": valid_set.weight}
         with SolverLog(self.module_) as log:
-            if self._features_trainable():  # gradients through the network (implicit ones through a DEQ)
-                self.module_.train()
-                X_val = None if valid_set is None else self._to_tensor(valid_set.X, device, "fit")
-                X = self._to_tensor(train_set.X, device, "fit")
-                penalized = [self.module_.readout.weight]
-                result = train(
-                    self.module_, X, targets, sample_weight=train_set.weight, X_val=X_val, penalized=penalized,
-                    **valid, **options,
-                )  # fmt: skip
-            else:
-                Z, Z_val = self._cache_features(train_set, valid_set, device, log)
-                self.module_.readout.train()
-                result = train_readout(
-                    self.module_.readout, Z, targets, sample_weight=train_set.weight, X_val=Z_val, **valid, **options
-                )
+            try:
+                if self._features_trainable():  # gradients through the network (implicit ones through a DEQ)
+                    self.module_.train()
+                    X_val = None if valid_set is None else self._to_tensor(valid_set.X, device, "fit")
+                    X = self._to_tensor(train_set.X, device, "fit")
+                    penalized = [self.module_.readout.weight]
+                    result = train(
+                        self.module_, X, targets, sample_weight=train_set.weight, X_val=X_val, penalized=penalized,
+                        **valid, **options,
+                    )  # fmt: skip
+                else:
+                    Z, Z_val = self._cache_features(train_set, valid_set, device, log)
+                    self.module_.readout.train()
+                    result = train_readout(
+                        self.module_.readout, Z, targets, sample_weight=train_set.weight, X_val=Z_val, **valid,
+                        **options,
+                    )  # fmt: skip
+            except TrainingDivergenceError as exc:  # the advice in this estimator's terms
+                raise type(exc)(f"{type(self).__name__}: {exc.symptom}", self._step_size_advice(options)) from exc
+        if result.loss_reference is not None:  # warm starts and partial_fit calls measure against the same loss
+            self._loss_reference = result.loss_reference
         self.fixed_point_info_ = log.warn(type(self).__name__, where)
         return result
+
+    def _step_size_advice(self, options: dict) -> str:
+        """What to do when training diverged: a smaller ``learning_rate_init``, the step size in use named."""
+        solver, rate, auto = options["optimizer"], options["learning_rate"], self._auto_learning_rate()
+        if isinstance(self.learning_rate_init, str):
+            return (
+                f"learning_rate_init='auto' (a step size of {rate:g} here) is too large for solver={solver!r} "
+                "on these data: pass a smaller learning_rate_init"
+            )
+        return (
+            f"learning_rate_init={rate:g} is too large a step size for solver={solver!r}: lower learning_rate_init "
+            f"(learning_rate_init='auto' is {auto:g} here)"
+        )
 
     def _cache_features(self, train_set: Data, valid_set: Data | None, device, log):
         """The features of the training (and validation) inputs, computed once without a graph.
@@ -321,6 +383,8 @@ class TorchEstimatorBase(NetworkMixin, BaseEstimator):
         first = not hasattr(self, "module_")
         if not first:
             self._check_same_network("partial_fit", "Call fit to build a new network.")
+        why = "partial_fit trains one epoch per call on its chunk, with no validation split"
+        warn_unused_settings(self, ["early_stopping"], why)
         data, targets, sample_weight = self._validate(X, y, sample_weight, reset=first, partial=True, **options)
         device = self._device()
         if first:
@@ -421,7 +485,7 @@ class TorchEstimatorBase(NetworkMixin, BaseEstimator):
         """
         return self._predict_features(X).detach().to("cpu", torch.float64).numpy()
 
-    def to_torch(self, device=None) -> torch.nn.Module:
+    def to_torch(self, device=None, *, fixed_iterations=None) -> torch.nn.Module:
         """The fitted network as a standalone :class:`torch.nn.Module` from raw inputs to the outputs.
 
         The module maps a float tensor of shape ``(n, n_features)`` of raw
@@ -433,7 +497,8 @@ class TorchEstimatorBase(NetworkMixin, BaseEstimator):
         network is a fixed graph that :func:`torch.export.export` accepts; a
         DEQ's ``forward`` runs the fixed-point loop (plain iteration to
         ``fixed_point_tol``, at most ``fixed_point_max_iter`` evaluations,
-        per batch, whatever ``fixed_point_solver`` is).  See
+        per batch, whatever ``fixed_point_solver`` is), which stops on the
+        data: to export a DEQ, pass ``fixed_iterations``.  See
         :ref:`deploying-to-torch`.
 
         Parameters
@@ -442,6 +507,18 @@ class TorchEstimatorBase(NetworkMixin, BaseEstimator):
             Where the module's weights go; None: the device the estimator
             predicts on (``device``, the CPU unless it names a GPU or is
             ``'auto'`` on a machine with one).
+        fixed_iterations : int or None, default=None
+            A DEQ only: run exactly this many evaluations of the fixed-point
+            map, each sample still kept at its first iterate within
+            ``fixed_point_tol``, instead of stopping once every sample has
+            converged.  The loop is then a fixed graph that
+            :func:`torch.export.export` accepts.  The outputs equal those of
+            the module without it wherever every sample converges within
+            ``fixed_iterations`` (for every input from
+            ``fixed_iterations=fixed_point_max_iter`` on), and so agree with
+            :meth:`decision_function` or :meth:`predict` to about
+            ``fixed_point_tol``, relative; with fewer, a sample that needs
+            more keeps its last iterate.
 
         Returns
         -------
@@ -456,11 +533,25 @@ class TorchEstimatorBase(NetworkMixin, BaseEstimator):
         TypeError
             When an activation wraps an arbitrary python callable (only the
             named activations and the leaky-ReLU, hard-tanh and quadratic
-            families have a torch module).
+            families have a torch module), or ``device`` is not a device
+            (the inputs go to the returned module, as a tensor).
+        ValueError
+            For ``fixed_iterations`` below 1, or given for an explicit or
+            matched network (a fixed graph already).
         """
         check_is_fitted(self, "module_")
+        if fixed_iterations is not None:
+            if isinstance(fixed_iterations, bool):  # an Integral to check_scalar
+                raise TypeError(f"fixed_iterations must be an int, not bool; got {fixed_iterations!r}.")
+            check_scalar(fixed_iterations, "fixed_iterations", Integral, min_val=1)
+        if not DeviceValue().is_satisfied_by(device):  # e.g. the inputs, which go to the module instead
+            raise TypeError(
+                f"to_torch(device) takes where the module goes: None, a str or a torch.device, got "
+                f"{type(device).__name__}. The inputs go to the module it returns, as a tensor: "
+                "est.to_torch()(torch.from_numpy(X))."
+            )
         dev = self._device() if device is None else resolve_device(device)
-        return deployed_network(self, torch.device("cpu") if dev is None else dev)
+        return deployed_network(self, torch.device("cpu") if dev is None else dev, fixed_iterations)
 
     # ----------------------------------------------------------------- tags
     def __sklearn_tags__(self):

@@ -14,7 +14,7 @@ from sklearn.utils.validation import _check_sample_weight
 from ._param_validation import SortedStrOptions
 from ._stream import partial_fit_available
 from ._torch_base import TorchEstimatorBase
-from ._validation import is_tensor, validate_samples
+from ._validation import is_tensor, reject_meta, validate_samples
 from ._torch_targets import Data, checked_weights, class_weighted, sorted_labels, unit_max
 
 __all__ = ["READOUTS", "TorchClassifierBase"]
@@ -56,10 +56,16 @@ class TorchClassifierBase(ClassifierMixin, TorchEstimatorBase):
         return "ridge" if self.readout == "ridge" else super()._optimizer(partial)
 
     def _check_ridge(self) -> None:
-        """``readout='ridge'`` is a closed-form fit on frozen features: no early stopping, no hidden training."""
+        """``readout='ridge'`` is a closed-form fit on frozen features: no optimizer, early stopping or hidden training."""
         if self.readout != "ridge":
             return
         name = type(self).__name__
+        if self.solver != "auto":
+            raise ValueError(
+                f"{name}: readout='ridge' solves for the readout in closed form, without an optimizer; "
+                f"solver={self.solver!r} chooses the optimizer of readout='logistic'. Leave solver='auto', or use "
+                "readout='logistic'."
+            )
         if self.trainable != "readout":
             raise ValueError(
                 f"{name}: readout='ridge' solves for the readout in closed form on frozen features; it needs "
@@ -188,8 +194,8 @@ class TorchClassifierBase(ClassifierMixin, TorchEstimatorBase):
         :func:`sklearn.utils.class_weight.compute_class_weight` on a
         representative sample of the labels and pass the dict.
         ``early_stopping``, ``max_iter``, ``n_iter_no_change``,
-        ``tol`` and ``warm_start`` do not apply: every call is one
-        epoch over its chunk.  ``history_`` gains one entry per call (the
+        ``tol`` and ``warm_start`` do not apply (``early_stopping=True``
+        warns): every call is one epoch over its chunk.  ``history_`` gains one entry per call (the
         chunk's mean training loss) and ``n_iter_`` counts them.  A pickled
         classifier keeps the optimizer's state and the minibatch order's
         random state: after loading, ``partial_fit`` continues as the
@@ -350,6 +356,8 @@ class TorchClassifierBase(ClassifierMixin, TorchEstimatorBase):
         float
             The (weighted) fraction of correctly classified samples.
         """
+        reject_meta(y, "y", type(self).__name__)
+        reject_meta(sample_weight, "sample_weight", type(self).__name__)
         if sample_weight is not None:
             sample_weight = unit_max(_check_sample_weight(sample_weight, X, dtype=np.float64))
         return super().score(X, y, sample_weight=sample_weight)

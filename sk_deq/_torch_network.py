@@ -22,7 +22,7 @@ from ._inputs import apply_input_scaling
 from ._progress import ProgressBar
 from .kernels.memory import available_memory_bytes, check_fits_in_memory
 from .nn.blocks import block_rows, map_row_blocks
-from ._stream import picklable
+from ._stream import partial_fit_available, picklable
 from ._validation import is_tensor
 
 __all__ = ["DTYPES", "STAGE_SHARE", "Model", "NetworkMixin", "stage_inputs"]
@@ -294,8 +294,8 @@ class NetworkMixin:
         if where == "fit":
             what = f"{name} caches the features of the {n_rows} training samples to fit the readout on {device}"
             remedy = (
-                "Train in chunks with partial_fit (it holds one chunk's features at a time), fit on fewer "
-                "samples, or reduce n_hidden."
+                f"Train in chunks with partial_fit{self._partial_fit_needs()} (it holds one chunk's features at a "
+                "time), fit on fewer samples, or reduce n_hidden."
             )
         else:
             what = f"{name} computes the features of the {n_rows} samples on {device}"
@@ -308,6 +308,17 @@ class NetworkMixin:
                 f"{n_rows} x {n_outputs} float64 outputs and a chunk of {chunk} x {width} {self.dtype} features need"
             )
         check_fits_in_memory(nbytes, f"{what}: {values}", remedy, available=_device_memory(device))
+
+    def _partial_fit_needs(self) -> str:
+        """What ``partial_fit`` needs changed to exist here ('' when it does): it is for minibatch optimizers."""
+        try:
+            partial_fit_available(self)
+        except AttributeError:
+            ridge = getattr(self, "readout", "logistic") == "ridge"
+            return (
+                " (with readout='logistic' and solver='auto' or 'adam')" if ridge else " (with solver='auto' or 'adam')"
+            )
+        return ""
 
     def _check_network_fits(self, shapes, n_features: int, n_outputs: int, device) -> None:
         """Raise ``MemoryError`` when the network's weights cannot be allocated, before drawing them.

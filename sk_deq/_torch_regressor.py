@@ -13,7 +13,7 @@ from sklearn.utils.validation import _check_sample_weight, check_array
 from ._inputs import Moments, power_of_two_scale
 from ._stream import partial_fit_available
 from ._torch_base import TorchEstimatorBase
-from ._validation import is_tensor, validate_samples
+from ._validation import is_tensor, reject_meta, validate_samples
 from ._torch_targets import Data, checked_weights, unit_max
 
 __all__ = ["TorchRegressorBase"]
@@ -65,9 +65,12 @@ class TorchRegressorBase(RegressorMixin, TorchEstimatorBase):
         moments = Moments.of(Y, sample_weight)  # the weights on their own scale: chunks merge by it
         sample_weight = None if sample_weight is None else unit_max(sample_weight)
         if not reset and Y.shape[1] != self.n_outputs_:
+            what, remedy = (
+                ("partial_fit", "call fit to start afresh") if partial else ("warm_start", "set warm_start=False")
+            )
             raise ValueError(
                 f"y has {Y.shape[1]} output(s) but {name} was fitted with {self.n_outputs_}; "
-                "the readout keeps its outputs (set warm_start=False, or call fit to start afresh)."
+                f"{what} keeps the readout and its outputs ({remedy})."
             )
         return Data(X, Y, sample_weight), (Y, y.ndim == 1, moments), sample_weight
 
@@ -156,8 +159,8 @@ class TorchRegressorBase(RegressorMixin, TorchEstimatorBase):
         follows the stream, so a first chunk of constant targets (scale 1
         until the next chunk) does no harm.
         ``early_stopping``, ``max_iter``, ``n_iter_no_change``,
-        ``tol`` and ``warm_start`` do not apply: every call is
-        one epoch over its chunk.
+        ``tol`` and ``warm_start`` do not apply (``early_stopping=True``
+        warns): every call is one epoch over its chunk.
         """
         return self._partial_fit(X, y, sample_weight)
 
@@ -209,6 +212,8 @@ class TorchRegressorBase(RegressorMixin, TorchEstimatorBase):
         """
         from sklearn.metrics import r2_score
 
+        reject_meta(y, "y", type(self).__name__)
+        reject_meta(sample_weight, "sample_weight", type(self).__name__)
         pred = self.predict(X)
         y = check_array(y, ensure_2d=False, dtype=np.float64, input_name="y")
         if sample_weight is not None:  # weights up to the largest float64: their sums stay finite

@@ -17,6 +17,7 @@ from sklearn.utils.multiclass import check_classification_targets, unique_labels
 from sklearn.utils.validation import _check_sample_weight
 
 from ._inputs import power_of_two_scale
+from ._validation import reject_meta
 
 __all__ = ["Data", "checked_weights", "class_weighted", "sorted_labels", "split_validation", "unit_max"]
 
@@ -55,6 +56,7 @@ def checked_weights(sample_weight, X, name: str, *, rescale: bool = True):
     """
     if sample_weight is None:
         return None
+    reject_meta(sample_weight, "sample_weight", name)
     sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
     if not np.any(sample_weight > 0):
         raise ValueError(f"{name}: all sample weights are zero; at least one must be positive.")
@@ -85,8 +87,32 @@ def class_weighted(class_weight, classes, y, y_enc, sample_weight):
     """
     if class_weight is None:
         return sample_weight
+    _check_class_weight_labels(class_weight, classes)
     per_class = unit_max(compute_class_weight(class_weight, classes=classes, y=y, sample_weight=sample_weight))
     return per_class[y_enc] if sample_weight is None else sample_weight * per_class[y_enc]
+
+
+def _check_class_weight_labels(class_weight, classes) -> None:
+    """scikit-learn's rule for a ``class_weight`` dict, with a message naming the labels at fault.
+
+    A dict that names labels ``y`` does not hold while it leaves classes of
+    ``y`` out is an error, as in :func:`sklearn.utils.class_weight.compute_class_weight`
+    (whose message names the classes left out, not the labels at fault); one
+    that weighs every class of ``y`` may name more (a class missing from a
+    cross-validation fold, say).
+    """
+    if not isinstance(class_weight, dict):
+        return
+    known = set(classes.tolist())
+    unknown = [label for label in class_weight if label not in known]
+    left_out = [c for c in classes.tolist() if c not in class_weight]
+    if unknown and left_out:
+        raise ValueError(
+            f"class_weight names the label(s) {unknown!r}, which y does not hold (its classes are "
+            f"{classes.tolist()!r}), and gives no weight to {left_out!r}: check the labels. A class_weight dict maps "
+            "labels of y to weights; labels left out weigh 1, but a dict naming labels that y lacks must weigh "
+            "every class of y (as in scikit-learn)."
+        )
 
 
 def split_validation(data: Data, fraction: float, seed: int, *, stratify: bool, owner: str):

@@ -19,7 +19,7 @@ import numpy as np
 from sklearn.utils import check_consistent_length
 from sklearn.utils.validation import _check_y, validate_data
 
-__all__ = ["is_tensor", "to_numpy", "validate_samples"]
+__all__ = ["is_tensor", "reject_meta", "to_numpy", "validate_samples"]
 
 #: The ``check_params`` of ``validate_data`` that concern ``y`` (passed to scikit-learn's ``_check_y``).
 _Y_PARAMS = ("multi_output", "y_numeric")
@@ -29,6 +29,20 @@ def is_tensor(X) -> bool:
     """Whether ``X`` is a :class:`torch.Tensor` (False without importing torch when it was never imported)."""
     torch = sys.modules.get("torch")
     return torch is not None and isinstance(X, torch.Tensor)
+
+
+def reject_meta(value, name: str, owner: str | None = None) -> None:
+    """Raise a ``ValueError`` for a tensor on torch's ``meta`` device: it has a shape but no values to compute with.
+
+    Torch's own errors for one name ``.item()`` or suggest ``Tensor.cpu()``,
+    which cannot copy values that do not exist.
+    """
+    if is_tensor(value) and value.device.type == "meta":
+        who = f"{owner}: " if owner else ""
+        raise ValueError(
+            f"{who}{name} is a tensor on the 'meta' device, which holds a shape but no values; pass one with its "
+            "data (a CPU or CUDA tensor, or a numpy array)."
+        )
 
 
 def to_numpy(X) -> np.ndarray:
@@ -70,14 +84,18 @@ def validate_samples(estimator, X, y="no_validation", *, reset: bool, **check_pa
     ValueError
         For a tensor that is not 2-D, has too few samples or no feature,
         holds NaN or infinity, or has another number of features than the
-        fit: scikit-learn's messages.
+        fit: scikit-learn's messages; for ``X`` or ``y`` on torch's
+        ``meta`` device (no values).
     """
+    owner = type(estimator).__name__
+    reject_meta(X, "X", owner)
+    reject_meta(y, "y", owner)
     if not is_tensor(X):
         return validate_data(estimator, X, y, reset=reset, **check_params)
     X = X.detach()
     if not X.dtype.is_floating_point:
         raise TypeError(
-            f"{type(estimator).__name__} takes torch tensors of a floating dtype (float32 or float64), got X of "
+            f"{owner} takes torch tensors of a floating dtype (float32 or float64), got X of "
             f"dtype {X.dtype}; convert it with X.float() or X.double()."
         )
     faulty = X.ndim != 2 or X.shape[0] < check_params.get("ensure_min_samples", 1) or X.shape[1] < 1

@@ -127,6 +127,30 @@ def _check_fold_seed(fold_seed, n_folds=None) -> None:
         )
 
 
+#: scikit-learn's scorers of binary targets, with the names of their forms for multiclass ones.
+_MULTICLASS_FORMS = {
+    "roc_auc": ("roc_auc_ovr", "roc_auc_ovo", "roc_auc_ovr_weighted", "roc_auc_ovo_weighted"),
+    **{
+        name: tuple(f"{name}_{avg}" for avg in ("macro", "micro", "weighted"))
+        for name in ("f1", "precision", "recall", "jaccard")
+    },
+}
+
+
+def _check_binary_scoring(scoring, y) -> None:
+    """Raise, before any fit, where ``scoring`` names a binary metric and ``y`` has more than two classes."""
+    from sklearn.utils.multiclass import type_of_target
+
+    if not (isinstance(scoring, str) and scoring in _MULTICLASS_FORMS) or y is None:
+        return
+    if type_of_target(y) == "multiclass":
+        forms = _MULTICLASS_FORMS[scoring]
+        raise ValueError(
+            f"scoring={scoring!r} scores binary targets, and y has {len(np.unique(y))} classes: use a multiclass "
+            f"form of it, {', '.join(map(repr, forms))} (e.g. scoring={forms[0]!r})."
+        )
+
+
 def _check_arguments(names, ests, y, scoring, alpha, fold_seed, error_score, fit_params, verbose) -> None:
     """Check :func:`compare_estimators`' arguments other than the data and the splits."""
     from sklearn.base import is_classifier, is_regressor
@@ -137,6 +161,7 @@ def _check_arguments(names, ests, y, scoring, alpha, fold_seed, error_score, fit
         )
     if scoring is None:
         _check_one_default_metric(names, ests)
+    _check_binary_scoring(scoring, y)
     if not (isinstance(alpha, numbers.Real) and 0.0 < alpha < 1.0):
         raise ValueError(f"alpha must be a number in (0, 1), got {alpha!r}.")
     _check_fold_seed(fold_seed)
@@ -374,7 +399,9 @@ def compare_estimators(
     ValueError
         If ``estimators`` is empty or repeats a name, if ``scoring`` names
         more than one metric, or is None while the estimators' own scores
-        measure different metrics (a classifier and a regressor), if
+        measure different metrics (a classifier and a regressor), or names
+        a metric of binary targets (``'roc_auc'``, ``'f1'``...) for ``y``
+        of more classes (the message names its multiclass forms), if
         ``alpha`` is not in (0, 1), or ``fold_seed`` is negative or too large.
     TypeError
         If ``estimators`` is not a dict or a list of pairs, or holds

@@ -28,9 +28,16 @@ from sklearn.utils.validation import check_is_fitted
 
 from ._dask import is_dask_collection, map_row_blocks
 from ._device import resolve_device
-from ._inputs import apply_input_scaling, check_samples, fit_input_scaling, scaling_device, squared_norms
+from ._inputs import (
+    apply_input_scaling,
+    check_samples,
+    check_sigma_a2_bounds,
+    fit_input_scaling,
+    scaling_device,
+    squared_norms,
+)
 from ._validation import to_numpy, validate_samples
-from ._param_validation import KERNEL_TRANSFORMER_CONSTRAINTS, SortedStrOptions
+from ._param_validation import KERNEL_TRANSFORMER_CONSTRAINTS, SortedStrOptions, warn_unused_settings
 from .kernels import (
     ImplicitKernelEngine,
     MonteCarloDEQSampler,
@@ -117,7 +124,9 @@ class ImplicitCKTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, B
         2000 is also the default of
         :func:`sk_deq.kernels.monte_carlo_implicit_kernel`.
     n_draws : int, default=1
-        Number of random DEQs averaged (``method='monte_carlo'`` only).
+        Number of random DEQs averaged (``method='monte_carlo'`` only: with
+        another method, ``n_hidden`` or ``n_draws`` away from its default
+        warns at ``fit``).
     block_size : int, default=None
         Rows and columns of the kernel computed per block; bounds the memory
         of the computation to a few arrays of ``block_size ** 2`` entries
@@ -149,7 +158,9 @@ class ImplicitCKTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, B
         transformer fitted with ``device='cuda'`` and loaded without a GPU:
         ``set_params(device=None)`` or ``'auto'``).
     tol : float, default=1e-12
-        Tolerance of every entry's fixed point (``method='exact'``).
+        Tolerance of every entry's fixed point (``method='exact'`` only:
+        with another method, a ``tol`` away from its default warns at
+        ``fit``).
     random_state : int, RandomState instance or None, default=None
         Seed of the random DEQs (``method='monte_carlo'`` only).
 
@@ -248,6 +259,12 @@ class ImplicitCKTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, B
 
     # -- fitting ------------------------------------------------------------
     def _fit(self, X, square=False):
+        if self.method != "monte_carlo":  # the settings of the other methods, set away from their defaults
+            why = f"they set the random DEQs of method='monte_carlo', and method={self.method!r}"
+            warn_unused_settings(self, ["n_hidden", "n_draws"], why)
+        if self.method != "exact":
+            why = f"it is the tolerance of method='exact', and method={self.method!r}"
+            warn_unused_settings(self, ["tol"], why)
         min_samples = 2 if self.input_scaling == "global" else 1
         if square and hasattr(X, "shape") and len(getattr(X, "shape", ())) == 2:
             check_kernel_fits_in_memory(X.shape[0], X.shape[0])  # before any work
@@ -448,7 +465,9 @@ class ImplicitCKKernel(Kernel):
     sigma_a2 : float, default=0.2
         Recurrent weight variance, in (0, 1).
     sigma_a2_bounds : pair of floats or 'fixed', default=(1e-3, 0.9)
-        Bounds of ``sigma_a2`` for hyperparameter optimisation.  The CK is
+        Bounds of ``sigma_a2`` for hyperparameter optimisation, ``0 < low <
+        high < 1`` (anything else is a ``ValueError`` at construction, and
+        after ``set_params`` where the GP reads them).  The CK is
         computed across them for every named activation, at any input scale
         (``tests/test_kernel_solvers.py``).  The NTK needs ``sigma_a2 * E[phi'(u)^2] < 1`` at every sample's
         pre-activation scale: for ``'erf'`` (``E[phi'^2] -> 4/pi`` at small
@@ -518,11 +537,16 @@ class ImplicitCKKernel(Kernel):
         self.bias_variance = bias_variance
         self.n_jobs = n_jobs
         self.device = device
+        check_sigma_a2_bounds(sigma_a2_bounds)  # stored as given, so that clone() finds it unchanged
 
     @property
     def hyperparameter_sigma_a2(self):
-        """The hyperparameter ``sigma_a2`` (numeric, bounds ``sigma_a2_bounds``), as the GP optimiser sees it."""
-        return Hyperparameter("sigma_a2", "numeric", self.sigma_a2_bounds)
+        """The hyperparameter ``sigma_a2`` (numeric, bounds ``sigma_a2_bounds``), as the GP optimiser sees it.
+
+        The bounds are checked here too, where the GP reads them: ``set_params``
+        sets them without ``__init__``.
+        """
+        return Hyperparameter("sigma_a2", "numeric", check_sigma_a2_bounds(self.sigma_a2_bounds))
 
     def _engine(self, sigma_a2):
         return ImplicitKernelEngine(

@@ -5,6 +5,7 @@ never a crash inside torch or numpy, never a silent NaN.
 """
 
 import pickle
+import re
 import warnings
 
 import numpy as np
@@ -14,6 +15,7 @@ import torch
 from sklearn.base import clone
 from sklearn.datasets import load_digits
 from sklearn.exceptions import ConvergenceWarning
+from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import GridSearchCV
 
 from sk_deq import (
@@ -27,6 +29,8 @@ from sk_deq import (
     MatchedExplicitClassifier,
     MatchedExplicitRegressor,
 )
+from sk_deq.matching import MatchingError, match_explicit
+from sk_deq.nn import DEQDivergenceError, TrainingDivergenceError
 
 CLASSIFIERS = {
     "DEQ": lambda **kw: DEQClassifier(**{"n_hidden": 32, "random_state": 0, **kw}),
@@ -145,6 +149,124 @@ def test_bad_parameters_are_clear_errors(data, name):
         _fit(ExplicitClassifier(layers=("relu", "cosh2")), X, y)
 
 
+# settings that the configuration of a fit does not use: an error where they contradict it, a warning otherwise
+UNUSED = [  # (estimators, params, unused settings named in the warning)
+    (
+        "classifiers",
+        {"readout": "ridge", "learning_rate_init": 0.5, "max_iter": 500},
+        "learning_rate_init=0.5, max_iter",
+    ),
+    ("classifiers", {"readout": "ridge", "tol": 1e-3, "n_iter_no_change": 3}, "tol=0.001, n_iter_no_change=3"),
+    ("regressors", {"batch_size": 32, "max_iter": 500}, "batch_size=32, max_iter=500: this fit solves for the"),
+    ("all", {"solver": "lbfgs", "learning_rate_init": 0.5, "batch_size": 32}, "learning_rate_init=0.5, batch_size=32"),
+    ("all", {"solver": "lbfgs", "n_iter_no_change": 3}, "n_iter_no_change=3: L-BFGS without early_stopping"),
+    ("all", {"solver": "adam", "validation_fraction": 0.2}, "validation_fraction=0.2: it sizes the validation"),
+]
+
+
+@pytest.mark.parametrize("name", list(CLASSIFIERS) + list(REGRESSORS))
+@pytest.mark.parametrize("which,params,named", UNUSED)
+def test_a_setting_the_fit_does_not_use_warns_naming_it(data, name, which, params, named):
+    if (which == "classifiers" and name not in CLASSIFIERS) or (which == "regressors" and name not in REGRESSORS):
+        return
+    X, y = data
+    with pytest.warns(UserWarning, match="does not use") as rec:
+        _fit(ALL[name](**{"max_iter": 5, **params}), X, y)
+    assert sum(named in str(w.message) for w in rec) == 1, [str(w.message) for w in rec]
+    assert all(w.filename == __file__ for w in rec if "does not use" in str(w.message))  # points at the fit
+
+
+@pytest.mark.parametrize("name", list(CLASSIFIERS) + list(REGRESSORS))
+def test_settings_that_apply_or_are_left_at_their_defaults_are_silent(data, name):
+    X, y = data
+    applied = [
+        {},
+        {"learning_rate_init": "auto", "batch_size": "auto", "max_iter": 200, "validation_fraction": 0.1},
+        {"solver": "adam", "learning_rate_init": 0.05, "batch_size": 32, "n_iter_no_change": 3, "tol": 1e-3},
+        {"solver": "lbfgs", "max_iter": 5, "early_stopping": True, "n_iter_no_change": 3, "validation_fraction": 0.2},
+    ]
+    for params in applied:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", UserWarning)
+            _fit(ALL[name](**params), X, y)
+
+
+@pytest.mark.parametrize("name", list(CLASSIFIERS))
+def test_ridge_readout_with_an_optimizer_is_an_error(data, name):
+    X, y = data
+    for solver in ("adam", "sgd", "lbfgs"):
+        with pytest.raises(ValueError, match=f"readout='ridge' solves .* solver='{solver}' chooses the optimizer"):
+            _fit(ALL[name](readout="ridge", solver=solver), X, y)
+
+
+@pytest.mark.parametrize("name", list(CLASSIFIERS) + list(REGRESSORS))
+@pytest.mark.parametrize("solver", ["adam", "sgd"])
+@pytest.mark.parametrize("trainable", ["readout", "all"])
+def test_a_diverging_training_is_an_error_naming_learning_rate_init(data, name, solver, trainable):
+    X, y = data
+    est = ALL[name](solver=solver, learning_rate_init=1e3, trainable=trainable, max_iter=5)
+    with pytest.raises(TrainingDivergenceError, match=r"learning_rate_init=1000 is too large a step size") as info:
+        _fit(est, X, y)
+    assert str(info.value).startswith(type(est).__name__) and "max_iter" not in str(info.value)
+    if isinstance(info.value, DEQDivergenceError):  # a trained DEQ whose fixed point the steps destroyed
+        assert name.startswith("DEQ") and trainable == "all" and "after optimizer steps" in str(info.value)
+    else:
+        assert re.search(r"the training loss (grew to|became)", str(info.value))
+    with pytest.raises(TrainingDivergenceError, match="lower learning_rate_init"):
+        ALL[name](solver=solver, learning_rate_init=1e6, trainable=trainable).partial_fit(X, y, **_classes(name, y))
+
+
+def _classes(name, y):
+    return {"classes": np.unique(y)} if name in CLASSIFIERS else {}
+
+
+def _plain(f, z0, *, tol, max_iter):
+    from sk_deq.nn import fixed_point_iteration
+
+    return fixed_point_iteration(f, z0, tol=tol, max_iter=max_iter)
+
+
+SOLVERS_BREAKING_THE_CONTRACT = [
+    (lambda f, z0, **kw: _plain(f, z0, **kw)[0], TypeError, r"returned a Tensor of shape \(\d+, 32\)"),
+    (lambda f, z0, **kw: _plain(f, z0, **kw)[0][:2], TypeError, r"returned a Tensor of shape \(2, 32\)"),
+    (lambda f, z0, **kw: (_plain(f, z0, **kw)[0], {"n_iter": 3}), TypeError, r"returned the pair \(Tensor, dict\)"),
+    (lambda f, z0, **kw: (_plain(f, z0, **kw)[0][:, :5], _plain(f, z0, **kw)[1]), ValueError, r"z of shape \(\d+, 5\)"),
+    (lambda f, z0: _plain(f, z0, tol=1e-4, max_iter=50), TypeError, "cannot be called as one .*'tol'"),
+]
+
+
+@pytest.mark.parametrize("solver,error,message", SOLVERS_BREAKING_THE_CONTRACT)
+def test_a_custom_fixed_point_solver_breaking_its_contract_is_an_error_naming_it(data, solver, error, message):
+    X, y = data
+    with pytest.raises(error, match=message) as info:
+        _fit(DEQClassifier(n_hidden=32, fixed_point_solver=solver, random_state=0), X, y)
+    assert "returns the pair (z, info): z a tensor of the shape of z0, info a sk_deq.nn.SolverInfo" in str(info.value)
+
+
+def test_a_custom_fixed_point_solver_keeping_its_contract_fits_as_the_builtin(data):
+    X, y = data
+    custom = _fit(DEQRegressor(n_hidden=32, fixed_point_solver=_plain, random_state=0), X, y)
+    builtin = _fit(DEQRegressor(n_hidden=32, random_state=0), X, y)
+    np.testing.assert_array_equal(custom.predict(X), builtin.predict(X))
+
+
+@pytest.mark.parametrize("name", [n for n in ALL if not n.startswith("explicit")])
+def test_extreme_sigma_b2_is_an_error_naming_sigma_b2(data, name):
+    X, y = data
+    for sigma_b2 in (1e100, 1e13):  # the input term alone puts the pre-activation scale out of bounds
+        with pytest.raises(ValueError, match=re.escape(f"sigma_b2={sigma_b2:g}") + ".*Use a smaller sigma_b2") as info:
+            _fit(ALL[name](sigma_b2=sigma_b2), X, y)
+        assert "smaller sigma_a2" not in str(info.value)
+    # near the bound both terms count: a sigma_b2 above its default is named beside sigma_a2
+    with pytest.raises(ValueError, match=r"sigma_b2=1e\+12.*smaller sigma_a2 .*or a smaller sigma_b2"):
+        _fit(ALL[name](sigma_b2=1e12), X, y)
+    if name.startswith("matched"):  # a kernel too small to fit an explicit network to, not scipy's error
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", RuntimeWarning)
+            with pytest.raises(ValueError, match=r"sigma_b2=1e-300.*use one nearer it"):
+                _fit(ALL[name](sigma_b2=1e-300), X, y)
+
+
 def test_sigma_a2_close_to_one_is_a_convergence_warning_carrying_the_residual(data):
     X, y = data
     with pytest.warns(ConvergenceWarning, match=r"largest relative residual \d"):
@@ -157,6 +279,23 @@ def test_sigma_a2_close_to_one_is_a_convergence_warning_carrying_the_residual(da
     assert m.match_.max_residual < 0.05
     K = ImplicitCKTransformer(sigma_a2=0.999).fit_transform(X[:40])
     assert np.isfinite(K).all()
+
+
+@pytest.mark.parametrize("name", ["matched", "matched regressor"])
+def test_a_failed_match_advises_the_estimators_own_parameters(data, name):
+    X, y = data
+    est = ALL[name](activation="relu", family="quadratic")
+    with pytest.raises(MatchingError, match=r"within tol=0\.05") as info:
+        _fit(est, X, y)
+    msg = str(info.value)
+    assert msg.startswith(type(est).__name__) and "match_tol=None" in msg and "family='leaky_relux3'" in msg
+    assert " tol=None" not in msg and "n_layers" not in msg  # match_explicit's names: not parameters here
+    assert {"family", "kernel", "match_tol"} <= set(est.get_params())
+    # match_explicit itself keeps advising its own tol and n_layers, and the error pickles
+    with pytest.raises(MatchingError) as info:
+        match_explicit("relu", 0.2, 1.0, family="quadratic")
+    assert " tol=None" in str(info.value) and "n_layers" in str(info.value)
+    assert str(pickle.loads(pickle.dumps(info.value))) == str(info.value)
 
 
 # ---------------------------------------------------------------------------
@@ -299,6 +438,34 @@ def test_class_weight_that_leaves_one_class_is_an_error(data):
     assert est.score(X, y) > 0.9
 
 
+@pytest.mark.parametrize("name", list(CLASSIFIERS))
+@pytest.mark.parametrize(
+    "class_weight,raises",
+    [({99: 2.0}, True), ({0: 2.0, "3": 2.0}, True), ({**dict.fromkeys(range(10), 1.0), 99: 2.0}, False)],
+)
+def test_class_weight_naming_labels_y_lacks_follows_scikit_learn_with_a_message_naming_them(
+    data, name, class_weight, raises
+):
+    X, y = data
+    sklearn_raises = False
+    try:
+        LogisticRegression(class_weight=class_weight, max_iter=5).fit(X, y)
+    except ValueError:
+        sklearn_raises = True
+    assert sklearn_raises == raises  # the same rule as scikit-learn's
+    est = ALL[name](class_weight=class_weight)
+    if not raises:  # every class weighed: an extra label is allowed (a class missing from a fold)
+        _fit(est, X, y)
+        return
+    unknown = [k for k in class_weight if k not in range(10)]
+    with pytest.raises(
+        ValueError, match=re.escape(f"class_weight names the label(s) {unknown!r}, which y does not hold")
+    ):
+        _fit(est, X, y)
+    with pytest.raises(ValueError, match="class_weight names the label"):
+        ALL[name](class_weight=class_weight).partial_fit(X, y, classes=np.arange(10))
+
+
 @pytest.mark.parametrize("name", list(CLASSIFIERS) + list(REGRESSORS))
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_a_width_whose_weights_cannot_fit_is_a_memory_error_before_allocation(data, name, dtype):
@@ -366,6 +533,13 @@ def unit_rows():
 def test_kernel_called_directly_validates_its_input(unit_rows, call, error, message):
     with pytest.raises(error, match=message):
         call(ImplicitCKKernel(), unit_rows)
+
+
+def test_kernel_overflow_does_not_advise_a_parameter_the_kernel_lacks(unit_rows):
+    assert "input_scaling" not in ImplicitCKKernel().get_params()
+    with pytest.raises(ValueError, match="overflow float64") as info:
+        ImplicitCKKernel()(unit_rows * 1e300)
+    assert "input_scaling='global', where an estimator or transformer has it," in str(info.value)
 
 
 @pytest.mark.parametrize(

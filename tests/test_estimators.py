@@ -603,9 +603,12 @@ def test_invalid_parameters(blobs):
 
 def test_unconverged_deq_warns_with_the_residual(blobs):
     X, y = blobs
-    with pytest.warns(ConvergenceWarning, match=r"did not reach tol=1e-12 .* relative residual") as rec:
+    with pytest.warns(ConvergenceWarning, match=r"did not reach fixed_point_tol=1e-12 .* relative residual") as rec:
         est = _small(DEQClassifier, fixed_point_max_iter=2, fixed_point_tol=1e-12).fit(X, y)
     assert any("150 of 150 samples" in str(w.message) for w in rec)
+    # the advice names the settings of the solve, not max_iter and tol (those of training)
+    advice = "Increase fixed_point_max_iter, loosen fixed_point_tol, or use a smaller sigma_a2."
+    assert all(advice in str(w.message) for w in rec if "fixed-point" in str(w.message))
     assert not est.fixed_point_info_["converged"]
     with pytest.warns(ConvergenceWarning, match="during predict"):
         assert np.all(np.isfinite(est.predict_proba(X)))

@@ -155,12 +155,55 @@ def test_an_arbitrary_callable_activation_is_refused_by_name(cls, params, data):
 
 
 def test_bad_inputs_get_clear_errors(data):
-    est, _ = _fit(ExplicitClassifier, data, "binary")
+    est, X = _fit(ExplicitClassifier, data, "binary")
     module = est.to_torch()
     with pytest.raises(ValueError, match=r"shape \(n, 8\)"):
         module(torch.zeros(3, 5))
     with pytest.raises(TypeError, match="floating-point"):
         module(torch.zeros(3, 8, dtype=torch.int64))
+    # numpy inputs, to the module or to to_torch itself: what is expected and how to convert
+    with pytest.raises(TypeError, match=r"takes a torch.Tensor of shape \(n, 8\), got ndarray: .*torch.from_numpy"):
+        module(X)
+    with pytest.raises(TypeError, match=r"to_torch\(device\) takes .* got ndarray.*est.to_torch\(\)\(torch.from_numpy"):
+        est.to_torch(X)
+    with pytest.raises(ValueError, match="The input tensor is on meta and the module's weights on cpu"):
+        module(torch.empty(3, 8, device="meta"))
+
+
+@pytest.mark.parametrize("kind", ["binary", "multiclass", "single", "multi"])
+@pytest.mark.parametrize("solver", ["iteration", "anderson"])
+def test_a_deq_exports_with_fixed_iterations_and_matches_predict(kind, solver, data):
+    cls = DEQClassifier if kind in ("binary", "multiclass") else DEQRegressor
+    est, X = _fit(cls, data, kind, dtype="float64", fixed_point_solver=solver)
+    x = torch.as_tensor(X)
+    # the default module stops on the data: exporting it is a clear error, not torch's guard dump
+    with pytest.raises(
+        RuntimeError, match=r"torch.export cannot trace\. Export the module of to_torch\(fixed_iterations=N\)"
+    ):
+        torch.export.export(est.to_torch(), (x,))
+    module = est.to_torch(fixed_iterations=est.fixed_point_max_iter)
+    program = torch.export.export(module, (x[:10],), dynamic_shapes=({0: torch.export.Dim("batch")},))
+    with torch.no_grad():
+        exported, eager = program.module()(x).numpy(), est.to_torch()(x).numpy()
+    np.testing.assert_array_equal(module(x).numpy(), eager)  # every sample stops within fixed_point_max_iter
+    assert _rel(exported, _reference(est, X)) <= est.fixed_point_tol  # the documented agreement with predict
+    assert _rel(exported, eager) <= 1e-12
+    with pytest.raises(RuntimeError, match="non-finite values"):  # a torch assertion in the program
+        program.module()(torch.full((2, X.shape[1]), float("inf"), dtype=torch.float64))
+
+
+def test_fixed_iterations_fewer_than_needed_keep_the_last_iterate_and_bad_values_are_refused(data):
+    est, X = _fit(DEQRegressor, data, "single", fixed_point_tol=1e-6, fixed_point_max_iter=80)
+    x = torch.as_tensor(X)
+    few = est.to_torch(fixed_iterations=3)
+    assert "fixed_iterations=3" in repr(few.features)
+    assert 1e-6 < _rel(few(x).numpy(), est.predict(X)) < 1.0
+    for bad, error in ((0, ValueError), (-2, ValueError), (2.5, TypeError), (True, TypeError)):
+        with pytest.raises(error, match="fixed_iterations"):
+            est.to_torch(fixed_iterations=bad)
+    explicit, _ = _fit(ExplicitRegressor, data, "single")
+    with pytest.raises(ValueError, match="fixed_iterations=5 sets the fixed-point loop of a DEQ's module"):
+        explicit.to_torch(fixed_iterations=5)
 
 
 ACTIVATION_CASES = [ACTIVATIONS[name] for name in sorted(ACTIVATIONS)] + [

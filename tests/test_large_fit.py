@@ -70,6 +70,23 @@ def test_features_that_do_not_fit_in_memory_are_a_clear_error(blobs, monkeypatch
     DEQClassifier(n_hidden=48, trainable="all", fixed_point_max_iter=1, random_state=0).fit(X, y)
 
 
+@pytest.mark.parametrize(
+    "params,needs",
+    [
+        ({}, "partial_fit (it holds"),
+        ({"solver": "lbfgs"}, "partial_fit (with solver='auto' or 'adam') (it holds"),
+        ({"readout": "ridge"}, "partial_fit (with readout='logistic' and solver='auto' or 'adam') (it holds"),
+    ],
+)
+def test_the_memory_error_advises_partial_fit_with_what_it_needs(blobs, monkeypatch, params, needs):
+    X, y = blobs
+    monkeypatch.setattr(network, "available_memory_bytes", lambda: 300 * 48 * 4 - 1)
+    est = DEQClassifier(n_hidden=48, random_state=0, **params)
+    with pytest.raises(MemoryError, match="Train in chunks with") as info:
+        est.fit(X, y)
+    assert needs in str(info.value)
+
+
 @pytest.mark.parametrize("cls", ESTIMATORS)
 def test_a_frozen_network_sees_the_inputs_one_chunk_at_a_time(cls, blobs, monkeypatch):
     X, y = blobs

@@ -401,6 +401,10 @@ def test_bad_fold_seed_is_named(iris, seed):
         ({"a": DummyClassifier()}, {"alpha": 1.5}, ValueError, "alpha must be a number in"),
         ({"a": DummyClassifier()}, {"fold_seed": 1.5}, ValueError, "fold_seed"),
         ({"a": DummyClassifier()}, {"error_score": "ignore"}, ValueError, "error_score"),
+        # a binary metric on 3 classes: its multiclass forms named, before any fit (whatever error_score)
+        ({"a": DummyClassifier()}, {"scoring": "roc_auc"}, ValueError, "3 classes: .*'roc_auc_ovr', 'roc_auc_ovo'"),
+        ({"a": DummyClassifier()}, {"scoring": "roc_auc", "error_score": 0.0}, ValueError, "scoring='roc_auc_ovr'"),
+        ({"a": DummyClassifier()}, {"scoring": "f1"}, ValueError, "'f1_macro', 'f1_micro', 'f1_weighted'"),
     ],
 )
 def test_bad_inputs(iris, estimators, kwargs, error, message):

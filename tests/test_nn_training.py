@@ -7,7 +7,14 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from sk_deq.nn import TrainResult, train
+from sk_deq.nn import (
+    DEQDivergenceError,
+    DEQLayer,
+    DEQTrainingDivergenceError,
+    TrainingDivergenceError,
+    TrainResult,
+    train,
+)
 
 RECORD_KEYS = {"epoch", "train_loss", "valid_loss", "valid_score", "best", "dur"}
 
@@ -275,3 +282,33 @@ def test_a_diverging_loss_is_an_error():
     X, y = _blobs()
     with pytest.raises(FloatingPointError, match="lower the learning_rate"):
         train(_linear(), X * 1e300, y, optimizer="sgd", learning_rate=1e10, max_epochs=5)
+
+
+@pytest.mark.parametrize("optimizer", ["adam", "sgd"])
+def test_an_exploding_finite_loss_is_an_error_naming_the_learning_rate(optimizer):
+    X, y = _blobs()
+    with pytest.raises(TrainingDivergenceError, match=r"grew to .* more than 100 times .*lower the learning_rate"):
+        train(_linear(), X, y, optimizer=optimizer, learning_rate=1e4, max_epochs=5)
+    assert issubclass(TrainingDivergenceError, FloatingPointError)
+    # a step size that converges, and one that overshoots without exploding, train
+    for rate in (0.1, 3.0):
+        result = train(_linear(), X, y, optimizer=optimizer, learning_rate=rate, max_epochs=20)
+        assert all(np.isfinite(h["train_loss"]) for h in result.history)
+
+
+def test_a_deq_that_diverges_after_steps_blames_the_step_size():
+    torch.manual_seed(0)
+    X = torch.randn(64, 4, dtype=torch.float64)
+    y = X[:, :1] ** 2
+    layer = DEQLayer(4, 32, "relu", 0.2, 0.0, train_a=True, dtype=torch.float64)
+    model = torch.nn.Sequential(layer, torch.nn.Linear(32, 1, dtype=torch.float64))
+    with pytest.raises(DEQTrainingDivergenceError, match=r"after optimizer steps.*lower the learning_rate"):
+        train(model, X, y, optimizer="sgd", learning_rate=1e3, loss="squared", max_epochs=5, batch_size=16)
+    assert issubclass(DEQTrainingDivergenceError, DEQDivergenceError)
+    # diverging at the weights as given (no step taken) is the DEQ's own error, not the step size's
+    bad = torch.nn.Sequential(DEQLayer(4, 32, "relu", 0.99, 0.0, train_a=True, dtype=torch.float64))
+    with torch.no_grad():
+        bad[0].A.mul_(100.0)
+    with pytest.raises(DEQDivergenceError) as info:
+        train(bad, X, y.repeat(1, 32), optimizer="sgd", loss="squared", max_epochs=1)
+    assert not isinstance(info.value, TrainingDivergenceError) and "smaller sigma_a2" in str(info.value)

@@ -17,6 +17,7 @@ from sk_deq import (
     MatchedExplicitRegressor,
 )
 from sk_deq._inputs import fit_input_scaling
+from sk_deq.nn import TrainingDivergenceError
 from _networks import CLASSIFIERS
 
 ESTIMATORS = CLASSIFIERS
@@ -272,7 +273,9 @@ def test_single_class_chunks(cls, blobs):
 
 def test_early_stopping_is_ignored_and_verbose_reports_each_call(blobs, capsys):
     X, y = blobs
-    est = _small(DEQClassifier, early_stopping=True, verbose=1).partial_fit(X, y, classes=[0, 1, 2])
+    with pytest.warns(UserWarning, match=r"does not use early_stopping=True: partial_fit trains one epoch") as rec:
+        est = _small(DEQClassifier, early_stopping=True, verbose=1).partial_fit(X, y, classes=[0, 1, 2])
+    assert rec[0].filename == __file__  # points at the call
     assert est.history_[0]["valid_loss"] is None and est.best_validation_score_ is None
     assert "partial_fit epoch 1 (adam)" in capsys.readouterr().out
 
@@ -346,3 +349,22 @@ def test_auto_learning_rate_is_large_for_the_readout_alone_and_small_for_hidden_
         assert est.learning_rate_init == "auto" and est._stream.optimizer.param_groups[0]["lr"] == rate
         same = cls(n_hidden=32, trainable=trainable, learning_rate_init=rate, random_state=0).partial_fit(X, y, **first)
         np.testing.assert_array_equal(same.predict(X), est.predict(X))
+
+
+def test_a_stream_whose_steps_grow_the_loss_a_little_each_call_is_stopped():
+    """Each call's loss is measured against the reference of the stream's first call, not of its own start."""
+    X, y = load_diabetes(return_X_y=True)
+    chunks = [slice(k % 20 * 20, k % 20 * 20 + 20) for k in range(60)]  # one step of SGD per call
+    stream = ExplicitRegressor(n_hidden=32, solver="sgd", learning_rate_init=1.6, random_state=0)
+    with pytest.raises(TrainingDivergenceError, match=r"after the last step, more than 100 times 0\.5"):
+        for rows in chunks:
+            stream.partial_fit(X[rows], y[rows])
+    warm = ExplicitRegressor(n_hidden=32, solver="sgd", learning_rate_init=1.6, max_iter=1, warm_start=True)
+    with pytest.raises(TrainingDivergenceError, match="lower learning_rate_init"):
+        for rows in chunks:
+            warm.set_params(random_state=0).fit(X[rows], y[rows])
+    # a step size that learns streams on
+    calm = ExplicitRegressor(n_hidden=32, solver="sgd", learning_rate_init=1.0, random_state=0)
+    for rows in chunks:
+        calm.partial_fit(X[rows], y[rows])
+    assert calm.score(X, y) > 0.3

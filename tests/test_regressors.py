@@ -241,8 +241,13 @@ def test_bad_targets_are_named(friedman):
         DEQRegressor(class_weight="balanced")
     assert not hasattr(reg, "predict_proba") and not hasattr(reg, "decision_function")
     warm = _small(DEQRegressor, warm_start=True).fit(X, y)
-    with pytest.raises(ValueError, match="2 output"):
+    with pytest.raises(ValueError, match="2 output") as info:
         warm.fit(X, np.column_stack([y, y]))
+    assert "set warm_start=False" in str(info.value)
+    # partial_fit ignores warm_start: its advice is to call fit
+    with pytest.raises(ValueError, match="2 output") as info:
+        _small(DEQRegressor).partial_fit(X, y).partial_fit(X, np.column_stack([y, y]))
+    assert "call fit to start afresh" in str(info.value) and "warm_start" not in str(info.value)
 
 
 # ---------------------------------------------------------------------------

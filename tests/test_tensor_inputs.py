@@ -16,6 +16,7 @@ from sk_deq import (
     DEQClassifier,
     ExplicitClassifier,
     ExplicitRegressor,
+    ImplicitCKKernel,
     ImplicitCKNystroem,
     ImplicitCKTransformer,
     MatchedExplicitClassifier,
@@ -41,6 +42,11 @@ def _targets(cls, data):
     return data[2] if cls.__name__.endswith("Regressor") else data[1]
 
 
+def _short(cls, max_iter):
+    """A short training for a classifier; a regressor's readout is fitted in closed form, without iterations."""
+    return {} if cls.__name__.endswith("Regressor") else {"max_iter": max_iter}
+
+
 def _outputs(est, X):
     if type(est).__name__.endswith("Regressor"):
         return [est.predict(X), est.features(X)]
@@ -53,9 +59,9 @@ def test_a_tensor_fit_and_predict_give_the_bits_of_numpy(cls, dtype, data):
     X, _, _, weight = data
     X = X.astype(dtype)
     y = _targets(cls, data)
-    ref = cls(n_hidden=32, max_iter=20, random_state=0).fit(X, y, sample_weight=weight)
+    ref = cls(n_hidden=32, random_state=0, **_short(cls, 20)).fit(X, y, sample_weight=weight)
     T = torch.tensor(X, requires_grad=True)  # detached by the estimators
-    est = cls(n_hidden=32, max_iter=20, random_state=0).fit(T, y, sample_weight=weight)
+    est = cls(n_hidden=32, random_state=0, **_short(cls, 20)).fit(T, y, sample_weight=weight)
     assert est.n_features_in_ == X.shape[1]
     np.testing.assert_array_equal(est.input_mean_, ref.input_mean_)
     for got, want in zip(_outputs(est, T), _outputs(ref, X)):
@@ -111,11 +117,12 @@ def _faults(X):
 @pytest.mark.parametrize("make", [ExplicitClassifier, ImplicitCKTransformer], ids=lambda c: c.__name__)
 def test_a_faulty_tensor_gets_the_error_of_numpy(make, fault, data):
     X, y = data[0], data[1]
-    fitted = make(n_hidden=8, random_state=0).fit(X, y)
+    small = {"n_hidden": 8} if make is ExplicitClassifier else {}  # the transformer's exact kernel has no width
+    fitted = make(random_state=0, **small).fit(X, y)
     array, tensor = _faults(X)[fault]
     calls = [lambda Z: fitted.transform(Z) if hasattr(fitted, "transform") else fitted.predict(Z)]
     if fault != "features":
-        calls.append(lambda Z: make(n_hidden=8).fit(Z, y[: len(Z)] if Z.ndim == 2 else y))
+        calls.append(lambda Z: make(**small).fit(Z, y[: len(Z)] if Z.ndim == 2 else y))
     for call in calls:
         with pytest.raises(ValueError) as want:
             call(array)
@@ -254,7 +261,7 @@ def test_a_staged_predict_gives_the_bits_of_the_host_predict(monkeypatch, cls, d
     import sk_deq._torch_base as tb
 
     X, _, _, _ = data
-    est = cls(n_hidden=32, max_iter=5, random_state=0).fit(X, _targets(cls, data))
+    est = cls(n_hidden=32, random_state=0, **_short(cls, 5)).fit(X, _targets(cls, data))
     want = _outputs(est, X)
     staged = []
     monkeypatch.setattr(tb, "stage_inputs", lambda X, device: staged.append(torch.as_tensor(X)) or staged[-1])
@@ -262,3 +269,37 @@ def test_a_staged_predict_gives_the_bits_of_the_host_predict(monkeypatch, cls, d
     assert len(staged) == len(got) and all(t.shape == X.shape for t in staged)  # once per call
     for g, w in zip(got, want):
         np.testing.assert_array_equal(g, w)
+
+
+@pytest.mark.parametrize("cls", ESTIMATORS, ids=lambda c: c.__name__)
+def test_meta_tensors_are_refused_by_name(cls, data):
+    X = data[0]
+    y = _targets(cls, data)
+    meta = torch.empty(X.shape, device="meta")
+    message = r"{} is a tensor on the 'meta' device, which holds a shape but no values"
+    with pytest.raises(ValueError, match=message.format("X")):
+        cls(n_hidden=16).fit(meta, y)
+    with pytest.raises(ValueError, match=message.format("y")):
+        cls(n_hidden=16).fit(X, torch.empty(len(y), device="meta"))
+    with pytest.raises(ValueError, match=message.format("sample_weight")):
+        cls(n_hidden=16).fit(X, y, sample_weight=torch.empty(len(y), device="meta"))
+    est = cls(n_hidden=16, random_state=0).fit(X, y)
+    for method in (est.predict, est.features, lambda M: est.score(M, y)):
+        with pytest.raises(ValueError, match=message.format("X")):
+            method(meta)
+    with pytest.raises(ValueError, match=message.format("y")):
+        est.score(X, torch.empty(len(y), device="meta"))
+
+
+@pytest.mark.parametrize("cls", [ImplicitCKTransformer, ImplicitCKNystroem, ImplicitCKKernel])
+def test_meta_tensors_are_refused_by_the_kernels(cls, data):
+    X = data[0][:40]
+    meta = torch.empty(X.shape, device="meta")
+    with pytest.raises(ValueError, match=r"X is a tensor on the 'meta' device"):
+        cls()(meta) if cls is ImplicitCKKernel else cls().fit(meta)
+    if cls is ImplicitCKKernel:
+        with pytest.raises(ValueError, match=r"Y is a tensor on the 'meta' device"):
+            cls()(X, meta)
+    else:
+        with pytest.raises(ValueError, match=r"X is a tensor on the 'meta' device"):
+            cls(n_components=10).fit(X).transform(meta) if cls is ImplicitCKNystroem else cls().fit(X).transform(meta)

@@ -3,6 +3,7 @@
 import functools
 import math
 import pickle
+import warnings
 
 import numpy as np
 import pytest
@@ -229,6 +230,22 @@ def test_bad_input_errors():
         ImplicitCKTransformer(activation="nope").fit(X)
 
 
+def test_settings_of_another_method_warn_naming_them():
+    X = np.random.default_rng(0).standard_normal((20, 3))
+    with pytest.warns(
+        UserWarning, match=r"does not use n_hidden=64, n_draws=2: .*method='monte_carlo', and method='exact'"
+    ):
+        ImplicitCKTransformer(n_hidden=64, n_draws=2).fit(X)
+    with pytest.warns(UserWarning, match=r"does not use tol=1e-08: it is the tolerance of method='exact'") as rec:
+        ImplicitCKTransformer(method="linearized", tol=1e-8).fit_transform(X)
+    assert rec[0].filename == __file__  # through scikit-learn's fit_transform wrapper, at the call
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        ImplicitCKTransformer(tol=1e-10).fit(X)
+        ImplicitCKTransformer(method="monte_carlo", n_hidden=64, n_draws=2, random_state=0).fit(X)
+        ImplicitCKTransformer(method="linearized", n_hidden=2000, n_draws=1, tol=1e-12).fit(X)
+
+
 def test_too_large_kernel_is_refused_before_allocation():
     rng = np.random.default_rng(0)
     big = rng.standard_normal((150_000, 2))
@@ -270,6 +287,40 @@ def test_gp_kernel_values_diag_and_gradient():
     assert fixed(X, eval_gradient=True)[1].shape == (25, 25, 0)
     with pytest.raises(ValueError):
         k(X, Y, eval_gradient=True)
+
+
+@pytest.mark.parametrize(
+    "bounds,fault",
+    [
+        ((float("nan"), 0.5), "not finite"),
+        ((1e-3, float("inf")), "not finite"),
+        ((-0.1, 0.5), "lower bound must be positive"),
+        ((0.0, 0.5), "lower bound must be positive"),
+        ((0.1, 1.0), "upper bound must be below 1"),
+        ((0.5, 0.1), "lower bound must be below the upper one"),
+        ((0.3, 0.3), "lower bound must be below the upper one"),
+        ("fxed", "got the string 'fxed'"),
+        ((0.1, 0.2, 0.3), "not two numbers"),
+        (0.5, "not two numbers"),
+        (("a", "b"), "got \\('a', 'b'\\)"),
+    ],
+)
+def test_gp_kernel_rejects_bad_sigma_a2_bounds_at_construction_and_after_set_params(bounds, fault):
+    with pytest.raises(ValueError, match=f"sigma_a2_bounds must be 'fixed' or a pair .*{fault}"):
+        ImplicitCKKernel(sigma_a2_bounds=bounds)
+    k = ImplicitCKKernel().set_params(sigma_a2_bounds=bounds)  # set_params does not run __init__
+    X = np.random.default_rng(0).standard_normal((12, 3)) / 2.0
+    with pytest.raises(ValueError, match=fault):
+        GaussianProcessRegressor(k).fit(X, X[:, 0])
+
+
+def test_gp_kernel_with_valid_bounds_clones_and_reports_its_params():
+    for bounds in [(1e-3, 0.9), [0.05, 0.5], np.array([0.05, 0.5]), np.array([[0.05, 0.5]]), "fixed"]:
+        k = ImplicitCKKernel(sigma_a2=0.2, sigma_a2_bounds=bounds)
+        assert k.get_params()["sigma_a2_bounds"] is bounds  # stored as given: clone() accepts it
+        assert np.array_equal(np.asarray(clone(k).get_params()["sigma_a2_bounds"]), np.asarray(bounds))
+        assert k.hyperparameter_sigma_a2.fixed == (isinstance(bounds, str))
+    assert np.allclose(ImplicitCKKernel(sigma_a2_bounds=(0.05, 0.5)).bounds, np.log([[0.05, 0.5]]))
 
 
 @pytest.mark.filterwarnings("ignore:The optimal value found:sklearn.exceptions.ConvergenceWarning")

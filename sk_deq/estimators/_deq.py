@@ -104,7 +104,13 @@ class DEQClassifier(_DEQNetwork, TorchClassifierBase):
         disk around zero (circular law), where no polynomial acceleration
         beats plain iteration; once training (``trainable='hidden'`` or
         ``'all'``) pulls eigenvalues of ``A`` out of that disk, Anderson needs
-        fewer steps per sample (see :ref:`fixed-point-solvers`).
+        fewer steps per sample (see :ref:`fixed-point-solvers`).  A callable
+        is called as ``solver(f, z0, tol=fixed_point_tol,
+        max_iter=fixed_point_max_iter)``, ``f`` the row-wise map and ``z0``
+        the starting point of shape ``(batch, n_hidden)``, and must return
+        ``(z, info)``: ``z`` a tensor of the shape of ``z0``, ``info`` a
+        :class:`~sk_deq.nn.SolverInfo` (the contract of
+        :mod:`sk_deq.nn.solvers`; anything else is an error naming it).
     fixed_point_max_iter : int, default=50
         Iteration budget of every fixed-point solve.
     fixed_point_tol : float, default=1e-4
@@ -121,8 +127,9 @@ class DEQClassifier(_DEQNetwork, TorchClassifierBase):
         ``-1 / 1`` one-hot targets (plus ``alpha``), solved in closed form on
         the cached features (one Gram matrix and one Cholesky solve, as
         :class:`~sklearn.linear_model.RidgeClassifier`); it needs
-        ``trainable='readout'`` and ``early_stopping=False``, and there is
-        no ``predict_proba`` or ``partial_fit``.  Its speed and accuracy
+        ``trainable='readout'``, ``early_stopping=False`` and
+        ``solver='auto'``, and there is no ``predict_proba`` or
+        ``partial_fit``.  Its speed and accuracy
         against L-BFGS: see :ref:`readout-speed`.
     solver : {'auto', 'lbfgs', 'adam', 'sgd'}, default='auto'
         ``'auto'`` is full-batch L-BFGS when only the readout is trained (a
@@ -163,7 +170,7 @@ class DEQClassifier(_DEQNetwork, TorchClassifierBase):
         keep the parameters of its best epoch.  The loss rather than the
         accuracy: a small validation set's accuracy plateaus in steps of one
         sample long before the readout has converged.  ``partial_fit``
-        ignores it (as MLPClassifier does).
+        ignores it, with a warning (MLPClassifier's raises).
     validation_fraction : float, default=0.1
         Size of the validation split.
     n_iter_no_change : int, default=10
@@ -343,7 +350,13 @@ class DEQRegressor(_DEQNetwork, TorchRegressorBase):
         disk around zero (circular law), where no polynomial acceleration
         beats plain iteration; once training (``trainable='hidden'`` or
         ``'all'``) pulls eigenvalues of ``A`` out of that disk, Anderson needs
-        fewer steps per sample (see :ref:`fixed-point-solvers`).
+        fewer steps per sample (see :ref:`fixed-point-solvers`).  A callable
+        is called as ``solver(f, z0, tol=fixed_point_tol,
+        max_iter=fixed_point_max_iter)``, ``f`` the row-wise map and ``z0``
+        the starting point of shape ``(batch, n_hidden)``, and must return
+        ``(z, info)``: ``z`` a tensor of the shape of ``z0``, ``info`` a
+        :class:`~sk_deq.nn.SolverInfo` (the contract of
+        :mod:`sk_deq.nn.solvers`; anything else is an error naming it).
     fixed_point_max_iter : int, default=50
         Iteration budget of every fixed-point solve.
     fixed_point_tol : float, default=1e-4
@@ -393,7 +406,8 @@ class DEQRegressor(_DEQNetwork, TorchRegressorBase):
         Hold out ``validation_fraction`` of the training data (a random
         split), stop when its loss (the weighted squared error) stops
         improving and keep the parameters of its best epoch; the recorded
-        validation score is R².  ``partial_fit`` ignores it.
+        validation score is R².  ``partial_fit`` ignores it, with a
+        warning.
     validation_fraction : float, default=0.1
         Size of the validation split.
     n_iter_no_change : int, default=10

@@ -104,8 +104,9 @@ class ExplicitClassifier(_ExplicitLayers, TorchClassifierBase):
         ``-1 / 1`` one-hot targets (plus ``alpha``), solved in closed form on
         the cached features (one Gram matrix and one Cholesky solve, as
         :class:`~sklearn.linear_model.RidgeClassifier`); it needs
-        ``trainable='readout'`` and ``early_stopping=False``, and there is
-        no ``predict_proba`` or ``partial_fit``.  Its speed and accuracy
+        ``trainable='readout'``, ``early_stopping=False`` and
+        ``solver='auto'``, and there is no ``predict_proba`` or
+        ``partial_fit``.  Its speed and accuracy
         against L-BFGS: see :ref:`readout-speed`.
     solver : {'auto', 'lbfgs', 'adam', 'sgd'}, default='auto'
         ``'auto'`` is full-batch L-BFGS when only the readout is trained (a
@@ -146,7 +147,7 @@ class ExplicitClassifier(_ExplicitLayers, TorchClassifierBase):
         keep the parameters of its best epoch.  The loss rather than the
         accuracy: a small validation set's accuracy plateaus in steps of one
         sample long before the readout has converged.  ``partial_fit``
-        ignores it (as MLPClassifier does).
+        ignores it, with a warning (MLPClassifier's raises).
     validation_fraction : float, default=0.1
         Size of the validation split.
     n_iter_no_change : int, default=10
@@ -328,7 +329,8 @@ class ExplicitRegressor(_ExplicitLayers, TorchRegressorBase):
         Hold out ``validation_fraction`` of the training data (a random
         split), stop when its loss (the weighted squared error) stops
         improving and keep the parameters of its best epoch; the recorded
-        validation score is R².  ``partial_fit`` ignores it.
+        validation score is R².  ``partial_fit`` ignores it, with a
+        warning.
     validation_fraction : float, default=0.1
         Size of the validation split.
     n_iter_no_change : int, default=10

@@ -12,7 +12,7 @@ from .._torch_base import store_params
 from .._torch_classifier import TorchClassifierBase
 from .._torch_regressor import TorchRegressorBase
 from ..activations import get_activation
-from ..matching import match_explicit
+from ..matching import MatchingError, match_explicit
 from ._explicit import ExplicitNetwork
 
 __all__ = ["MatchedExplicitClassifier", "MatchedExplicitRegressor"]
@@ -35,9 +35,16 @@ class _MatchedLayers(ExplicitNetwork):
     def _coefficients(self, tau0):
         # cached by match_explicit: a refit with the same configuration does not solve again
         act = get_activation(self.activation)
-        self.match_ = match_explicit(
-            act, self.sigma_a2, tau0, self.kernel, self.family, sigma_b2=self.sigma_b2, tol=self.match_tol
-        )
+        try:
+            self.match_ = match_explicit(
+                act, self.sigma_a2, tau0, self.kernel, self.family, sigma_b2=self.sigma_b2, tol=self.match_tol
+            )
+        except MatchingError as exc:  # the advice in this estimator's parameters (match_tol, not tol)
+            raise MatchingError(
+                f"{type(self).__name__}: {exc.problem}",
+                "Try family='auto' or another family (a kind repeated for a deeper stack, e.g. "
+                "family='leaky_relux3'), the other kernel, or match_tol=None to accept the best fit.",
+            ) from None
         return self.match_.explicit
 
     def _describe_layers(self):
@@ -93,8 +100,9 @@ class MatchedExplicitClassifier(_MatchedLayers, TorchClassifierBase):
         ``-1 / 1`` one-hot targets (plus ``alpha``), solved in closed form on
         the cached features (one Gram matrix and one Cholesky solve, as
         :class:`~sklearn.linear_model.RidgeClassifier`); it needs
-        ``trainable='readout'`` and ``early_stopping=False``, and there is
-        no ``predict_proba`` or ``partial_fit``.  Its speed and accuracy
+        ``trainable='readout'``, ``early_stopping=False`` and
+        ``solver='auto'``, and there is no ``predict_proba`` or
+        ``partial_fit``.  Its speed and accuracy
         against L-BFGS: see :ref:`readout-speed`.
     solver : {'auto', 'lbfgs', 'adam', 'sgd'}, default='auto'
         ``'auto'`` is full-batch L-BFGS when only the readout is trained (a
@@ -135,7 +143,7 @@ class MatchedExplicitClassifier(_MatchedLayers, TorchClassifierBase):
         keep the parameters of its best epoch.  The loss rather than the
         accuracy: a small validation set's accuracy plateaus in steps of one
         sample long before the readout has converged.  ``partial_fit``
-        ignores it (as MLPClassifier does).
+        ignores it, with a warning (MLPClassifier's raises).
     validation_fraction : float, default=0.1
         Size of the validation split.
     n_iter_no_change : int, default=10
@@ -343,7 +351,8 @@ class MatchedExplicitRegressor(_MatchedLayers, TorchRegressorBase):
         Hold out ``validation_fraction`` of the training data (a random
         split), stop when its loss (the weighted squared error) stops
         improving and keep the parameters of its best epoch; the recorded
-        validation score is R².  ``partial_fit`` ignores it.
+        validation score is R².  ``partial_fit`` ignores it, with a
+        warning.
     validation_fraction : float, default=0.1
         Size of the validation split.
     n_iter_no_change : int, default=10

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import numpy as np
@@ -173,6 +174,14 @@ def _match(act, sigma_a2, tau0, kernel, family, n_layers, sigma_b2, tol, n_start
     candidates = _resolve_family(family, n_layers, act)
     targets, deq = matching_targets(act, sigma_a2, tau0, kernel, sigma_b2=sigma_b2)
     fits, best = _fit_candidates(candidates, targets, kernel, n_starts, np.random.default_rng(random_state), tol)
+    if not math.isfinite(best.worst):
+        raise ValueError(
+            f"No explicit network could be fitted to the {kernel.upper()} of the {act.name}-DEQ (sigma_a2="
+            f"{_deq_sigma(deq):g}, sigma_b2={_deq_sigma(deq, 'b'):g}, tau0={targets.tau0:g}): the least-squares fit "
+            f"of every candidate family ran into non-finite values. A sigma_b2 far from 1 - sigma_a2 = "
+            f"{1 - _deq_sigma(deq):g} puts the kernel (M1 target {targets.linear:.3g}) at scales the fit cannot "
+            "reach: use one nearer it."
+        )
     tried = tuple((_family_name(f.kinds), f.worst) for f in fits)
     if tol is not None and best.worst > tol:
         raise _matching_error(act, deq, targets, kernel, best, tried, tol)
@@ -192,8 +201,13 @@ def _fit_candidates(candidates, targets, kernel, n_starts, rng, tol) -> tuple[li
     best = None
     for kinds in candidates:
         problem = _Problem(kinds, targets, kernel)
-        theta, res = _solve(problem, n_starts, rng, eff_tol)
-        fits.append(_Fit(kinds, problem, theta, res, float(np.max(np.abs(res)))))
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            try:
+                theta, res = _solve(problem, n_starts, rng, eff_tol)
+            except (ValueError, FloatingPointError):  # the solver met non-finite values: no fit of this family
+                theta, res = problem.plain, np.full(len(EQUATIONS), np.nan)
+        worst = float(np.max(np.abs(res))) if np.all(np.isfinite(res)) else math.inf
+        fits.append(_Fit(kinds, problem, theta, res, worst))
         if best is None or fits[-1].worst < 0.9 * best.worst - 1e-9:
             best = fits[-1]
         if best.worst < _GOOD_ENOUGH:
@@ -207,9 +221,9 @@ def _matching_error(act, deq, targets, kernel, best: _Fit, tried, tol) -> Matchi
     return MatchingError(
         f"No explicit network matches the {kernel.upper()} of the {act.name}-DEQ "
         f"(sigma_a2={_deq_sigma(deq):g}, tau0={targets.tau0:g}) within tol={tol:g}: best family "
-        f"{_family_name(best.kinds)!r} leaves relative residuals {eqs} (largest per family: {detail}). "
+        f"{_family_name(best.kinds)!r} leaves relative residuals {eqs} (largest per family: {detail}).",
         "Try family='auto' or another family, a deeper stack (n_layers), the other kernel, "
-        "or tol=None to accept the best fit."
+        "or tol=None to accept the best fit.",
     )
 
 

@@ -11,7 +11,26 @@ from ._problem import EQUATIONS
 
 
 class MatchingError(ValueError):
-    """No explicit network of the requested family matches within tolerance."""
+    """No explicit network of the requested family matches within tolerance.
+
+    Parameters
+    ----------
+    problem : str
+        What did not match, and by how much.
+    advice : str, default=''
+        What to try, in the caller's terms (the parameters of
+        :func:`~sk_deq.matching.match_explicit`, or of a matched estimator).
+
+    Attributes
+    ----------
+    problem, advice : str
+        The two parts of the message, so that a caller can restate the advice
+        in its own parameters.
+    """
+
+    def __init__(self, problem: str = "", advice: str = ""):
+        super().__init__(f"{problem} {advice}".strip())
+        self.problem, self.advice = problem, advice
 
 
 @dataclass(frozen=True)

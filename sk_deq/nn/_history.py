@@ -26,10 +26,48 @@ from torch import nn
 
 from ._lbfgs import LBFGSResult
 
-__all__ = ["LOSSES", "Epochs", "TrainResult", "loss_sum", "normalised_weights", "predict_logits", "start_epochs"]
+__all__ = [
+    "EXPLOSION_FACTOR",
+    "LOSSES",
+    "Epochs",
+    "TrainResult",
+    "TrainingDivergenceError",
+    "loss_sum",
+    "normalised_weights",
+    "predict_logits",
+    "start_epochs",
+]
 
 #: The per-sample losses: cross-entropy (classification) and squared error (regression).
 LOSSES = ("cross_entropy", "squared")
+
+#: Minibatch training stops with a :class:`TrainingDivergenceError` when an epoch's mean loss, or the loss after
+#: the last step, exceeds this many times its reference: by default the larger of the loss at the start and the
+#: loss of zero outputs (``log k`` of the cross-entropy of ``k`` classes, half the mean square of the targets),
+#: which no useful step size leaves that far behind.
+EXPLOSION_FACTOR = 100.0
+
+
+class TrainingDivergenceError(FloatingPointError):
+    """Training diverged: the loss became infinite or NaN, or grew far above its start (:data:`EXPLOSION_FACTOR`).
+
+    Parameters
+    ----------
+    symptom : str
+        What happened (the message without its advice).
+    advice : str, default=''
+        What to change, in the caller's terms (:func:`~sk_deq.nn.train`:
+        its ``learning_rate``; an estimator: its ``learning_rate_init``).
+
+    Attributes
+    ----------
+    symptom, advice : str
+        The two parts of the message, so that a caller can restate the advice.
+    """
+
+    def __init__(self, symptom: str = "", advice: str = ""):
+        super().__init__(f"{symptom}; {advice}." if advice else symptom)
+        self.symptom, self.advice = symptom, advice
 
 
 @dataclass
@@ -60,6 +98,9 @@ class TrainResult:
         Lowest training loss.
     message : str, default=''
         How training ended.
+    loss_reference : float or None, default=None
+        The loss minibatch training measured an exploding one against (see
+        :data:`EXPLOSION_FACTOR`); None for L-BFGS and the closed form.
     """
 
     history: list = field(default_factory=list)
@@ -69,6 +110,7 @@ class TrainResult:
     best_valid_loss: float | None = None
     best_loss: float = math.inf
     message: str = ""
+    loss_reference: float | None = None
 
 
 def loss_sum(
@@ -149,6 +191,9 @@ def predict_logits(model: nn.Module, X: torch.Tensor, chunk_size: int | None = N
     chunk = n if not chunk_size else int(chunk_size)
     with torch.no_grad():
         return torch.cat([model(X[i : i + chunk]) for i in range(0, n, max(chunk, 1))]) if n else model(X)
+
+
+_ADVICE = "lower the learning_rate"
 
 
 class Monitor:
@@ -247,6 +292,8 @@ class Epochs:
         self.valid = valid  # (X_val, y_val, w_val) or None
         self.result = TrainResult()
         self.t0 = time.perf_counter()  # start of the running L-BFGS iteration
+        self.reference = None  # the loss an exploding one is measured against (minibatch training sets it)
+        self.result.loss_reference = None
 
     @property
     def number(self) -> int:
@@ -278,10 +325,24 @@ class Epochs:
         self.result.history.append(rec)
         self.result.n_epochs += 1
         self.printer.row(rec)
+        self.check(loss, f"at epoch {rec['epoch']}")
+
+    def check(self, loss: float, when: str) -> None:
+        """Raise :class:`TrainingDivergenceError` for a non-finite ``loss``, or one far above :attr:`reference`."""
         if not math.isfinite(loss):
-            raise FloatingPointError(
-                f"The training loss became {loss} at epoch {rec['epoch']}; lower the learning_rate."
+            raise TrainingDivergenceError(f"the training loss became {loss} {when}", _ADVICE)
+        ref = self.reference
+        if ref is not None and ref > 0 and loss > EXPLOSION_FACTOR * ref:
+            raise TrainingDivergenceError(
+                f"the training loss grew to {loss:.3g} {when}, more than {EXPLOSION_FACTOR:g} times {ref:.3g}, the "
+                "larger of its value at the start and that of zero outputs: the optimizer diverged",
+                _ADVICE,
             )
+
+    def set_reference(self, start, zero, n: int) -> None:
+        """Set :attr:`reference` (if unset) from the summed losses of ``n`` rows at the start and for zero outputs."""
+        if self.reference is None and n > 0:
+            self.reference = self.result.loss_reference = max(float(start), float(zero)) / n
 
     def finish(self) -> TrainResult:
         """Restore the best parameters (with a validation set) and fill in the result."""

@@ -26,7 +26,8 @@ from torch import nn
 
 from ..activations import get_activation
 from ._random import gaussian_weights
-from .solvers import SolverInfo, SolverLog, get_solver
+from ._solver_contract import check_solver_call, check_solver_result
+from .solvers import SOLVERS, SolverInfo, SolverLog, get_solver
 
 __all__ = ["DEQLayer", "DEQDivergenceError"]
 
@@ -53,7 +54,11 @@ class DEQLayer(nn.Module):
     sigma_b2 : float, optional
         Input weight variance, ``1 - sigma_a2`` by default.
     solver : str or callable, default='iteration'
-        Forward and adjoint solver (see :mod:`sk_deq.nn.solvers`).
+        Forward and adjoint solver (see :mod:`sk_deq.nn.solvers`): a name,
+        or a callable ``solver(f, z0, tol=..., max_iter=..., **solver_options)``
+        returning ``(z, info)``, ``z`` of the shape of ``z0`` and ``info`` a
+        :class:`~sk_deq.nn.SolverInfo` (anything else is an error naming
+        this contract).
     tol : float, default=1e-4
         Relative residual at which the forward solve stops.
     max_iter : int, default=50
@@ -207,7 +212,11 @@ class DEQLayer(nn.Module):
 
     def _solve(self, f, z0, tol, max_iter, what):
         solver = get_solver(self.solver)
-        z, info = solver(f, z0, tol=tol, max_iter=max_iter, **self.solver_options)
+        custom = solver not in SOLVERS.values()
+        if custom:
+            check_solver_call(solver, self.solver_options)
+        result = solver(f, z0, tol=tol, max_iter=max_iter, **self.solver_options)
+        z, info = check_solver_result(result, solver, z0) if custom else result
         if info.diverged:
             raise DEQDivergenceError(
                 f"The DEQ's {what} fixed-point iteration diverged (non-finite values after "

@@ -500,7 +500,8 @@ def train_readout(
     **options
         The other keyword arguments of :func:`train` (``n_iter_no_change``,
         ``verbose``, ``stream``, ``epoch_offset``, and for minibatches
-        ``learning_rate``, ``batch_size``, ``rng``, ``torch_optimizer``).
+        ``learning_rate``, ``batch_size``, ``rng``, ``torch_optimizer``,
+        ``loss_reference``).
 
     Returns
     -------
@@ -514,7 +515,7 @@ def train_readout(
             model, Z, y, optimizer=optimizer, penalized=[linear.weight], max_epochs=max_epochs,
             improvement_tol=improvement_tol, chunk_size=chunk_size, loss=loss, **common, **options,
         )  # fmt: skip
-    for key in ("learning_rate", "batch_size", "rng", "torch_optimizer"):
+    for key in ("learning_rate", "batch_size", "rng", "torch_optimizer", "loss_reference"):
         options.pop(key, None)
     epochs = start_epochs(
         LinearReadout(linear), [linear.weight, linear.bias], X_val=X_val, y_val=y_val, val_weight=val_weight,

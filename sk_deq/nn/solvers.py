@@ -5,8 +5,20 @@ Every solver has the same signature::
     z, info = solver(f, z0, *, tol=1e-4, max_iter=50, **options)
 
 ``f`` maps a tensor of shape ``(batch, ...)`` to one of the same shape and
-acts on every sample (row) independently, as a DEQ layer does.  Convergence
-is judged **per sample** with the relative residual
+acts on every sample (row) independently, as a DEQ layer does.
+
+This is also the contract of a custom solver, the callable given as
+``fixed_point_solver`` to the DEQ estimators or as ``solver`` to
+:class:`~sk_deq.nn.DEQLayer`: it is called as ``solver(f, z0, tol=tol,
+max_iter=max_iter, **options)`` (``options``: the layer's
+``solver_options``, none from the estimators), and must return the pair
+``(z, info)``: ``z`` a tensor of the shape of ``z0`` (the images ``f(z_i)``
+at the points reached), ``info`` a :class:`SolverInfo` of the solve (its
+``diverged`` makes the layer raise, the estimators record the rest).
+:mod:`sk_deq.nn._solver_contract` checks a custom solver's call and
+result against it, with an error naming the contract.
+
+Convergence is judged **per sample** with the relative residual
 
     r_i = ||f(z_i) - z_i|| / ||f(z_i)||,
 
@@ -226,7 +238,10 @@ class SolverLog:
         return summary
 
     def warn(self, owner: str, where: str) -> dict | None:
-        """:meth:`summary`, with a ``ConvergenceWarning`` for every kind of solve that did not converge."""
+        """:meth:`summary`, with a ``ConvergenceWarning`` for every kind of solve that did not converge.
+
+        Its advice names the DEQ estimators' ``fixed_point_max_iter`` and ``fixed_point_tol``.
+        """
         import warnings
 
         from sklearn.exceptions import ConvergenceWarning
@@ -237,10 +252,11 @@ class SolverLog:
                 continue
             what = "fixed-point" if kind == "forward" else "adjoint (backward) fixed-point"
             warnings.warn(
-                f"{owner}: the DEQ {what} solver {merged['solver']!r} did not reach tol={merged['tol']:g} within "
-                f"max_iter={merged['max_iter']} iterations on {merged['n_not_converged']} of {merged['n_samples']} "
-                f"samples during {where} (largest relative residual {merged['rel_residual']:.3g}). Increase "
-                "max_iter, loosen tol, or use a smaller sigma_a2.",
+                f"{owner}: the DEQ {what} solver {merged['solver']!r} did not reach fixed_point_tol="
+                f"{merged['tol']:g} within fixed_point_max_iter={merged['max_iter']} iterations on "
+                f"{merged['n_not_converged']} of {merged['n_samples']} samples during {where} (largest relative "
+                f"residual {merged['rel_residual']:.3g}). Increase fixed_point_max_iter, loosen fixed_point_tol, "
+                "or use a smaller sigma_a2.",
                 ConvergenceWarning,
                 stacklevel=3,
             )
@@ -558,7 +574,8 @@ def get_solver(solver) -> Callable:
     ----------
     solver : {'iteration', 'anderson'} or callable
         A name of :data:`SOLVERS`, or a solver with the signature
-        ``solver(f, z0, *, tol, max_iter, **options) -> (z, SolverInfo)``.
+        ``solver(f, z0, *, tol, max_iter, **options) -> (z, SolverInfo)``
+        (the contract of the module documentation).
 
     Returns
     -------

@@ -29,13 +29,22 @@ from torch import nn
 
 from .._progress import ProgressBar
 from .deq import DEQDivergenceError
-from ._history import TrainResult, loss_sum, normalised_weights, start_epochs
+from ._history import _ADVICE, TrainingDivergenceError, TrainResult, loss_sum, normalised_weights, start_epochs
 from ._lbfgs import minimize_lbfgs
 
-__all__ = ["OPTIMIZERS", "make_optimizer", "train"]
+__all__ = ["OPTIMIZERS", "DEQTrainingDivergenceError", "make_optimizer", "train"]
 
 #: Optimizers accepted by :func:`train`.
 OPTIMIZERS = ("adam", "sgd", "lbfgs")
+
+
+class DEQTrainingDivergenceError(TrainingDivergenceError, DEQDivergenceError):
+    """A DEQ's fixed point diverged after training steps: the step size took the weights where none exists.
+
+    Both a :class:`~sk_deq.nn.TrainingDivergenceError` (the cause is the
+    optimizer's step size) and a :class:`~sk_deq.nn.DEQDivergenceError`
+    (what failed is the fixed point).
+    """
 
 
 def _penalty(params, alpha: float):
@@ -69,6 +78,7 @@ def train(
     torch_optimizer: torch.optim.Optimizer | None = None,
     loss: str = "cross_entropy",
     lbfgs_backend: str = "auto",
+    loss_reference: float | None = None,
 ) -> TrainResult:
     """Train ``model`` (inputs -> outputs) with cross-entropy or squared error.
 
@@ -155,6 +165,15 @@ def train(
         The back end of L-BFGS (:func:`sk_deq.nn._lbfgs.minimize_lbfgs`):
         ``'auto'`` runs the torch one on the parameters' device when that is
         not the CPU, scipy's L-BFGS-B on the host otherwise.
+    loss_reference : float, optional
+        What Adam and SGD measure a diverging loss against: training stops
+        with a :class:`~sk_deq.nn.TrainingDivergenceError` once an epoch's
+        mean loss, or the loss of a minibatch after the last step, exceeds
+        :data:`~sk_deq.nn._history.EXPLOSION_FACTOR` times it.  None: the
+        larger of the loss at the start and that of zero outputs, on the
+        first minibatch (returned as ``TrainResult.loss_reference``, for a
+        continued run to pass on: steps that grow the loss a little at
+        every call would otherwise never be caught).
 
     Returns
     -------
@@ -167,8 +186,14 @@ def train(
         For an unknown ``optimizer``, a model without trainable parameters,
         sample weights of the wrong shape, negative, non-finite or all zero,
         or a ``torch_optimizer`` with ``optimizer='lbfgs'``.
-    FloatingPointError
-        If the training loss becomes infinite or NaN.
+    TrainingDivergenceError
+        A ``FloatingPointError``: if minibatch training makes the loss
+        infinite or NaN, or an epoch's mean loss more than
+        :data:`~sk_deq.nn._history.EXPLOSION_FACTOR` times the larger of
+        the loss at the start and that of zero outputs; a
+        :class:`DEQTrainingDivergenceError` (also a
+        :class:`~sk_deq.nn.DEQDivergenceError`) if a DEQ's fixed point
+        diverges once the optimizer has stepped.
 
     Examples
     --------
@@ -216,6 +241,8 @@ def train(
     opt = make_optimizer(optimizer, params, learning_rate) if torch_optimizer is None else torch_optimizer
     rng = np.random.RandomState(0) if rng is None else rng
     batch = max(1, min(int(batch_size), X.shape[0]))
+    if loss_reference is not None:
+        epochs.reference = epochs.result.loss_reference = float(loss_reference)
     _train_minibatch(model, X, y, w, opt, penalized, alpha, epochs, batch, max_epochs, rng, verbose >= 2, stream)
     return epochs.finish()
 
@@ -248,32 +275,64 @@ def _train_minibatch(model, X, y, w, opt, penalized, alpha, epochs, batch, max_e
     """Epochs of shuffled minibatch steps until the stopping rule or ``max_epochs``."""
     n = X.shape[0]
     monitor, result = epochs.monitor, epochs.result
+    order = None
     for _ in range(int(max_epochs)):
         t0 = time.perf_counter()
         order = torch.from_numpy(rng.permutation(n)).to(X.device)
         with ProgressBar(math.ceil(n / batch), f"epoch {epochs.number}", enabled=bars, stream=stream) as bar:
-            total = _minibatch_epoch(model, X, y, w, order, batch, opt, penalized, alpha, bar, epochs.loss)
+            try:
+                total = _minibatch_epoch(model, X, y, w, order, batch, opt, penalized, alpha, bar, epochs)
+            except DEQDivergenceError as exc:
+                if not opt.state:  # no step taken yet: the fixed point diverges at the weights as they came
+                    raise
+                raise DEQTrainingDivergenceError(
+                    f"the DEQ's fixed point diverged during epoch {epochs.number}, after optimizer steps: they took "
+                    "the trained weights out of the region where the fixed point exists",
+                    _ADVICE,
+                ) from exc
         epochs.end(total / n, t0)
         if monitor.stop:
             result.converged = True
             what = "validation loss" if monitor.use_val else "training loss"
             result.message = f"{what} did not improve by {monitor.tol:g} for {monitor.n_iter_no_change} epochs"
-            return
-    result.message = f"reached max_epochs={max_epochs}"
+            break
+    else:
+        result.message = f"reached max_epochs={max_epochs}"
+    if order is not None:
+        _check_last_step(model, X, y, w, order[:batch], penalized, alpha, epochs)
 
 
-def _minibatch_epoch(model, X, y, w, order, bs, opt, penalized, alpha, bar, loss_kind) -> float:
-    """One pass over the minibatches of ``order``; returns the summed loss (data and penalty)."""
+def _check_last_step(model, X, y, w, idx, penalized, alpha, epochs) -> None:
+    """The loss of one minibatch after the last step, checked as an epoch's (the epochs' losses precede steps)."""
+    if epochs.monitor.use_val:  # the parameters of the best epoch were kept, or are about to be
+        return
+    with torch.no_grad():
+        loss = loss_sum(model(X[idx]), y[idx], None if w is None else w[idx], epochs.loss) / len(idx)
+        pen = _penalty(penalized, alpha)
+        epochs.check(float(loss if pen is None else loss + pen), "after the last step")
+
+
+def _minibatch_epoch(model, X, y, w, order, bs, opt, penalized, alpha, bar, epochs) -> float:
+    """One pass over the minibatches of ``order``; returns the summed loss (data and penalty).
+
+    The first minibatch of a run, before its step, sets the reference of
+    :meth:`~sk_deq.nn._history.Epochs.end`'s test for an exploding loss.
+    """
     n = X.shape[0]
     total = 0.0
     for i in range(0, n, bs):
         idx = order[i : i + bs]
         opt.zero_grad(set_to_none=True)
-        data = loss_sum(model(X[idx]), y[idx], None if w is None else w[idx], loss_kind)
+        out, wb = model(X[idx]), None if w is None else w[idx]
+        data = loss_sum(out, y[idx], wb, epochs.loss)
         loss = data / len(idx)
         pen = _penalty(penalized, alpha)
         if pen is not None:
             loss = loss + pen
+        if epochs.reference is None:
+            with torch.no_grad():
+                zero = loss_sum(torch.zeros_like(out), y[idx], wb, epochs.loss)
+                epochs.set_reference(loss * len(idx), zero, len(idx))
         loss.backward()
         opt.step()
         total += float(data.detach()) + (float(pen.detach()) * len(idx) if pen is not None else 0.0)

@@ -384,11 +384,7 @@ def tau_fixed_point(
             var = np.inf
         new = math.sqrt(sa * var + sb * t0 * t0) if np.isfinite(var) else np.inf
         if not np.isfinite(new) or new > 1e6 * max(t0, 1.0):
-            raise ValueError(
-                f"The tau-iteration of (E0) diverges for activation {act.name!r} at sigma_a2={sa:g}, "
-                f"tau0={t0:g}: the DEQ has no stable pre-activation scale. Try a smaller sigma_a2 "
-                "or a smaller data scale tau0."
-            )
+            raise _divergence(act, sa, sb, t0)
         if abs(new - tau) <= tol * new:
             return new
         tau = new
@@ -397,6 +393,19 @@ def tau_fixed_point(
         f"{act.name!r} at sigma_a2={sa:g}, tau0={t0:g} (last step {abs(new - tau):.2e}). "
         "Try a smaller sigma_a2."
     )
+
+
+def _divergence(act, sa: float, sb: float, t0: float) -> ValueError:
+    """The error of a diverging tau-iteration, blaming the input term when it alone leaves the bound."""
+    head = f"The tau-iteration of (E0) diverges for activation {act.name!r} at sigma_a2={sa:g}, sigma_b2={sb:g}, tau0={t0:g}"
+    injected = math.sqrt(sb) * t0  # tau from the input term sigma_b2 tau0^2 alone: a lower bound
+    if not injected <= 1e6 * max(t0, 1.0):
+        return ValueError(
+            f"{head}: the input term alone puts the pre-activation scale at sqrt(sigma_b2) tau0 = {injected:.3g}, more "
+            f"than 1e6 times the data scale. Use a smaller sigma_b2 (None is 1 - sigma_a2 = {1.0 - sa:g})."
+        )
+    larger = f", or a smaller sigma_b2 (the input term alone gives {injected:.3g})" if sb > 1.0 - sa else ""
+    return ValueError(f"{head}: the DEQ has no stable pre-activation scale. Try a smaller sigma_a2 or tau0{larger}.")
 
 
 def _denominator(value: float, what: str, act: str, sigma_a2: float) -> float:
