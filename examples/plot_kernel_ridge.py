@@ -9,7 +9,7 @@ samples into their kernel against the training samples, so that any
 estimator taking a precomputed kernel can use it.  Here it drives
 :class:`~sklearn.kernel_ridge.KernelRidge` on scikit-learn's diabetes
 regression data, next to the usual RBF kernel, and
-:class:`~sk_deq.transformers.ImplicitCKKernel` drives a
+:class:`~sk_deq.gaussian_process.ImplicitCKKernel` drives a
 :class:`~sklearn.gaussian_process.GaussianProcessRegressor` that tunes the
 DEQ's ``sigma_a2`` by maximising the marginal likelihood.
 """
@@ -32,7 +32,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from sk_deq import ImplicitCKTransformer
-from sk_deq.transformers import ImplicitCKKernel
+from sk_deq.gaussian_process import ImplicitCKKernel
 
 X, y = load_diabetes(return_X_y=True)
 X_train, X_test, y_train, y_test = train_test_split(X, y, test_size=0.25, random_state=0)
@@ -83,7 +83,7 @@ for name, model in {"DEQ kernel ridge": deq_krr, "RBF kernel ridge": rbf_krr}.it
 # %%
 # A Gaussian process with the DEQ kernel
 # --------------------------------------
-# :class:`~sk_deq.transformers.ImplicitCKKernel` is a scikit-learn GP kernel
+# :class:`~sk_deq.gaussian_process.ImplicitCKKernel` is a scikit-learn GP kernel
 # with ``sigma_a2`` as a hyperparameter.  A kernel is a fixed function of its
 # two arguments, so it assumes inputs already at the data scale ``tau0``
 # (here 1): scale them like the transformer does, with the training mean and

@@ -31,7 +31,7 @@ _LAZY = {
     "MatchedExplicitClassifier": "sk_deq.estimators",
     "MatchedExplicitRegressor": "sk_deq.estimators",
     "ImplicitCKTransformer": "sk_deq.transformers",
-    "ImplicitCKKernel": "sk_deq.transformers",
+    "ImplicitCKKernel": "sk_deq.gaussian_process",
     "ImplicitCKNystroem": "sk_deq.kernel_approximation",
 }
 

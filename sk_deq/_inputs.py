@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from numbers import Real
 
 import numpy as np
 
@@ -131,6 +132,14 @@ def check_sigma_b2(sigma_b2, sigma_a2: float) -> float:
     if not (np.isfinite(s) and s > 0.0):
         raise ValueError(f"sigma_b2 must be positive and finite, got {sigma_b2!r}.")
     return s
+
+
+def check_bias_variance(value) -> float:
+    """A kernel's ``bias_variance`` as a finite non-negative float, or a ValueError naming it."""
+    v = float(value) if isinstance(value, Real) and not isinstance(value, bool) else math.nan
+    if not (math.isfinite(v) and v >= 0):
+        raise ValueError(f"bias_variance must be a finite non-negative number, got {value!r}.")
+    return v
 
 
 def check_tau0(tau0) -> float:

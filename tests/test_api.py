@@ -21,7 +21,7 @@ from sk_deq import (
 from sk_deq._param_validation import ActivationName
 from sk_deq.activations import ACTIVATION_NAMES, get_activation
 from sk_deq.kernels import monte_carlo_implicit_kernel
-from sk_deq.transformers import ImplicitCKKernel
+from sk_deq.gaussian_process import ImplicitCKKernel
 from _networks import NETWORKS
 
 #: The parameters that name the model: the only ones that may be given by position.

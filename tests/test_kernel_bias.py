@@ -10,7 +10,7 @@ from sklearn.utils._param_validation import InvalidParameterError
 
 from sk_deq import ImplicitCKNystroem, ImplicitCKTransformer
 from sk_deq.kernels import ImplicitKernelEngine
-from sk_deq.transformers import ImplicitCKKernel
+from sk_deq.gaussian_process import ImplicitCKKernel
 
 
 def _data(seed=0):

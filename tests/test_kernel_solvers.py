@@ -16,7 +16,7 @@ from scipy.integrate import quad
 from sk_deq.activations import HardTanh, LeakyReLU, Quadratic
 from sk_deq.kernels import ImplicitKernelEngine
 from sk_deq.kernels._numerics import diagonal_newton
-from sk_deq.transformers import ImplicitCKKernel
+from sk_deq.gaussian_process import ImplicitCKKernel
 
 NAMED = ["relu", "tanh", "erf", "sigmoid", "gelu", "silu", "softplus", "elu", "leaky_relu"]
 FAMILIES = [LeakyReLU(1.0, 0.5), HardTanh(1.0, 1.0), HardTanh(2.0, 0.5), Quadratic(0.0, 1.0)]

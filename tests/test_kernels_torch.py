@@ -14,7 +14,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from sk_deq import ImplicitCKNystroem, ImplicitCKTransformer
 from sk_deq.kernels import ImplicitKernelEngine
-from sk_deq.transformers import ImplicitCKKernel
+from sk_deq.gaussian_process import ImplicitCKKernel
 
 torch = pytest.importorskip("torch")
 

@@ -26,7 +26,7 @@ from sk_deq.kernels import (
     monte_carlo_implicit_kernel,
     relative_spectral_error,
 )
-from sk_deq.transformers import ImplicitCKKernel
+from sk_deq.gaussian_process import ImplicitCKKernel
 
 
 def _global_scale(X, ref):

@@ -15,15 +15,13 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import math
-from numbers import Real
 
 import numpy as np
 from joblib import Parallel, delayed, effective_n_jobs
 from joblib.parallel import get_active_backend
 
 from .._device import full_float32_precision, resolve_device
-from .._inputs import check_kernel, check_samples, check_tau0, data_tau0
+from .._inputs import check_bias_variance, check_kernel, check_samples, check_tau0, data_tau0
 from .._threads import one_blas_thread
 from ..activations import Activation, get_activation
 from ..theory import deq_ck_coefficients
@@ -172,7 +170,7 @@ class ImplicitKernelEngine:
         self, activation, sigma_a2, tau0, *, kernel="ck", sigma_b2=None, tol=1e-12, bias_variance=0.0, device=None
     ):
         check_kernel(kernel)
-        self.bias_variance = _check_bias_variance(bias_variance)
+        self.bias_variance = check_bias_variance(bias_variance)
         self.activation = get_activation(activation)
         self.coefficients = deq_ck_coefficients(self.activation, sigma_a2, tau0, sigma_b2=sigma_b2)
         co = self.coefficients
@@ -397,14 +395,6 @@ class ImplicitKernelEngine:
         with np.errstate(all="ignore"), full_float32_precision():  # float64 blocks; no TF32 in any case
             for bi, bj, blk in solver.blocks(SX, SY, pairs, self.kernel_name):
                 _write_block(out, bi, bj, blk, symmetric)
-
-
-def _check_bias_variance(value) -> float:
-    """``value`` as a float if it is a finite non-negative number; else a ValueError naming ``bias_variance``."""
-    v = float(value) if isinstance(value, Real) and not isinstance(value, bool) else math.nan
-    if not (math.isfinite(v) and v >= 0):
-        raise ValueError(f"bias_variance must be a finite non-negative number, got {value!r}.")
-    return v
 
 
 def _block_pairs(n: int, m: int, b: int, symmetric: bool) -> list:
