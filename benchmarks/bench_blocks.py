@@ -37,7 +37,7 @@ from _harness import finish, interleaved, parser
 from sklearn.datasets import load_digits
 from sklearn.exceptions import ConvergenceWarning
 
-import sk_deq._torch_network as torch_network
+import sk_deq.estimators._network as torch_network
 from sk_deq import DEQClassifier, MatchedExplicitClassifier
 from sk_deq.nn import block_rows, map_row_blocks
 

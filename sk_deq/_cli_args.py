@@ -240,7 +240,7 @@ def _csv_widths(value: str) -> tuple:
 
 def _device(value: str) -> str:
     """A ``--device`` the estimators accept (checked by their own rule, before any run)."""
-    from ._device import resolve_device
+    from ._runtime import resolve_device
 
     try:
         resolve_device(value)

@@ -39,7 +39,8 @@ from ._cli_args import (
     reject_inapplicable,
     write_outputs,
 )
-from ._inputs import EXPLICIT_KERNELS, SCALED_TAU0
+from ._validation import EXPLICIT_KERNELS
+from ._scaling import SCALED_TAU0
 from .experiments import SGD_TRAINING, compare_widths, cross_validate_widths, demo, spectrum, sphere_spectrum
 from .experiments._compare_result import cv_verdict
 from .experiments._spectrum import METHODS

@@ -299,7 +299,7 @@ def test_the_options_the_sphere_run_uses_are_accepted(capsys):
 
 
 def test_sizes_that_cannot_fit_are_refused_before_allocating(capsys, monkeypatch):
-    import sk_deq.kernels.memory as memory
+    import sk_deq._runtime as memory
 
     monkeypatch.setattr(memory, "available_memory_bytes", lambda: 2**30)
     for argv in (["spectrum", "--data", "sphere"], ["spectrum"]):

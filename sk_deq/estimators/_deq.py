@@ -7,10 +7,10 @@ from typing import ClassVar
 
 from sklearn.utils._param_validation import Interval
 
-from .._param_validation import ActivationName, SortedStrOptions
-from .._torch_base import store_params
-from .._torch_classifier import TorchClassifierBase
-from .._torch_regressor import TorchRegressorBase
+from .._validation import ActivationName, SortedStrOptions
+from ._base import store_params
+from ._classifier import TorchClassifierBase
+from ._regressor import TorchRegressorBase
 from ..activations import get_activation
 from ..nn.deq import DEQLayer
 from ..nn.solvers import SOLVERS

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from .._torch_base import store_params
-from .._torch_classifier import TorchClassifierBase
-from .._torch_regressor import TorchRegressorBase
+from ._base import store_params
+from ._classifier import TorchClassifierBase
+from ._regressor import TorchRegressorBase
 from ..activations import get_activation
 from ..nn.explicit import ExplicitNet
 from ..theory import explicit_coefficients

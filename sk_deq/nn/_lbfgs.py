@@ -36,8 +36,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .._device import on_gpu
-from .._threads import one_blas_thread
+from .._runtime import on_gpu
+from .._runtime import one_blas_thread
 from ._lbfgs_torch import minimize_torch
 
 __all__ = ["BACKENDS", "LBFGSResult", "minimize_lbfgs"]

@@ -27,7 +27,7 @@ from collections.abc import Callable
 
 import torch
 
-from .._device import on_gpu
+from .._runtime import on_gpu
 
 __all__ = ["GPU_BLOCK_ENTRIES", "GPU_ONE_PASS_BLOCK_ENTRIES", "block_rows", "map_row_blocks"]
 

@@ -44,7 +44,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .._device import on_gpu
+from .._runtime import on_gpu
 from ._history import LOSSES, TrainResult, normalised_weights, start_epochs
 from ._lbfgs import LBFGSResult, minimize_lbfgs
 from .training import train

@@ -1,6 +1,6 @@
 """What ``partial_fit`` carries from one call to the next besides the network.
 
-:meth:`sk_deq._torch_base.TorchClassifierBase.partial_fit` trains on one
+:meth:`sk_deq.estimators._base.TorchClassifierBase.partial_fit` trains on one
 chunk per call with a minibatch optimizer whose state (Adam's moments, SGD's
 momentum) and minibatch order continue from call to call.  :class:`Stream`
 holds them; :func:`picklable` turns it into plain numpy for a pickle, and the

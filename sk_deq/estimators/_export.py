@@ -33,8 +33,8 @@ import torch
 from sklearn.base import is_regressor
 from torch import nn
 
-from .activations import ACTIVATIONS, HardTanh, LeakyReLU, Quadratic
-from .nn import DEQLayer
+from ..activations import ACTIVATIONS, HardTanh, LeakyReLU, Quadratic
+from ..nn import DEQLayer
 
 __all__ = ["DeployedNetwork", "FixedPointFeatures", "ExplicitFeatures", "InputScaling", "deployed_network"]
 

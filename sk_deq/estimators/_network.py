@@ -1,6 +1,6 @@
 """The network of a torch estimator: building it, its features, its memory checks and its pickling.
 
-:class:`NetworkMixin` is the part of :class:`~sk_deq._torch_base.TorchEstimatorBase`
+:class:`NetworkMixin` is the part of :class:`~sk_deq.estimators._base.TorchEstimatorBase`
 that deals with the torch module ``module_`` (a :class:`Model`: the feature
 module of the network mixin, a DEQ or an explicit net, and a float64
 readout).  The features of any number of rows are computed chunk by chunk,
@@ -17,13 +17,13 @@ from typing import ClassVar
 import numpy as np
 import torch
 
-from ._device import on_gpu
-from ._inputs import apply_input_scaling
-from ._progress import ProgressBar
-from .kernels.memory import available_memory_bytes, check_fits_in_memory
-from .nn.blocks import block_rows, map_row_blocks
+from .._runtime import on_gpu
+from .._scaling import apply_input_scaling
+from .._progress import ProgressBar
+from .._runtime import available_memory_bytes, check_fits_in_memory
+from ..nn.blocks import block_rows, map_row_blocks
 from ._stream import partial_fit_available, picklable
-from ._validation import is_tensor
+from .._validation import is_tensor
 
 __all__ = ["DTYPES", "STAGE_SHARE", "Model", "NetworkMixin", "stage_inputs"]
 
@@ -31,7 +31,7 @@ DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
 
 def _device_memory(device: torch.device) -> int | None:
-    """Bytes free on ``device``: CUDA's own count, else :func:`~sk_deq.kernels.memory.available_memory_bytes`."""
+    """Bytes free on ``device``: CUDA's own count, else :func:`~sk_deq._runtime.available_memory_bytes`."""
     if device.type == "cuda":
         return int(torch.cuda.mem_get_info(device)[0])
     return available_memory_bytes()

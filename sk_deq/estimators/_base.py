@@ -4,7 +4,7 @@
 
 1. validate: :meth:`_validate` (the task's: inputs, targets, weights);
 2. prepare the network: :meth:`_initialize` (input scaling, the theory's
-   constants, the network; see :mod:`sk_deq._torch_network`);
+   constants, the network; see :mod:`sk_deq.estimators._network`);
 3. compute the features: :meth:`_cache_features` (frozen hidden weights:
    once, without a graph);
 4. fit the readout (:func:`sk_deq.nn.readout.train_readout`) or train end
@@ -12,14 +12,16 @@
 5. record: :meth:`_record`.
 
 ``partial_fit`` runs the same phases on one chunk with one epoch of the
-stream's optimizer.  The task (:class:`~sk_deq._torch_classifier.TorchClassifierBase`,
-:class:`~sk_deq._torch_regressor.TorchRegressorBase`) supplies four hooks:
+stream's optimizer.  The task (:class:`~sk_deq.estimators._classifier.TorchClassifierBase`,
+:class:`~sk_deq.estimators._regressor.TorchRegressorBase`) supplies four hooks:
 :meth:`_validate`, :meth:`_fit_targets`, :meth:`_targets` and
 :meth:`_optimizer`; the network mixin three (see
-:class:`~sk_deq._torch_network.NetworkMixin`).
+:class:`~sk_deq.estimators._network.NetworkMixin`).
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import math
 import time
@@ -28,6 +30,7 @@ from numbers import Integral, Real
 from typing import ClassVar
 
 import numpy as np
+from sklearn.model_selection import train_test_split
 import torch
 from sklearn.base import BaseEstimator, _fit_context
 from sklearn.exceptions import ConvergenceWarning
@@ -35,17 +38,17 @@ from sklearn.utils import check_random_state, check_scalar
 from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted
 
-from ._device import full_float32_precision, resolve_device
+from .._runtime import full_float32_precision, resolve_device
 from ._export import deployed_network
-from ._inputs import INPUT_SCALING, fit_input_scaling, scaling_device
-from ._param_validation import DEVICE_CONSTRAINTS, DeviceValue, SortedStrOptions, warn_unused_settings
+from .._validation import INPUT_SCALING
+from .._scaling import fit_input_scaling, scaling_device
+from .._validation import DEVICE_CONSTRAINTS, DeviceValue, SortedStrOptions, warn_unused_settings
 from ._stream import Stream, numpy_to_tensors
-from ._torch_network import DTYPES, NetworkMixin, stage_inputs
-from ._torch_targets import Data, split_validation
-from ._validation import validate_samples
-from .nn.readout import train_readout
-from .nn.solvers import SolverLog
-from .nn.training import TrainingDivergenceError, make_optimizer, train
+from ._network import DTYPES, NetworkMixin, stage_inputs
+from .._validation import validate_samples
+from ..nn.readout import train_readout
+from ..nn.solvers import SolverLog
+from ..nn.training import TrainingDivergenceError, make_optimizer, train
 
 __all__ = ["TorchEstimatorBase", "store_params"]
 
@@ -294,7 +297,7 @@ class TorchEstimatorBase(NetworkMixin, BaseEstimator):
         """Fit the readout on cached features, or train the whole network; the solves go to ``fixed_point_info_``.
 
         Float32 products in full precision (no TF32) whatever the caller set
-        (:func:`~sk_deq._device.full_float32_precision`), as in predict.
+        (:func:`~sk_deq._runtime.full_float32_precision`), as in predict.
         """
         targets = self._targets(train_set, device)
         valid = {} if valid_set is None else {"y_val": self._targets(valid_set, device), "val_weight": valid_set.weight}
@@ -450,7 +453,7 @@ class TorchEstimatorBase(NetworkMixin, BaseEstimator):
 
         With ``outputs``, the readout's float64 outputs instead, computed
         block by block as the features come (see
-        :meth:`~sk_deq._torch_network.NetworkMixin._compute_features`): the
+        :meth:`~sk_deq.estimators._network.NetworkMixin._compute_features`): the
         features of all rows are never held.
         """
         check_is_fitted(self, "module_")
@@ -523,7 +526,7 @@ class TorchEstimatorBase(NetworkMixin, BaseEstimator):
         Returns
         -------
         torch.nn.Module
-            A :class:`sk_deq._export.DeployedNetwork` in eval mode, its
+            A :class:`sk_deq.estimators._export.DeployedNetwork` in eval mode, its
             parameters copies with ``requires_grad=False``.
 
         Raises
@@ -559,3 +562,52 @@ class TorchEstimatorBase(NetworkMixin, BaseEstimator):
         tags.input_tags.allow_nan = False
         tags.input_tags.sparse = False
         return tags
+
+
+@dataclass
+class Data:
+    """Inputs, encoded targets and training weights (None: all equal) of one split."""
+
+    X: np.ndarray
+    y: np.ndarray
+    weight: np.ndarray | None
+
+    def __len__(self):
+        return len(self.y)
+
+    def subset(self, rows) -> Data:
+        """The rows ``rows`` (indices or a mask)."""
+        return Data(self.X[rows], self.y[rows], None if self.weight is None else self.weight[rows])
+
+    def positive(self) -> Data:
+        """The rows of positive weight (all rows when unweighted)."""
+        return self if self.weight is None else self.subset(self.weight > 0)
+
+
+def split_validation(data: Data, fraction: float, seed: int, *, stratify: bool, owner: str):
+    """Hold out ``fraction`` of ``data`` (stratified by its labels with ``stratify``); returns ``(train, valid)``."""
+    idx = np.arange(len(data))
+    labels = data.y if stratify else None
+    try:
+        train_idx, val_idx = train_test_split(idx, test_size=fraction, random_state=seed, stratify=labels)
+    except ValueError:
+        if labels is None:
+            raise
+        train_idx, val_idx = train_test_split(idx, test_size=fraction, random_state=seed)
+    if len(val_idx) < 2:
+        raise ValueError(
+            "The validation set is too small (fewer than 2 samples). Increase "
+            "'validation_fraction' or the size of your dataset, or set early_stopping=False."
+        )
+    train_set, valid_set = data.subset(train_idx), data.subset(val_idx)
+    if stratify and len(np.unique(train_set.positive().y)) < 2:
+        raise ValueError(
+            f"After the validation split the training set holds only 1 class; {owner} needs "
+            "more samples per class, or early_stopping=False."
+        )
+    if valid_set.weight is not None and not np.any(valid_set.weight > 0):
+        raise ValueError(
+            "All sample weights of the validation set are zero; use another random_state, a larger "
+            "validation_fraction, or early_stopping=False."
+        )
+    return train_set, valid_set
