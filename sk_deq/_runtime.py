@@ -114,7 +114,7 @@ def on_gpu(device) -> bool:
     """Whether ``device`` (a ``torch.device``, its name, or None for the CPU) is not the CPU.
 
     The one question the size rules ask of a device: row blocks and chunks
-    (:func:`sk_deq.nn.block_rows`), the readout's preconditioning
+    (:func:`sk_deq.estimators._network.block_rows`), the readout's preconditioning
     (:func:`sk_deq.nn.readout.use_preconditioner`), the L-BFGS back end and
     where the input-scaling statistics are computed.  Torch is not imported.
 
@@ -441,7 +441,7 @@ def _rlimit_available() -> int | None:
     return best
 
 
-def check_fits_in_memory(nbytes: int, what: str, remedy: str, *, available: int | None = None) -> int:
+def check_fits_in_memory(nbytes: int, what: str, remedy, *, available: int | None = None) -> int:
     """Raise ``MemoryError`` when ``nbytes`` exceed the memory available, before anything is allocated.
 
     Parameters
@@ -450,8 +450,9 @@ def check_fits_in_memory(nbytes: int, what: str, remedy: str, *, available: int 
         Bytes the allocation needs.
     what : str
         What needs them, with its shape and dtype (the message's start).
-    remedy : str
-        What the user can do instead (the message's last sentence).
+    remedy : str or callable
+        What the user can do instead (the message's last sentence), or a
+        function of no argument that says it, called only for the error.
     available : int, optional
         Bytes available; :func:`available_memory_bytes` by default.  Where
         it cannot be measured nothing is raised.
@@ -476,7 +477,8 @@ def check_fits_in_memory(nbytes: int, what: str, remedy: str, *, available: int 
     avail = available_memory_bytes() if available is None else int(available)
     if avail is not None and nbytes > avail:
         raise MemoryError(
-            f"{what}: {_gib(nbytes)} ({nbytes} bytes), more than the {_gib(avail)} of memory available. {remedy}"
+            f"{what}: {_gib(nbytes)} ({nbytes} bytes), more than the {_gib(avail)} of memory available. "
+            f"{remedy() if callable(remedy) else remedy}"
         )
     return nbytes
 

@@ -31,7 +31,7 @@ Tolerances, relative to the largest magnitude of the CPU's outputs:
 * The exact kernels in float64 (:data:`KERNEL_TOL`): 1e-10 absolute on
   entries of order one, as between the numpy and torch CPU engines (1e-12).
 * Batch invariance on CUDA (:data:`BATCH_TOL`): 1e-5 in float32, 1e-12 in
-  float64.  Every block of rows has one shape (``sk_deq.nn.blocks``), so the
+  float64.  Every block of rows has one shape (``sk_deq.estimators._network``), so the
   same kernel runs on every block, but cuBLAS may still choose by the
   alignment of a block's rows: not bitwise, within rounding.
 
@@ -356,7 +356,7 @@ def test_the_input_scaling_statistics_on_cuda_match_the_cpu(data):
 
 def test_weights_drawn_for_cuda_are_the_cpu_draws_bitwise():
     """The draw stays on the host (numpy streams in float64), then moves: the same bits on both devices."""
-    from sk_deq.nn._random import gaussian_weights
+    from sk_deq.nn.layers import gaussian_weights
 
     for dtype in (torch.float32, torch.float64):
         on_cuda = gaussian_weights(300, 70, torch.Generator().manual_seed(3), dtype=dtype, device=CUDA)

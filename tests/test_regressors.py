@@ -24,7 +24,7 @@ from sk_deq import (
     make_gaussian_mixture,
 )
 from sk_deq.nn import ReadoutObjective, ridge_readout, train
-from sk_deq.nn._history import score as _score
+from sk_deq.nn._fit import score as _score
 
 REGRESSORS = (DEQRegressor, ExplicitRegressor, MatchedExplicitRegressor)
 

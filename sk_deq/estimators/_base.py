@@ -23,7 +23,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import math
 import time
 import warnings
 from numbers import Integral, Real
@@ -34,7 +33,7 @@ from sklearn.model_selection import train_test_split
 import torch
 from sklearn.base import BaseEstimator, _fit_context
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.utils import check_random_state, check_scalar
+from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted
 
@@ -42,13 +41,13 @@ from .._runtime import full_float32_precision, resolve_device
 from ._export import deployed_network
 from .._validation import INPUT_SCALING
 from .._scaling import fit_input_scaling, scaling_device
-from .._validation import DEVICE_CONSTRAINTS, DeviceValue, SortedStrOptions, warn_unused_settings
-from ._stream import Stream, numpy_to_tensors
+from .._validation import DEVICE_CONSTRAINTS, SortedStrOptions, warn_unused_settings
+from ._stream import Stream, chunk_optimizer, record_chunk
 from ._network import DTYPES, NetworkMixin, stage_inputs
 from .._validation import validate_samples
 from ..nn.readout import train_readout
 from ..nn.solvers import SolverLog
-from ..nn.training import TrainingDivergenceError, make_optimizer, train
+from ..nn.training import TrainingDivergenceError, train
 
 __all__ = ["TorchEstimatorBase", "store_params"]
 
@@ -84,6 +83,13 @@ class TorchEstimatorBase(NetworkMixin, BaseEstimator):
         "random_state": ["random_state"],
         "verbose": ["verbose"],
     }
+
+    def __init_subclass__(cls, **kwargs):
+        """A concrete estimator's constraints: its task base's, and those of its network component."""
+        super().__init_subclass__(**kwargs)
+        network = cls.__dict__.get("_network")
+        if network is not None:
+            cls._parameter_constraints = {**cls._parameter_constraints, **network.constraints}
 
     #: The training loss (:data:`sk_deq.nn.LOSSES`).
     _loss: ClassVar[str] = "cross_entropy"
@@ -267,7 +273,7 @@ class TorchEstimatorBase(NetworkMixin, BaseEstimator):
         n_outputs = self._fit_targets(targets, first=True)
         scaling = fit_input_scaling(X, self.input_scaling, sample_weight, device=scaling_device(device))
         self.input_mean_, self.input_scale_, self.tau0_ = scaling
-        self._prepare(self.tau0_)
+        self._network.prepare(self, self.tau0_)
         generator = torch.Generator().manual_seed(weight_seed)
         self.module_ = self._build_module(X.shape[1], n_outputs, generator, self._torch_dtype, device)
         self._built_with = self._network_definition()
@@ -399,42 +405,12 @@ class TorchEstimatorBase(NetworkMixin, BaseEstimator):
             self._fit_targets(targets, first=False)
         t_start = time.perf_counter()
         data = data.positive()
-        optimizer = self._chunk_optimizer(device)
+        optimizer = chunk_optimizer(self, device)
         options = self._train_options(len(data), self._stream.rng, device, partial=True)
         options.update(max_epochs=1, torch_optimizer=optimizer)
         result = self._fit_network(data, None, options, device, "partial_fit")
-        self._record_chunk(result, time.perf_counter() - t_start)
+        record_chunk(self, result, time.perf_counter() - t_start)
         return self
-
-    def _chunk_optimizer(self, device) -> torch.optim.Optimizer:
-        """The stream's optimizer, new (or restored from a pickle) when its kind, dtype or device changed."""
-        if getattr(self, "_stream", None) is None:  # partial_fit after fit
-            self._stream = Stream(np.random.RandomState(self._draw_seeds()[2]))
-        stream = self._stream
-        config = (self._optimizer(partial=True), self.dtype, str(device))
-        if stream.optimizer is None or stream.config != config:
-            saved = stream.saved if stream.optimizer is None else stream.optimizer.state_dict()
-            params = [p for p in self.module_.parameters() if p.requires_grad]
-            optimizer = make_optimizer(config[0], params, self._learning_rate())
-            if saved is not None and stream.config is not None and stream.config[0] == config[0]:
-                optimizer.load_state_dict(numpy_to_tensors(saved))  # casts to the parameters' dtype and device
-            stream.config, stream.optimizer, stream.saved = config, optimizer, None
-        for group in stream.optimizer.param_groups:
-            group["lr"] = self._learning_rate()
-        return stream.optimizer
-
-    def _record_chunk(self, result, seconds: float) -> None:
-        """Extend the history by the chunk's epoch (no convergence warning: one epoch is the point)."""
-        self.module_.eval()
-        self.history_.extend(result.history)
-        self.n_iter_ = len(self.history_)
-        self.best_loss_ = min(getattr(self, "best_loss_", math.inf), result.best_loss)
-        self.best_validation_score_ = self.best_validation_loss_ = None
-        self.fit_time_ = seconds
-        if self.verbose:
-            print(
-                f"{type(self).__name__}: partial_fit epoch {self.n_iter_} ({self._stream.config[0]}) in {seconds:.2f}s"
-            )
 
     # ---------------------------------------------------------------- predict
     def _device(self) -> torch.device:
@@ -543,18 +519,7 @@ class TorchEstimatorBase(NetworkMixin, BaseEstimator):
             matched network (a fixed graph already).
         """
         check_is_fitted(self, "module_")
-        if fixed_iterations is not None:
-            if isinstance(fixed_iterations, bool):  # an Integral to check_scalar
-                raise TypeError(f"fixed_iterations must be an int, not bool; got {fixed_iterations!r}.")
-            check_scalar(fixed_iterations, "fixed_iterations", Integral, min_val=1)
-        if not DeviceValue().is_satisfied_by(device):  # e.g. the inputs, which go to the module instead
-            raise TypeError(
-                f"to_torch(device) takes where the module goes: None, a str or a torch.device, got "
-                f"{type(device).__name__}. The inputs go to the module it returns, as a tensor: "
-                "est.to_torch()(torch.from_numpy(X))."
-            )
-        dev = self._device() if device is None else resolve_device(device)
-        return deployed_network(self, torch.device("cpu") if dev is None else dev, fixed_iterations)
+        return deployed_network(self, device, fixed_iterations)
 
     # ----------------------------------------------------------------- tags
     def __sklearn_tags__(self):
