@@ -73,7 +73,7 @@ def cpu_for_the_session():
     (seen on a GPU host: a DEQ's predictions 2.3e-7 apart "with the batch").
     The ``gpu`` module names its device explicitly.
     """
-    from sk_deq._device import DEVICE_ENV
+    from sk_deq._runtime import DEVICE_ENV
 
     with pytest.MonkeyPatch.context() as pin:
         pin.setenv(DEVICE_ENV, "cpu")
@@ -87,7 +87,7 @@ def cpu_unless_gpu_marked(request):
     The estimators default to ``device='auto'``, which picks CUDA where it is
     available, and many tests assume the CPU (numpy views of weights, bitwise
     batch invariance, patched memory checks).  ``SK_DEQ_DEVICE=cpu`` (see
-    :mod:`sk_deq._device`) keeps them there on any machine, subprocesses
+    :mod:`sk_deq._runtime`) keeps them there on any machine, subprocesses
     included; the ``gpu`` module (tests/test_gpu.py) compares CUDA with the
     CPU explicitly.  Tests that pretend CUDA exists remove the variable
     themselves.
@@ -98,7 +98,7 @@ def cpu_unless_gpu_marked(request):
     CUDA where there is one (seen on a GPU machine: a bitwise comparison of
     CPU features with CUDA's failed).
     """
-    from sk_deq._device import DEVICE_ENV
+    from sk_deq._runtime import DEVICE_ENV
 
     with pytest.MonkeyPatch.context() as pin:
         if request.node.get_closest_marker("gpu") is None:

@@ -1,7 +1,7 @@
 """What the fixed row blocks cost: predict throughput and one-sample latency against the block size.
 
 Every batch goes through a fitted network in blocks of exactly
-``sk_deq.nn.block_rows(n_hidden)`` rows (see :mod:`sk_deq.nn.blocks`), the
+``sk_deq.estimators._network.block_rows(n_hidden)`` rows (see :mod:`sk_deq.estimators._network`), the
 last block padded, so that a sample's outputs do not depend on its batch.
 This benchmark fits a ``DEQClassifier('relu', 0.2)`` and a
 ``MatchedExplicitClassifier('relu', 0.2)`` on 1,000 digits per width, then
@@ -37,9 +37,9 @@ from _harness import finish, interleaved, parser
 from sklearn.datasets import load_digits
 from sklearn.exceptions import ConvergenceWarning
 
-import sk_deq._torch_network as torch_network
+import sk_deq.estimators._network as torch_network
 from sk_deq import DEQClassifier, MatchedExplicitClassifier
-from sk_deq.nn import block_rows, map_row_blocks
+from sk_deq.estimators._network import block_rows, map_row_blocks
 
 BLOCKS = (16, 32, 64, 256, 1024)
 
@@ -135,7 +135,7 @@ def main(argv=None) -> dict:
     print(HEADER)
     result = collect(args.quick, args.repeats, widths=args.widths, show=lambda r: print(_row(r), flush=True))
     print(
-        "* the default block of the width (sk_deq.nn.block_rows); ratios: to the batch run (4096 rows), "
+        "* the default block of the width (sk_deq.estimators._network.block_rows); ratios: to the batch run (4096 rows), "
         "to the 16-row block (1 row)"
     )
     return finish(result, args)

@@ -255,7 +255,7 @@ def batch_deviation(model, width, X, y) -> dict:
     return out
 
 
-#: Block sizes of the sweeps: ``(entries, most rows)`` as in :mod:`sk_deq.nn.blocks`, for the DEQ
+#: Block sizes of the sweeps: ``(entries, most rows)`` as in :mod:`sk_deq.estimators._network`, for the DEQ
 #: (``GPU_BLOCK_ENTRIES``) and the matched net (``GPU_ONE_PASS_BLOCK_ENTRIES``).
 BLOCK_SWEEP = {
     "deq": ((1 << 16, 1024), (1 << 18, 4096), (1 << 20, 8192), (1 << 22, 16384)),
@@ -265,17 +265,17 @@ SWEPT = {"deq": "GPU_BLOCK_ENTRIES", "matched": "GPU_ONE_PASS_BLOCK_ENTRIES"}
 
 
 def block_sweep(model="deq", n=None, width=4096, progress=print) -> list[dict]:
-    """Fit and predict on CUDA against the rows of a block (``nn.blocks``'s constants patched in turn).
+    """Fit and predict on CUDA against the rows of a block (the block constants of ``sk_deq.estimators._network`` patched in turn).
 
-    The measurement behind :data:`sk_deq.nn.blocks.GPU_BLOCK_ENTRIES` (the
+    The measurement behind :data:`sk_deq.estimators._network.GPU_BLOCK_ENTRIES` (the
     DEQ, ``n`` = 20,000 by default) and
-    :data:`sk_deq.nn.blocks.GPU_ONE_PASS_BLOCK_ENTRIES` (the matched net,
+    :data:`sk_deq.estimators._network.GPU_ONE_PASS_BLOCK_ENTRIES` (the matched net,
     ``n`` = 60,000): fit (and its features phase), predict of all ``n``
     rows, and one-row latency (best of three), each the best of two runs.
     """
     import torch
 
-    import sk_deq.nn.blocks as blocks
+    import sk_deq.estimators._network as blocks
 
     n = n or (20000 if model == "deq" else 60000)
     X, y = mixture(n)

@@ -42,7 +42,7 @@ from _harness import finish, interleaved, parser, text_table, timed
 from bench_kernels import digits_784
 from threadpoolctl import threadpool_limits
 
-from sk_deq._inputs import data_tau0
+from sk_deq._scaling import data_tau0
 from sk_deq.experiments._common import torch_threads
 from sk_deq.kernels import ImplicitKernelEngine
 

@@ -1,7 +1,7 @@
 """The networks' weight draws: torch's one stream against numpy's parallel streams, side by side in one process.
 
 A network's hidden weights are drawn in float64 on the CPU whatever its
-device, then cast to its dtype (:func:`sk_deq.nn._random.gaussian_weights`).
+device, then cast to its dtype (:func:`sk_deq.nn.layers.gaussian_weights`).
 This times, interleaved repeat after repeat (medians, after one untimed
 draw of each), for the matched
 net's ``4096 x 784`` and the DEQ's ``4096 x 4096`` (``--quick``: ``512 x
@@ -32,7 +32,7 @@ import torch
 from _harness import finish, interleaved, parser, text_table
 
 from sk_deq.experiments._common import torch_threads
-from sk_deq.nn._random import gaussian_weights
+from sk_deq.nn.layers import gaussian_weights
 
 SHAPES = ((4096, 784), (4096, 4096))
 

@@ -127,7 +127,7 @@ def _fit_one(model, d, k, seed, data, opts, keep_profile, weight_seed=None):
     u, X, X_test, s_grid = data
     y = np.tanh(k * math.sqrt(d) * (X @ u))
     y_test = np.tanh(k * math.sqrt(d) * (X_test @ u))
-    from sk_deq.nn.deq import DEQDivergenceError
+    from sk_deq.nn.layers import DEQDivergenceError
 
     est = make_model(model, d, seed if weight_seed is None else weight_seed, opts)
     error = pred_test = None

@@ -15,7 +15,7 @@ Proceedings of the 41st International Conference on Machine Learning
 
 from importlib import import_module
 
-from ._device import resolve_device
+from ._runtime import resolve_device
 from .activations import Activation, get_activation
 from .datasets import make_gaussian_mixture
 from .matching import MatchingError, match_explicit

@@ -18,7 +18,7 @@ from __future__ import annotations
 import sys
 import time
 
-__all__ = ["BAR", "STEPS", "ProgressBar"]
+__all__ = ["BAR", "STEPS", "ProgressBar", "EpochPrinter"]
 
 #: Label, bar, count and elapsed time: ``epoch 3 |#####-----| 5/10 [0.4s]``.
 BAR = "{desc} |{bar}| {n}/{total} [{elapsed:.1f}s]"
@@ -164,3 +164,38 @@ class ProgressBar:
     def __exit__(self, *exc):
         self.close()
         return False
+
+
+class EpochPrinter:
+    """The verbose table of a training run: one row per epoch (L-BFGS: per iteration), under a header."""
+
+    def __init__(self, enabled: bool, with_score: bool, stream=None, score_name: str = "valid_acc"):
+        self.enabled = enabled
+        self.with_score = with_score
+        self.score_name = score_name
+        self.stream = stream
+        self.header_done = False
+
+    def _write(self, s):
+        stream = self.stream or sys.stdout
+        stream.write(s + "\n")
+        stream.flush()
+
+    def row(self, rec: dict):
+        if not self.enabled:
+            return
+        if not self.header_done:
+            cols = (
+                f"{'epoch':>7}  {'train_loss':>12}"
+                + (f"  {'valid_loss':>12}  {self.score_name:>10}" if self.with_score else "")
+                + f"  {'dur':>7}"
+            )
+            self._write(cols)
+            self._write("-" * len(cols))
+            self.header_done = True
+        mark = "*" if rec["best"] else " "
+        line = f"{rec['epoch']:>7}  {rec['train_loss']:>12.6f}"
+        if self.with_score:
+            line += f"  {rec['valid_loss']:>12.6f}  {rec['valid_score']:>10.4f}"
+        line += f"  {rec['dur']:>6.2f}s {mark}"
+        self._write(line)

@@ -16,7 +16,7 @@ import math
 import numpy as np
 from sklearn.gaussian_process.kernels import Hyperparameter, Kernel
 
-from ._inputs import check_bias_variance, check_samples, check_sigma_a2_bounds
+from ._validation import check_bias_variance, check_samples, check_sigma_a2_bounds
 from .kernels import ImplicitKernelEngine
 
 __all__ = ["ImplicitCKKernel"]

@@ -29,14 +29,14 @@ from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted
 
 from ._dask import is_dask_collection, map_row_blocks
-from ._device import resolve_device
-from ._inputs import apply_input_scaling, fit_input_scaling, scaling_device
+from ._runtime import resolve_device
+from ._scaling import apply_input_scaling, fit_input_scaling, scaling_device
 from ._validation import to_numpy, validate_samples
-from ._param_validation import KERNEL_TRANSFORMER_CONSTRAINTS, SortedStrOptions
-from ._threads import one_blas_thread
+from ._validation import KERNEL_TRANSFORMER_CONSTRAINTS, SortedStrOptions
+from ._runtime import one_blas_thread
 from .kernels import ImplicitKernelEngine
 from .kernels.engine import kernel_workers
-from .kernels.memory import check_kernel_fits_in_memory
+from ._runtime import check_kernel_fits_in_memory
 
 __all__ = ["LANDMARKS", "ImplicitCKNystroem"]
 

@@ -21,16 +21,11 @@ from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted
 
 from ._dask import is_dask_collection, map_row_blocks
-from ._device import resolve_device
-from ._inputs import (
-    apply_input_scaling,
-    fit_input_scaling,
-    scaling_device,
-    squared_norms,
-)
+from ._runtime import resolve_device
+from ._scaling import apply_input_scaling, fit_input_scaling, scaling_device, squared_norms
 from ._validation import to_numpy, validate_samples
 from .gaussian_process import ImplicitCKKernel  # noqa: F401  (defined there, importable from here too)
-from ._param_validation import KERNEL_TRANSFORMER_CONSTRAINTS, SortedStrOptions, warn_unused_settings
+from ._validation import KERNEL_TRANSFORMER_CONSTRAINTS, SortedStrOptions, warn_unused_settings
 from .kernels import (
     ImplicitKernelEngine,
     MonteCarloDEQSampler,

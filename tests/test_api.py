@@ -18,7 +18,7 @@ from sk_deq import (
     MatchedExplicitClassifier,
     MatchedExplicitRegressor,
 )
-from sk_deq._param_validation import ActivationName
+from sk_deq._validation import ActivationName
 from sk_deq.activations import ACTIVATION_NAMES, get_activation
 from sk_deq.kernels import monte_carlo_implicit_kernel
 from sk_deq.gaussian_process import ImplicitCKKernel

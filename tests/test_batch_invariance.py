@@ -1,4 +1,4 @@
-"""A sample's outputs do not depend on its batch: bitwise, by construction (see ``sk_deq.nn.blocks``).
+"""A sample's outputs do not depend on its batch: bitwise, by construction (see ``sk_deq.estimators._network``).
 
 Every product on the predict path is called with one fixed number of rows,
 so no BLAS kernel choice can differ between batches; the elementwise
@@ -19,7 +19,7 @@ from sklearn.exceptions import ConvergenceWarning
 
 from sk_deq import DEQClassifier, DEQRegressor, ExplicitClassifier, MatchedExplicitClassifier
 from sk_deq.activations import ACTIVATION_NAMES, get_activation
-from sk_deq.nn import block_rows, map_row_blocks
+from sk_deq.estimators._network import block_rows, map_row_blocks
 
 #: Batch sizes of the sweep: around the block sizes (64 and 1024 rows at widths 1024 and 32) and up to the whole pool.
 SIZES = (1, 7, 16, 17, 63, 64, 65, 255, 300)

@@ -230,17 +230,17 @@ _TINY_COMPARE += ["--repeats", "1", "--no-progress"]
 @pytest.mark.parametrize("command", [["compare", "--quick"], ["spectrum", "--quick"], ["spectrum", "--data", "sphere"]])
 def test_an_unwritable_out_is_refused_before_the_run(capsys, tmp_path, command, monkeypatch):
     pytest.importorskip("matplotlib")
-    import sk_deq.cli as cli
-
     import functools
 
-    for name in ("compare_widths", "spectrum", "sphere_spectrum"):
+    from sk_deq.cli import _compare, _spectrum
 
-        @functools.wraps(getattr(cli, name))  # the same signature: the options' defaults are read from it
+    for module, name in ((_compare, "compare_widths"), (_spectrum, "spectrum"), (_spectrum, "sphere_spectrum")):
+
+        @functools.wraps(getattr(module, name))  # the same signature: the options' defaults are read from it
         def never(*args, **kwargs):
             raise AssertionError("the experiment ran")
 
-        monkeypatch.setattr(cli, name, never)
+        monkeypatch.setattr(module, name, never)
     (tmp_path / "a_file").write_text("")
     for out in ("/proc/forbidden", str(tmp_path / "a_file" / "sub"), str(tmp_path / "a_file")):
         err = _argument_error(capsys, [*command, "--out", out])
@@ -249,12 +249,12 @@ def test_an_unwritable_out_is_refused_before_the_run(capsys, tmp_path, command, 
 
 def test_the_table_is_printed_before_the_files_are_written(capsys, tmp_path, monkeypatch):
     pytest.importorskip("matplotlib")
-    import sk_deq.cli as cli
+    from sk_deq.cli import _args
 
     def disk_full(*args, **kwargs):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(cli, "write_outputs", disk_full)
+    monkeypatch.setattr(_args, "write_outputs", disk_full)
     assert main([*_TINY_COMPARE, "--out", str(tmp_path)]) == 2
     captured = capsys.readouterr()
     assert "Total run time" in captured.out and "p matched" in captured.out
@@ -299,7 +299,7 @@ def test_the_options_the_sphere_run_uses_are_accepted(capsys):
 
 
 def test_sizes_that_cannot_fit_are_refused_before_allocating(capsys, monkeypatch):
-    import sk_deq.kernels.memory as memory
+    import sk_deq._runtime as memory
 
     monkeypatch.setattr(memory, "available_memory_bytes", lambda: 2**30)
     for argv in (["spectrum", "--data", "sphere"], ["spectrum"]):

@@ -21,7 +21,7 @@ from sk_deq import (
     ImplicitCKTransformer,
     resolve_device,
 )
-from sk_deq._param_validation import DEVICE_CONSTRAINTS
+from sk_deq._validation import DEVICE_CONSTRAINTS
 from sk_deq.kernels import ImplicitKernelEngine, implicit_kernel
 from _networks import NETWORKS
 

@@ -800,7 +800,7 @@ def test_class_weight_balanced_is_the_sample_weight_of_the_class_frequencies(cls
 
 
 def test_class_weight_multiplies_sample_weight_and_rejects_unknown_labels(monkeypatch):
-    import sk_deq._torch_base as base
+    import sk_deq.estimators._base as base
 
     X, y, w = _weighted_problem()
     seen = []

@@ -19,7 +19,7 @@ from sk_deq import (
     MatchedExplicitClassifier,
     MatchedExplicitRegressor,
 )
-from sk_deq._export import activation_module
+from sk_deq.estimators._export import activation_module
 from sk_deq.activations import ACTIVATIONS, Activation, HardTanh, LeakyReLU, Quadratic
 from _networks import CLASSIFIERS, REGRESSORS
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from sk_deq.datasets import make_gaussian_mixture
-from sk_deq._inputs import data_tau0
+from sk_deq._scaling import data_tau0
 from sk_deq.kernels import monte_carlo_explicit_kernel, monte_carlo_implicit_kernel, relative_spectral_error
 from sk_deq.matching import match_explicit
 from sk_deq.theory import KernelCoefficients, deq_ck_coefficients, deq_ntk_coefficients, gmm_statistics

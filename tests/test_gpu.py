@@ -31,7 +31,7 @@ Tolerances, relative to the largest magnitude of the CPU's outputs:
 * The exact kernels in float64 (:data:`KERNEL_TOL`): 1e-10 absolute on
   entries of order one, as between the numpy and torch CPU engines (1e-12).
 * Batch invariance on CUDA (:data:`BATCH_TOL`): 1e-5 in float32, 1e-12 in
-  float64.  Every block of rows has one shape (``sk_deq.nn.blocks``), so the
+  float64.  Every block of rows has one shape (``sk_deq.estimators._network``), so the
   same kernel runs on every block, but cuBLAS may still choose by the
   alignment of a block's rows: not bitwise, within rounding.
 
@@ -145,7 +145,7 @@ def test_the_same_model_predicts_alike_on_cuda_and_cpu(cls, dtype, data):
 
 @pytest.mark.parametrize("cls", ESTIMATORS, ids=lambda c: c.__name__)
 def test_a_fit_on_cuda_matches_a_fit_on_the_cpu(cls, data, monkeypatch):
-    import sk_deq._torch_base as base
+    import sk_deq.estimators._base as base
 
     X = data[0]
     # CUDA fits the readout with the torch L-BFGS; the CPU, by default, with scipy's, whose line search takes
@@ -314,7 +314,7 @@ def test_a_cuda_tensor_fits_and_predicts_as_numpy_on_cuda(cls, data):
 @pytest.mark.parametrize("cls", [DEQClassifier, MatchedExplicitRegressor], ids=lambda c: c.__name__)
 def test_numpy_inputs_of_a_cuda_fit_are_moved_there_once(monkeypatch, cls, data):
     """``stage_inputs``: one copy of ``X`` to the GPU, then the CUDA-tensor path, whose results it gives."""
-    import sk_deq._torch_base as tb
+    import sk_deq.estimators._base as tb
 
     X, labels, values = data
     y = values if cls.__name__.endswith("Regressor") else labels
@@ -331,7 +331,7 @@ def test_numpy_inputs_of_a_cuda_fit_are_moved_there_once(monkeypatch, cls, data)
 @pytest.mark.parametrize("cls", [DEQClassifier, MatchedExplicitRegressor], ids=lambda c: c.__name__)
 def test_numpy_inputs_of_a_cuda_predict_are_moved_there_once(monkeypatch, cls, data):
     """``stage_inputs`` in predict: one copy of ``X`` per call, then the CUDA-tensor path, whose outputs it gives."""
-    import sk_deq._torch_base as tb
+    import sk_deq.estimators._base as tb
 
     X, labels, values = data
     est = _make(cls, "float64", CUDA).fit(X, values if cls.__name__.endswith("Regressor") else labels)
@@ -345,7 +345,7 @@ def test_numpy_inputs_of_a_cuda_predict_are_moved_there_once(monkeypatch, cls, d
 
 
 def test_the_input_scaling_statistics_on_cuda_match_the_cpu(data):
-    from sk_deq._inputs import fit_input_scaling
+    from sk_deq._scaling import fit_input_scaling
 
     X, weight = data[0], np.linspace(0.0, 1.0, len(data[0]))
     want = fit_input_scaling(X, "global", weight)
@@ -356,7 +356,7 @@ def test_the_input_scaling_statistics_on_cuda_match_the_cpu(data):
 
 def test_weights_drawn_for_cuda_are_the_cpu_draws_bitwise():
     """The draw stays on the host (numpy streams in float64), then moves: the same bits on both devices."""
-    from sk_deq.nn._random import gaussian_weights
+    from sk_deq.nn.layers import gaussian_weights
 
     for dtype in (torch.float32, torch.float64):
         on_cuda = gaussian_weights(300, 70, torch.Generator().manual_seed(3), dtype=dtype, device=CUDA)

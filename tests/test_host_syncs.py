@@ -108,7 +108,7 @@ def test_features_of_a_tensor_read_the_host_once_whatever_the_chunks(name, count
     chunk.  The range of the scaled inputs is read once for all chunks too: on a GPU a copy of the column
     extremes to the host, which the CPU does not see (it was one scalar read per chunk)."""
     import sk_deq
-    from sk_deq._torch_base import TorchEstimatorBase
+    from sk_deq.estimators._base import TorchEstimatorBase
 
     X = torch.randn(300, 5, generator=torch.Generator().manual_seed(0))
     est = getattr(sk_deq, name)(n_hidden=16, random_state=0).fit(X, (X[:, 0] > 0).long())

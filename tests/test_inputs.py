@@ -1,4 +1,4 @@
-"""Input validation and scaling of sk_deq._inputs against hand computations."""
+"""Input validation (sk_deq._validation) and scaling (sk_deq._scaling) against hand computations."""
 
 import math
 
@@ -6,18 +6,16 @@ import numpy as np
 import pytest
 from scipy import sparse
 
-from sk_deq._inputs import (
+from sk_deq._validation import (
     EXPLICIT_KERNELS,
     KERNELS,
-    apply_input_scaling,
     check_kernel,
     check_samples,
     check_sigma_a2,
     check_sigma_b2,
     check_tau0,
-    fit_input_scaling,
-    squared_norms,
 )
+from sk_deq._scaling import apply_input_scaling, fit_input_scaling, squared_norms
 
 # three samples, two features: mean (2, 1); centred rows (-1, 1), (1, -2), (0, 1)
 X3 = np.array([[1.0, 2.0], [3.0, -1.0], [2.0, 2.0]])

@@ -26,7 +26,7 @@ from sk_deq.kernels import (
     relative_spectral_error,
 )
 from sk_deq.kernels._numerics import polar_expectation
-from sk_deq.kernels.memory import available_memory_bytes
+from sk_deq._runtime import available_memory_bytes
 from sk_deq.theory import deq_ck_coefficients, explicit_kernel_entry, implicit_kernel_entry
 
 SA = 0.2

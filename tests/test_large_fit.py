@@ -5,9 +5,9 @@ import pytest
 import torch
 from sklearn.datasets import make_blobs
 
-import sk_deq._torch_base as base
-import sk_deq._torch_network as network
-from sk_deq._torch_classifier import TorchClassifierBase
+import sk_deq.estimators._base as base
+import sk_deq.estimators._network as network
+from sk_deq.estimators._classifier import TorchClassifierBase
 from sk_deq.nn import train
 from sk_deq import DEQClassifier
 from _networks import CLASSIFIERS

@@ -1,4 +1,4 @@
-"""The one L-BFGS driver (sk_deq.nn._lbfgs): its torch back end, run on the CPU, against scipy's L-BFGS-B."""
+"""The one L-BFGS driver (sk_deq.nn._fit): its torch back end, run on the CPU, against scipy's L-BFGS-B."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from sk_deq.nn import train
-from sk_deq.nn._lbfgs import minimize_lbfgs
+from sk_deq.nn._fit import minimize_lbfgs
 from sk_deq.nn import readout
 from sk_deq.nn.readout import ReadoutObjective, fit_readout, use_preconditioner
 

@@ -8,9 +8,9 @@ import textwrap
 import numpy as np
 import pytest
 
-import sk_deq._torch_network as network
-from sk_deq.kernels import memory
-from sk_deq.kernels.memory import available_memory_bytes, check_fits_in_memory, check_kernel_fits_in_memory
+import sk_deq.estimators._network as network
+from sk_deq import _runtime as memory
+from sk_deq._runtime import available_memory_bytes, check_fits_in_memory, check_kernel_fits_in_memory
 
 GiB = 2**30
 
@@ -115,7 +115,7 @@ def test_the_estimators_use_the_guard_at_predict_too(monkeypatch):
 @pytest.mark.parametrize("task", ["Classifier", "Regressor"])
 def test_predict_needs_the_memory_of_its_outputs_and_one_chunk_not_of_all_features(name, task, monkeypatch):
     import sk_deq
-    from sk_deq._torch_base import TorchEstimatorBase
+    from sk_deq.estimators._base import TorchEstimatorBase
 
     rng = np.random.default_rng(0)
     X = rng.normal(size=(3000, 3))
@@ -186,7 +186,7 @@ def test_under_ulimit_v_a_network_too_large_is_a_memory_error_not_torchs_runtime
         import numpy as np
         import torch
         from sk_deq import DEQRegressor
-        from sk_deq.kernels.memory import available_memory_bytes
+        from sk_deq._runtime import available_memory_bytes
 
         vm = int(open("/proc/self/status").read().split("VmSize:")[1].split()[0]) * 1024
         resource.setrlimit(resource.RLIMIT_AS, (vm + 2**30, resource.RLIM_INFINITY))

@@ -16,7 +16,7 @@ from sk_deq import (
     MatchedExplicitClassifier,
     MatchedExplicitRegressor,
 )
-from sk_deq._inputs import fit_input_scaling
+from sk_deq._scaling import fit_input_scaling
 from sk_deq.nn import TrainingDivergenceError
 from _networks import CLASSIFIERS
 

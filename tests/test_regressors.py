@@ -24,7 +24,7 @@ from sk_deq import (
     make_gaussian_mixture,
 )
 from sk_deq.nn import ReadoutObjective, ridge_readout, train
-from sk_deq.nn._history import score as _score
+from sk_deq.nn._fit import score as _score
 
 REGRESSORS = (DEQRegressor, ExplicitRegressor, MatchedExplicitRegressor)
 
@@ -367,7 +367,7 @@ def test_targets_anywhere_in_float64_give_the_model_in_units(cls, factor, friedm
 
 
 def test_target_moments_of_constant_and_extreme_columns():
-    from sk_deq._inputs import Moments
+    from sk_deq.estimators._regressor import Moments
 
     y = np.linspace(-1, 1, 200)
     Y = np.column_stack([np.full(200, 1e308), y * 1.7e308, y * 1e-310, np.full(200, -3.0)])
@@ -383,7 +383,7 @@ def test_target_moments_of_constant_and_extreme_columns():
 
 def test_target_moments_merge_chunks_weighted_on_different_scales():
     """Chunks whose weights differ by 1e300 merge in proportion to their weights, without overflow."""
-    from sk_deq._inputs import Moments
+    from sk_deq.estimators._regressor import Moments
 
     rng = np.random.default_rng(0)
     Y, w = rng.normal(size=(300, 2)) * [1.0, 1e200], rng.uniform(0.5, 2, 300) * np.repeat([1.0, 1e300, 1e-300], 100)

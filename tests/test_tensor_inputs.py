@@ -21,7 +21,7 @@ from sk_deq import (
     ImplicitCKTransformer,
     MatchedExplicitClassifier,
 )
-from sk_deq._inputs import apply_input_scaling, fit_input_scaling
+from sk_deq._scaling import apply_input_scaling, fit_input_scaling
 from _networks import NETWORKS
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
@@ -145,7 +145,7 @@ def test_a_tensor_of_a_non_floating_dtype_is_a_type_error(dtype, data):
 @pytest.mark.parametrize("weighted", [False, True])
 @pytest.mark.parametrize("mode", ["global", "none"])
 def test_the_torch_statistics_of_the_input_scaling_match_numpy(mode, weighted, gpu_blocks, monkeypatch):
-    import sk_deq._inputs as inputs_module
+    import sk_deq._scaling as inputs_module
 
     rng = np.random.default_rng(1)
     X = 5.0 * rng.standard_normal((3000, 700)) + rng.standard_normal(700)  # two 16 MiB blocks, one GPU block
@@ -202,7 +202,7 @@ def test_a_validated_tensor_is_the_callers_memory_not_a_numpy_copy(data):
 
 def _as_if_on_a_gpu(monkeypatch, free_bytes):
     """Make ``stage_inputs`` treat the CPU as a GPU with ``free_bytes`` free (None: not measurable)."""
-    import sk_deq._torch_network as tn
+    import sk_deq.estimators._network as tn
 
     monkeypatch.setattr(tn, "on_gpu", lambda device: True)
     monkeypatch.setattr(tn, "_device_memory", lambda device: free_bytes)
@@ -224,7 +224,7 @@ def test_stage_inputs_moves_host_inputs_that_fit_once(monkeypatch, dtype):
 
 
 def test_stage_inputs_leaves_what_does_not_fit_or_need_moving(monkeypatch):
-    from sk_deq._torch_network import STAGE_SHARE, stage_inputs
+    from sk_deq.estimators._network import STAGE_SHARE, stage_inputs
 
     X = np.ones((6, 4))
     cpu = torch.device("cpu")
@@ -240,7 +240,7 @@ def test_stage_inputs_leaves_what_does_not_fit_or_need_moving(monkeypatch):
 @pytest.mark.parametrize("cls", [DEQClassifier, ExplicitRegressor], ids=lambda c: c.__name__)
 def test_a_staged_fit_gives_the_bits_of_the_host_fit(monkeypatch, cls, data):
     """What a GPU fit does with numpy inputs (stage them, then the tensor path), wired through fit, on the CPU."""
-    import sk_deq._torch_base as tb
+    import sk_deq.estimators._base as tb
 
     X, _, _, weight = data
     y = _targets(cls, data)
@@ -258,7 +258,7 @@ def test_a_staged_fit_gives_the_bits_of_the_host_fit(monkeypatch, cls, data):
 @pytest.mark.parametrize("cls", [DEQClassifier, ExplicitRegressor], ids=lambda c: c.__name__)
 def test_a_staged_predict_gives_the_bits_of_the_host_predict(monkeypatch, cls, data):
     """What a predict on a GPU does with numpy inputs (stage them once, then the tensor path), on the CPU."""
-    import sk_deq._torch_base as tb
+    import sk_deq.estimators._base as tb
 
     X, _, _, _ = data
     est = cls(n_hidden=32, random_state=0, **_short(cls, 5)).fit(X, _targets(cls, data))

@@ -4,7 +4,7 @@ A program may call ``torch.set_float32_matmul_precision('high')`` for its own
 models; on an Ampere or later GPU every float32 product of sk_deq would then
 run in TF32 (about 1e-3 relative error, five times the solver tolerances).
 sk_deq pins ``'highest'`` (and ``cudnn.allow_tf32 = False``) inside its calls
-and restores the caller's settings afterwards (:func:`sk_deq._device.full_float32_precision`);
+and restores the caller's settings afterwards (:func:`sk_deq._runtime.full_float32_precision`);
 ``SK_DEQ_ALLOW_TF32=1`` opts out.  Checked on the CPU by reading the settings
 from inside the torch calls.
 """

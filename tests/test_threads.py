@@ -1,11 +1,11 @@
-"""sk_deq._threads.one_blas_thread: the limit holds inside, the caller's setting comes back, one scan is reused."""
+"""sk_deq._runtime.one_blas_thread: the limit holds inside, the caller's setting comes back, one scan is reused."""
 
 import sys
 import types
 
 from threadpoolctl import threadpool_info, threadpool_limits
 
-import sk_deq._threads as threads
+import sk_deq._runtime as threads
 
 
 def _blas_threads():

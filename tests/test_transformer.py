@@ -18,7 +18,7 @@ from sklearn.svm import SVC
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from sk_deq import ImplicitCKTransformer
-from sk_deq.kernels.memory import available_memory_bytes
+from sk_deq._runtime import available_memory_bytes
 from sk_deq.datasets import load_mnist_digits, make_gaussian_mixture
 from sk_deq.kernels import (
     implicit_kernel,

@@ -1,6 +1,6 @@
 """The networks' random weights: drawn on the host in parallel streams, the same bits whatever the threads.
 
-:func:`sk_deq.nn._random.gaussian_weights` takes one seed from a torch
+:func:`sk_deq.nn.layers.gaussian_weights` takes one seed from a torch
 generator and draws blocks of rows from numpy streams spawned from it, on
 up to ``torch.get_num_threads()`` threads.  Checked here: the draws do not
 depend on the number of threads, the float32 weights are the float64 draws
@@ -18,7 +18,7 @@ from scipy import stats
 
 from sk_deq.estimators import DEQClassifier, MatchedExplicitClassifier
 from sk_deq.nn import DEQLayer, ExplicitNet
-from sk_deq.nn._random import ROWS_PER_STREAM, gaussian_weights
+from sk_deq.nn.layers import ROWS_PER_STREAM, gaussian_weights
 
 
 @pytest.fixture

@@ -10,11 +10,12 @@
   :ref:`theory-matching`), built from :func:`sk_deq.match_explicit` at fit
   time.
 
-Every estimator is a network mixin (:class:`_DEQNetwork`,
-:class:`_ExplicitLayers`, :class:`_MatchedLayers`: how the features are
-built) combined with a task base (:class:`~sk_deq._torch_classifier.TorchClassifierBase`
-or :class:`~sk_deq._torch_regressor.TorchRegressorBase`: targets, loss,
-predictions), and all share one fit chain (:mod:`sk_deq._torch_base`).
+Every estimator is a task base (:class:`~sk_deq.estimators._classifier.TorchClassifierBase`
+or :class:`~sk_deq.estimators._regressor.TorchRegressorBase`: targets, loss,
+predictions) holding its kind of network as a component (``_network``: a
+:class:`~sk_deq.estimators._network.Network` that says what defines the
+network, computes the theory's constants and builds the feature module), and
+all share one fit chain (:mod:`sk_deq.estimators._base`).
 With ``trainable='readout'`` (the default and Ling et al.'s (2024) setting) the
 random weights are frozen, the features are computed once without a graph
 and only the readout is fitted: by full-batch L-BFGS on the cached features

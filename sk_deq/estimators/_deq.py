@@ -2,30 +2,30 @@
 
 from __future__ import annotations
 
-from numbers import Integral, Real
 from typing import ClassVar
+
+from numbers import Integral, Real
 
 from sklearn.utils._param_validation import Interval
 
-from .._param_validation import ActivationName, SortedStrOptions
-from .._torch_base import store_params
-from .._torch_classifier import TorchClassifierBase
-from .._torch_regressor import TorchRegressorBase
+from .._validation import ActivationName, SortedStrOptions
+from ._base import store_params
+from ._network import Network
+from ._classifier import TorchClassifierBase
+from ._regressor import TorchRegressorBase
 from ..activations import get_activation
-from ..nn.deq import DEQLayer
+from ..nn.layers import DEQLayer
 from ..nn.solvers import SOLVERS
 from ..theory import deq_ck_coefficients
 
-__all__ = ["DEQClassifier", "DEQRegressor"]
+__all__ = ["DEQClassifier", "DEQNetwork", "DEQRegressor"]
 
 
-class _DEQNetwork:
-    """The DEQ's features: its parameters and theory (a mixin before the task base)."""
+class DEQNetwork(Network):
+    """The DEQ's component: its parameters, its theory (the centring constant) and its layer."""
 
-    #: What defines the network besides the base's (a warm start keeps it: changing them is an error).
-    _network_params: ClassVar[tuple] = ("activation", "sigma_a2", "sigma_b2")
-
-    _network_constraints: ClassVar[dict] = {
+    params: ClassVar[tuple] = ("activation", "sigma_a2", "sigma_b2")
+    constraints: ClassVar[dict] = {
         "activation": [ActivationName(), callable],
         "sigma_a2": [Interval(Real, 0, 1, closed="neither")],
         "sigma_b2": [Interval(Real, 0, None, closed="neither"), None],
@@ -33,40 +33,41 @@ class _DEQNetwork:
         "fixed_point_max_iter": [Interval(Integral, 1, None, closed="left")],
         "fixed_point_tol": [Interval(Real, 0, None, closed="neither")],
     }
+    runtime_settings: ClassVar[dict] = {
+        "solver": ("fixed_point_solver", None),
+        "tol": ("fixed_point_tol", float),
+        "backward_tol": ("fixed_point_tol", float),
+        "max_iter": ("fixed_point_max_iter", int),
+        "backward_max_iter": ("fixed_point_max_iter", int),
+    }
 
-    def _prepare(self, tau0):
-        act = get_activation(self.activation)
-        self.deq_coefficients_ = deq_ck_coefficients(act, self.sigma_a2, tau0, sigma_b2=self.sigma_b2)
-        self.center_ = float(self.deq_coefficients_.moments.mean)
+    def prepare(self, est, tau0):
+        act = get_activation(est.activation)
+        est.deq_coefficients_ = deq_ck_coefficients(act, est.sigma_a2, tau0, sigma_b2=est.sigma_b2)
+        est.center_ = float(est.deq_coefficients_.moments.mean)
 
-    def _make_features(self, n_features, n_outputs, generator, dtype, device):
-        m = int(self.n_hidden)
-        self._check_network_fits([(m, m), (m, int(n_features))], n_features, n_outputs, device)  # A and B
+    def make_features(self, est, n_features, n_outputs, generator, dtype, device):
+        m = int(est.n_hidden)
+        est._check_network_fits([(m, m), (m, int(n_features))], n_features, n_outputs, device)  # A and B
         return DEQLayer(
             n_features,
-            int(self.n_hidden),
-            get_activation(self.activation),
-            float(self.sigma_a2),
-            self.center_,
-            sigma_b2=self.sigma_b2,
-            solver=self.fixed_point_solver,
-            tol=self.fixed_point_tol,
-            max_iter=self.fixed_point_max_iter,
-            train_a=self.trainable in ("hidden", "all"),
-            train_b=self.trainable == "all",
+            m,
+            get_activation(est.activation),
+            float(est.sigma_a2),
+            est.center_,
+            sigma_b2=est.sigma_b2,
+            solver=est.fixed_point_solver,
+            tol=est.fixed_point_tol,
+            max_iter=est.fixed_point_max_iter,
+            train_a=est.trainable in ("hidden", "all"),
+            train_b=est.trainable == "all",
             generator=generator,
             dtype=dtype,
             device=device,
         )
 
-    def _sync_runtime_settings(self):
-        layer = self.module_.features
-        layer.solver = self.fixed_point_solver
-        layer.tol = layer.backward_tol = float(self.fixed_point_tol)
-        layer.max_iter = layer.backward_max_iter = int(self.fixed_point_max_iter)
 
-
-class DEQClassifier(_DEQNetwork, TorchClassifierBase):
+class DEQClassifier(TorchClassifierBase):
     """Deep equilibrium classifier: a random-feature DEQ with a linear readout.
 
     The hidden features solve the fixed point (see :ref:`theory-deq`)::
@@ -275,10 +276,7 @@ class DEQClassifier(_DEQNetwork, TorchClassifierBase):
     True
     """
 
-    _parameter_constraints: ClassVar[dict] = {
-        **TorchClassifierBase._parameter_constraints,
-        **_DEQNetwork._network_constraints,
-    }
+    _network = DEQNetwork()
 
     def __init__(
         self,
@@ -312,7 +310,7 @@ class DEQClassifier(_DEQNetwork, TorchClassifierBase):
         store_params(self, locals())
 
 
-class DEQRegressor(_DEQNetwork, TorchRegressorBase):
+class DEQRegressor(TorchRegressorBase):
     """Deep equilibrium regressor: a random-feature DEQ with a linear readout.
 
     The hidden features solve the fixed point (see :ref:`theory-deq`)::
@@ -519,10 +517,7 @@ class DEQRegressor(_DEQNetwork, TorchRegressorBase):
     True
     """
 
-    _parameter_constraints: ClassVar[dict] = {
-        **TorchRegressorBase._parameter_constraints,
-        **_DEQNetwork._network_constraints,
-    }
+    _network = DEQNetwork()
 
     def __init__(
         self,

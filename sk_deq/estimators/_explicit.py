@@ -4,76 +4,71 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from .._torch_base import store_params
-from .._torch_classifier import TorchClassifierBase
-from .._torch_regressor import TorchRegressorBase
+
+from ._base import store_params
+from ._network import Network
+from ._classifier import TorchClassifierBase
+from ._regressor import TorchRegressorBase
 from ..activations import get_activation
-from ..nn.explicit import ExplicitNet
+from ..nn.layers import ExplicitNet
 from ..theory import explicit_coefficients
 
-__all__ = ["ExplicitClassifier", "ExplicitNetwork", "ExplicitRegressor"]
+__all__ = ["ExplicitClassifier", "ExplicitNetwork", "ExplicitRegressor", "NamedLayers"]
 
 
-class ExplicitNetwork:
-    """An explicit random-feature network's features (a mixin); subclasses choose the layers."""
+class ExplicitNetwork(Network):
+    """The components of explicit random-feature networks; subclasses choose the layers (:meth:`coefficients`)."""
 
-    _ONE_PASS: ClassVar[bool] = True  # a block of rows in one pass (see sk_deq.nn.block_rows)
+    one_pass = True  # a block of rows in one pass (see sk_deq.estimators._network.block_rows)
 
-    def _coefficients(self, tau0):
+    def coefficients(self, est, tau0):
         """The network's :class:`~sk_deq.theory.ExplicitCoefficients` at the scaled data scale ``tau0``."""
         raise NotImplementedError
 
-    def _prepare(self, tau0):
-        self.explicit_coefficients_ = coefs = self._coefficients(tau0)
-        self.layers_ = tuple(coefs.layers)
-        self.centers_ = tuple(float(c) for c in coefs.centers)
-
-    def _describe_layers(self) -> str:
+    def describe_layers(self, est) -> str:
         """How the layers came about, for messages."""
-        return f"layers={self.layers!r}"
+        return f"layers={est.layers!r}"
 
-    def _make_features(self, n_features, n_outputs, generator, dtype, device):
-        L = len(self.layers_)
-        if self.trainable == "hidden" and L == 1:
+    def prepare(self, est, tau0):
+        est.explicit_coefficients_ = coefs = self.coefficients(est, tau0)
+        est.layers_ = tuple(coefs.layers)
+        est.centers_ = tuple(float(c) for c in coefs.centers)
+
+    def make_features(self, est, n_features, n_outputs, generator, dtype, device):
+        L = len(est.layers_)
+        if est.trainable == "hidden" and L == 1:
             raise ValueError(
-                f"{type(self).__name__}: trainable='hidden' trains the weights W_2 .. W_L after the input layer, "
-                f"but this network has a single layer ({self._describe_layers()}): it has no hidden weights, and "
+                f"{type(est).__name__}: trainable='hidden' trains the weights W_2 .. W_L after the input layer, "
+                f"but this network has a single layer ({self.describe_layers(est)}): it has no hidden weights, and "
                 "only the readout would train. Use trainable='readout' (the same fit) or trainable='all' (which "
                 "also trains the input layer W_1)."
             )
-        m = int(self.n_hidden)
-        self._check_network_fits([(m, int(n_features))] + [(m, m)] * (L - 1), n_features, n_outputs, device)
-        if self.trainable == "readout":
+        m = int(est.n_hidden)
+        est._check_network_fits([(m, int(n_features))] + [(m, m)] * (L - 1), n_features, n_outputs, device)
+        if est.trainable == "readout":
             flags = [False] * L
-        elif self.trainable == "hidden":
+        elif est.trainable == "hidden":
             flags = [False] + [True] * (L - 1)
         else:
             flags = [True] * L
         return ExplicitNet(
-            n_features,
-            int(self.n_hidden),
-            self.layers_,
-            self.centers_,
-            trainable=flags,
-            generator=generator,
-            dtype=dtype,
-            device=device,
+            n_features, m, est.layers_, est.centers_, trainable=flags, generator=generator, dtype=dtype, device=device
         )
 
 
-class _ExplicitLayers(ExplicitNetwork):
-    """Layers named by the ``layers`` parameter."""
+class NamedLayers(ExplicitNetwork):
+    """The component of layers named by the ``layers`` parameter."""
 
-    _network_constraints: ClassVar[dict] = {"layers": [list, tuple]}
-    _network_params: ClassVar[tuple] = ("layers",)
+    params: ClassVar[tuple] = ("layers",)
+    constraints: ClassVar[dict] = {"layers": [list, tuple]}
 
-    def _coefficients(self, tau0):
-        if len(self.layers) == 0:
+    def coefficients(self, est, tau0):
+        if len(est.layers) == 0:
             raise ValueError("layers must name at least one activation.")
-        return explicit_coefficients(tuple(get_activation(a) for a in self.layers), tau0)
+        return explicit_coefficients(tuple(get_activation(a) for a in est.layers), tau0)
 
 
-class ExplicitClassifier(_ExplicitLayers, TorchClassifierBase):
+class ExplicitClassifier(TorchClassifierBase):
     """Explicit random-feature network with chosen activations and a linear readout.
 
     ``y_0 = x``, ``y_l = (sigma_l(W_l y_{l-1}) - c_l) / sqrt(m)`` with
@@ -233,10 +228,7 @@ class ExplicitClassifier(_ExplicitLayers, TorchClassifierBase):
     True
     """
 
-    _parameter_constraints: ClassVar[dict] = {
-        **TorchClassifierBase._parameter_constraints,
-        **_ExplicitLayers._network_constraints,
-    }
+    _network = NamedLayers()
 
     def __init__(
         self,
@@ -265,7 +257,7 @@ class ExplicitClassifier(_ExplicitLayers, TorchClassifierBase):
         store_params(self, locals())
 
 
-class ExplicitRegressor(_ExplicitLayers, TorchRegressorBase):
+class ExplicitRegressor(TorchRegressorBase):
     """Explicit random-feature network with chosen activations and a linear readout.
 
     ``y_0 = x``, ``y_l = (sigma_l(W_l y_{l-1}) - c_l) / sqrt(m)`` with
@@ -423,10 +415,7 @@ class ExplicitRegressor(_ExplicitLayers, TorchRegressorBase):
     True
     """
 
-    _parameter_constraints: ClassVar[dict] = {
-        **TorchRegressorBase._parameter_constraints,
-        **_ExplicitLayers._network_constraints,
-    }
+    _network = NamedLayers()
 
     def __init__(
         self,

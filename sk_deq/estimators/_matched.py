@@ -2,26 +2,29 @@
 
 from __future__ import annotations
 
-from numbers import Real
 from typing import ClassVar
+
+from numbers import Real
 
 from sklearn.utils._param_validation import Interval
 
-from .._param_validation import ActivationName, SortedStrOptions
-from .._torch_base import store_params
-from .._torch_classifier import TorchClassifierBase
-from .._torch_regressor import TorchRegressorBase
+from .._validation import ActivationName, SortedStrOptions
+from ._base import store_params
+from ._classifier import TorchClassifierBase
+from ._regressor import TorchRegressorBase
 from ..activations import get_activation
 from ..matching import MatchingError, match_explicit
 from ._explicit import ExplicitNetwork
 
-__all__ = ["MatchedExplicitClassifier", "MatchedExplicitRegressor"]
+__all__ = ["MatchedExplicitClassifier", "MatchedExplicitRegressor", "MatchedLayers"]
 
 
-class _MatchedLayers(ExplicitNetwork):
-    """Layers that match the kernel of the DEQ with ``activation`` and ``sigma_a2``."""
+class MatchedLayers(ExplicitNetwork):
+    """The component of layers that match the kernel of the DEQ with ``activation`` and ``sigma_a2``."""
 
-    _network_constraints: ClassVar[dict] = {
+    # match_tol only accepts or rejects a match: it does not change the network
+    params: ClassVar[tuple] = ("activation", "sigma_a2", "sigma_b2", "kernel", "family")
+    constraints: ClassVar[dict] = {
         "activation": [ActivationName(), callable],
         "sigma_a2": [Interval(Real, 0, 1, closed="neither")],
         "sigma_b2": [Interval(Real, 0, None, closed="neither"), None],
@@ -29,31 +32,27 @@ class _MatchedLayers(ExplicitNetwork):
         "family": [str, list, tuple],
         "match_tol": [Interval(Real, 0, None, closed="neither"), None],
     }
-    # match_tol only accepts or rejects a match: it does not change the network
-    _network_params: ClassVar[tuple] = ("activation", "sigma_a2", "sigma_b2", "kernel", "family")
 
-    def _coefficients(self, tau0):
+    def coefficients(self, est, tau0):
         # cached by match_explicit: a refit with the same configuration does not solve again
-        act = get_activation(self.activation)
+        act = get_activation(est.activation)
         try:
-            self.match_ = match_explicit(
-                act, self.sigma_a2, tau0, self.kernel, self.family, sigma_b2=self.sigma_b2, tol=self.match_tol
+            est.match_ = match_explicit(
+                act, est.sigma_a2, tau0, est.kernel, est.family, sigma_b2=est.sigma_b2, tol=est.match_tol
             )
         except MatchingError as exc:  # the advice in this estimator's parameters (match_tol, not tol)
             raise MatchingError(
-                f"{type(self).__name__}: {exc.problem}",
+                f"{type(est).__name__}: {exc.problem}",
                 "Try family='auto' or another family (a kind repeated for a deeper stack, e.g. "
                 "family='leaky_relux3'), the other kernel, or match_tol=None to accept the best fit.",
             ) from None
-        return self.match_.explicit
+        return est.match_.explicit
 
-    def _describe_layers(self):
-        return (
-            f"the match of activation={self.activation!r}, sigma_a2={self.sigma_a2!r} is one {self.match_.family} layer"
-        )
+    def describe_layers(self, est):
+        return f"the match of activation={est.activation!r}, sigma_a2={est.sigma_a2!r} is one {est.match_.family} layer"
 
 
-class MatchedExplicitClassifier(_MatchedLayers, TorchClassifierBase):
+class MatchedExplicitClassifier(TorchClassifierBase):
     """Shallow explicit network whose kernel matches a DEQ's, with a linear readout.
 
     At fit the data scale ``tau0_`` of the (scaled) training inputs is
@@ -234,10 +233,7 @@ class MatchedExplicitClassifier(_MatchedLayers, TorchClassifierBase):
     True
     """
 
-    _parameter_constraints: ClassVar[dict] = {
-        **TorchClassifierBase._parameter_constraints,
-        **_MatchedLayers._network_constraints,
-    }
+    _network = MatchedLayers()
 
     def __init__(
         self,
@@ -271,7 +267,7 @@ class MatchedExplicitClassifier(_MatchedLayers, TorchClassifierBase):
         store_params(self, locals())
 
 
-class MatchedExplicitRegressor(_MatchedLayers, TorchRegressorBase):
+class MatchedExplicitRegressor(TorchRegressorBase):
     """Shallow explicit network whose kernel matches a DEQ's, with a linear readout.
 
     At fit the data scale ``tau0_`` of the (scaled) training inputs is
@@ -450,10 +446,7 @@ class MatchedExplicitRegressor(_MatchedLayers, TorchRegressorBase):
     True
     """
 
-    _parameter_constraints: ClassVar[dict] = {
-        **TorchRegressorBase._parameter_constraints,
-        **_MatchedLayers._network_constraints,
-    }
+    _network = MatchedLayers()
 
     def __init__(
         self,

@@ -12,7 +12,7 @@ from numbers import Integral
 
 import numpy as np
 
-from .._inputs import SCALED_TAU0
+from .._scaling import SCALED_TAU0
 from .._progress import STEPS, ProgressBar
 
 # Data sets known to compare_widths by name, with a description (documented in __init__).

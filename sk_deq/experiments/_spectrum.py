@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .._inputs import EXPLICIT_KERNELS, KERNELS
+from .._validation import EXPLICIT_KERNELS, KERNELS
 from .._json import JSONResult
 from ._common import progress_bar
 
@@ -331,7 +331,7 @@ def _mixtures(sizes, ratio, random_state) -> list:
 
 def _equivalence_errors(result, mixtures, activations, sigma_a2, mc, random_state, ticker):
     """``result.errors``: every implicit kernel against its high-dimensional equivalent."""
-    from .._inputs import data_tau0
+    from .._scaling import data_tau0
     from ..kernels import relative_spectral_error
     from ..theory import deq_ck_coefficients, deq_ntk_coefficients
 
@@ -350,7 +350,7 @@ def _equivalence_errors(result, mixtures, activations, sigma_a2, mc, random_stat
 
 def _matched_errors(result, mixtures, matched, matched_kernels, sigma_a2, mc, random_state, ticker):
     """``result.matched``: the DEQ's feature kernel or NTK against the matched network's and a plain layer's."""
-    from .._inputs import data_tau0
+    from .._scaling import data_tau0
     from ..kernels import relative_spectral_error
     from ..matching import match_explicit
 
@@ -380,7 +380,7 @@ def _matched_errors(result, mixtures, matched, matched_kernels, sigma_a2, mc, ra
 
 def _spectrum_sets(gmm_size, mnist_samples, mnist_digits, random_state) -> list:
     """``(name, X, y, class means, class covariances)`` of the mixture and, unless ``mnist_samples`` is None, MNIST."""
-    from .._inputs import apply_input_scaling, fit_input_scaling
+    from .._scaling import apply_input_scaling, fit_input_scaling
     from ..datasets import load_mnist_digits, make_gaussian_mixture
 
     n, p = (int(v) for v in gmm_size)
@@ -400,7 +400,7 @@ def _spectrum_sets(gmm_size, mnist_samples, mnist_digits, random_state) -> list:
 
 def _eigenvalues(result, sets, sigma_a2, mc, random_state, ticker):
     """``result.spectra``: eigenvalues of the Implicit-CK and of its equivalent on every set, for ReLU and tanh."""
-    from .._inputs import data_tau0
+    from .._scaling import data_tau0
     from ..kernels import relative_spectral_error
     from ..theory import deq_ck_coefficients, gmm_equivalent_kernel
 

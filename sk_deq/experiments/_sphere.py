@@ -198,7 +198,7 @@ def sphere_spectrum(
     >>> r.errors[0]["quadratic"] < 0.01 < r.errors[0]["plain"]
     True
     """
-    from .._inputs import check_sigma_a2
+    from .._validation import check_sigma_a2
     from ..kernels import make_sphere
     from ..theory import sphere_explicit_coefficients, sphere_quadratic_match
 

@@ -46,8 +46,8 @@ from .engine import ImplicitKernelEngine, implicit_kernel, implicit_kernel_diago
 from .explicit import explicit_kernel
 from .linearized import linearized_block as linearized_block
 from .linearized import linearized_implicit_kernel, linearized_kernel_coefficients
-from .memory import auto_block_size as auto_block_size
-from .memory import check_kernel_fits_in_memory
+from .._runtime import auto_block_size as auto_block_size
+from .._runtime import check_kernel_fits_in_memory
 from .metrics import relative_spectral_error
 from .sphere import make_sphere, sphere_explicit_kernel, sphere_implicit_kernel
 from .montecarlo import (

@@ -18,9 +18,9 @@ import math
 
 import numpy as np
 
-from .._inputs import squared_norms
+from .._scaling import squared_norms
 from ..activations import Activation, DualFormula
-from .memory import SOLVE_CHUNK_ENTRIES
+from .._runtime import SOLVE_CHUNK_ENTRIES
 from ._numerics import diagonal_newton, newton
 
 __all__ = ["Samples"]
@@ -80,7 +80,7 @@ class _Dual:
 
     :meth:`block` forms the inner products of a block with one matrix
     product, then solves the entries in row chunks of about
-    :data:`~sk_deq.kernels.memory.SOLVE_CHUNK_ENTRIES` entries: bounded
+    :data:`~sk_deq._runtime.SOLVE_CHUNK_ENTRIES` entries: bounded
     temporaries, and numpy operations long enough for the engine's threads
     to run side by side.
     """

@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 
-from .._inputs import squared_norms
+from .._scaling import squared_norms
 from ._duals import Samples, _Dual
 from ._numerics import (
     chebyshev_interpolation_matrix,

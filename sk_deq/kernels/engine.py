@@ -20,14 +20,15 @@ import numpy as np
 from joblib import Parallel, delayed, effective_n_jobs
 from joblib.parallel import get_active_backend
 
-from .._device import full_float32_precision, resolve_device
-from .._inputs import check_bias_variance, check_kernel, check_samples, check_tau0, data_tau0
-from .._threads import one_blas_thread
+from .._runtime import full_float32_precision, resolve_device
+from .._validation import check_bias_variance, check_kernel, check_samples, check_tau0
+from .._scaling import data_tau0
+from .._runtime import one_blas_thread
 from ..activations import Activation, get_activation
 from ..theory import deq_ck_coefficients
 from ._duals import Samples, _ClosedFormDual, _Dual, _ReluDual
 from ._mehler import MehlerDual
-from .memory import auto_block_size, check_kernel_fits_in_memory
+from .._runtime import auto_block_size, check_kernel_fits_in_memory
 
 __all__ = ["ImplicitKernelEngine", "dual_for", "implicit_kernel", "implicit_kernel_diagonal", "kernel_workers"]
 

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._inputs import EXPLICIT_KERNELS, check_kernel, check_samples, check_tau0, data_tau0, squared_norms
+from .._validation import EXPLICIT_KERNELS, check_kernel, check_samples, check_tau0
+from .._scaling import data_tau0, squared_norms
 from ..activations import Activation
 from ..theory import explicit_coefficients
-from .memory import CHUNK_ENTRIES, check_kernel_fits_in_memory
+from .._runtime import CHUNK_ENTRIES, check_kernel_fits_in_memory
 
 __all__ = ["explicit_kernel"]
 

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._inputs import check_kernel, check_samples, check_tau0, data_tau0, squared_norms
+from .._validation import check_kernel, check_samples, check_tau0
+from .._scaling import data_tau0, squared_norms
 from ..theory import deq_ck_coefficients, deq_ntk_coefficients
-from .memory import check_kernel_fits_in_memory
+from .._runtime import check_kernel_fits_in_memory
 
 __all__ = ["linearized_block", "linearized_implicit_kernel", "linearized_kernel_coefficients"]
 

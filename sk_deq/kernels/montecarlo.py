@@ -29,7 +29,8 @@ import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 
-from .._inputs import EXPLICIT_KERNELS, check_kernel, check_tau0, data_tau0, squared_norms
+from .._validation import EXPLICIT_KERNELS, check_kernel, check_tau0
+from .._scaling import data_tau0, squared_norms
 from ..activations import get_activation
 from ..theory import deq_ck_coefficients, explicit_coefficients
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._inputs import check_kernel, check_samples
+from .._validation import check_kernel, check_samples
 from ..theory import SphereQuadraticMatch, normalized_relu_dual, sphere_ck_map, sphere_ntk_map
-from .memory import check_kernel_fits_in_memory
+from .._runtime import check_kernel_fits_in_memory
 
 __all__ = ["sphere_implicit_kernel", "sphere_explicit_kernel", "make_sphere"]
 

@@ -179,7 +179,7 @@ class TorchKernelSolver:
         per entry of a block (the Hermite route's temporaries), on the
         CPU scikit-learn's ``working_memory``, as the numpy engine.
         """
-        from .memory import auto_block_size
+        from .._runtime import auto_block_size
 
         if self.device.type == "cuda":
             free = int(torch.cuda.mem_get_info(self.device)[0])

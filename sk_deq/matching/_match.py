@@ -7,7 +7,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .._inputs import EXPLICIT_KERNELS, check_kernel
+from .._validation import EXPLICIT_KERNELS, check_kernel
 from ..activations import get_activation
 from ..theory import DEQNTKCoefficients, deq_ck_coefficients, deq_ntk_coefficients
 from ._cache import CacheInfo, _MatchCache

@@ -4,17 +4,14 @@ Nothing here derives a formula: centring constants and matched activations
 come from :mod:`sk_deq.theory` and :mod:`sk_deq.matching`.
 """
 
-from .blocks import block_rows, map_row_blocks
-from .deq import DEQDivergenceError, DEQLayer
-from .explicit import ExplicitNet
-from ._history import LOSSES, TrainingDivergenceError, TrainResult, predict_logits
+from .layers import DEQDivergenceError, DEQLayer
+from .layers import ExplicitNet
+from ._fit import LOSSES, TrainingDivergenceError, TrainResult, predict_logits
 from .readout import LinearReadout, ReadoutObjective, fit_readout, ridge_readout
 from .solvers import SOLVERS, SolverInfo, anderson, fixed_point_iteration, get_solver
 from .training import OPTIMIZERS, DEQTrainingDivergenceError, train
 
 __all__ = [
-    "block_rows",
-    "map_row_blocks",
     "DEQLayer",
     "DEQDivergenceError",
     "DEQTrainingDivergenceError",

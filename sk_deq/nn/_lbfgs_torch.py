@@ -1,6 +1,6 @@
-"""The torch back end of :func:`sk_deq.nn._lbfgs.minimize_lbfgs`: a float64 L-BFGS on any device.
+"""The torch back end of :func:`sk_deq.nn._fit.minimize_lbfgs`: a float64 L-BFGS on any device.
 
-Imported only by :mod:`sk_deq.nn._lbfgs` (the one driver, which owns the
+Imported only by :mod:`sk_deq.nn._fit` (the one driver, which owns the
 result type and the stopping rules' documentation).  The iterate, the
 gradients and the history live on the starting point's device; the host
 holds only the scalars that steer the run, read once per evaluation by
@@ -154,7 +154,7 @@ def _line_search(evaluate, p: _Point, d, t: float, max_eval: int):
 
 
 def minimize_torch(fun, x0: torch.Tensor, *, max_iter: int, tol: float, ftol: float, callback, max_eval: int):
-    """The torch back end of :func:`~sk_deq.nn._lbfgs.minimize_lbfgs` (same arguments and stopping rules).
+    """The torch back end of :func:`~sk_deq.nn._fit.minimize_lbfgs` (same arguments and stopping rules).
 
     Returns
     -------

@@ -20,7 +20,7 @@ Two things make it cheap here:
   read half the memory of float64 ones, and at ``k`` = 10 columns they are
   bound by memory, not arithmetic.  Small ones (below
   :data:`FLOAT64_BELOW_ENTRIES`) are copied to float64 once.
-- :func:`fit_readout` runs L-BFGS (:func:`~sk_deq.nn._lbfgs.minimize_lbfgs`:
+- :func:`fit_readout` runs L-BFGS (:func:`~sk_deq.nn._fit.minimize_lbfgs`:
   scipy's L-BFGS-B on the CPU, a float64 torch L-BFGS with one packed host
   read per evaluation on a GPU) in preconditioned variables
   ``V = R^T [W; b]``, ``R R^T = h Z1^T D Z1 / n + alpha I`` (``Z1`` the
@@ -44,9 +44,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .._device import on_gpu
-from ._history import LOSSES, TrainResult, normalised_weights, start_epochs
-from ._lbfgs import LBFGSResult, minimize_lbfgs
+from .._runtime import on_gpu
+from ._fit import LOSSES, TrainResult, normalised_weights, start_epochs
+from ._fit import LBFGSResult, minimize_lbfgs
 from .training import train
 
 __all__ = ["LinearReadout", "ReadoutObjective", "fit_readout", "ridge_readout", "train_readout", "use_preconditioner"]
@@ -390,7 +390,7 @@ def fit_readout(
     callback=None,
     backend: str = "auto",
 ) -> LBFGSResult:
-    """Train ``linear`` (in place) by L-BFGS-B (:func:`~sk_deq.nn._lbfgs.minimize_lbfgs`) on ``objective``.
+    """Train ``linear`` (in place) by L-BFGS-B (:func:`~sk_deq.nn._fit.minimize_lbfgs`) on ``objective``.
 
     Parameters
     ----------
@@ -415,7 +415,7 @@ def fit_readout(
         ``callback(loss) -> bool`` after every iteration, once ``linear``
         holds the iterate; True stops the run.
     backend : {'auto', 'scipy', 'torch'}, default='auto'
-        The L-BFGS back end (:func:`~sk_deq.nn._lbfgs.minimize_lbfgs`):
+        The L-BFGS back end (:func:`~sk_deq.nn._fit.minimize_lbfgs`):
         ``'auto'`` runs the torch one on the device of ``linear`` when that
         is not the CPU, with no host round trip but one read of a few
         scalars per evaluation.

@@ -7,12 +7,12 @@ parameters, and
 
 - minibatch Adam or SGD (with Nesterov momentum), shuffled with a seeded
   ``numpy.random.RandomState``; or
-- full-batch L-BFGS (:func:`sk_deq.nn._lbfgs.minimize_lbfgs` on the
+- full-batch L-BFGS (:func:`sk_deq.nn._fit.minimize_lbfgs` on the
   flattened parameters), for which one "epoch" is one L-BFGS iteration.
 
 Sample weights multiply every sample's loss; the loss is the weighted mean,
 so integer weights act as repeated rows.  The stopping rule and the history
-are those of :mod:`sk_deq.nn._history`.  ``verbose`` prints one line per
+are those of :mod:`sk_deq.nn._fit`.  ``verbose`` prints one line per
 epoch and, from ``verbose >= 2``, a progress bar over the minibatches of
 each epoch.  A readout alone, on cached features, is fitted by
 :func:`sk_deq.nn.readout.train_readout`.
@@ -28,9 +28,9 @@ import torch
 from torch import nn
 
 from .._progress import ProgressBar
-from .deq import DEQDivergenceError
-from ._history import _ADVICE, TrainingDivergenceError, TrainResult, loss_sum, normalised_weights, start_epochs
-from ._lbfgs import minimize_lbfgs
+from .layers import DEQDivergenceError
+from ._fit import _ADVICE, TrainingDivergenceError, TrainResult, loss_sum, normalised_weights, start_epochs
+from ._fit import minimize_lbfgs
 
 __all__ = ["OPTIMIZERS", "DEQTrainingDivergenceError", "make_optimizer", "train"]
 
@@ -162,14 +162,14 @@ def train(
         the outputs.  The validation score is the accuracy, or R² averaged
         over the outputs.
     lbfgs_backend : {'auto', 'scipy', 'torch'}, default='auto'
-        The back end of L-BFGS (:func:`sk_deq.nn._lbfgs.minimize_lbfgs`):
+        The back end of L-BFGS (:func:`sk_deq.nn._fit.minimize_lbfgs`):
         ``'auto'`` runs the torch one on the parameters' device when that is
         not the CPU, scipy's L-BFGS-B on the host otherwise.
     loss_reference : float, optional
         What Adam and SGD measure a diverging loss against: training stops
         with a :class:`~sk_deq.nn.TrainingDivergenceError` once an epoch's
         mean loss, or the loss of a minibatch after the last step, exceeds
-        :data:`~sk_deq.nn._history.EXPLOSION_FACTOR` times it.  None: the
+        :data:`~sk_deq.nn._fit.EXPLOSION_FACTOR` times it.  None: the
         larger of the loss at the start and that of zero outputs, on the
         first minibatch (returned as ``TrainResult.loss_reference``, for a
         continued run to pass on: steps that grow the loss a little at
@@ -189,7 +189,7 @@ def train(
     TrainingDivergenceError
         A ``FloatingPointError``: if minibatch training makes the loss
         infinite or NaN, or an epoch's mean loss more than
-        :data:`~sk_deq.nn._history.EXPLOSION_FACTOR` times the larger of
+        :data:`~sk_deq.nn._fit.EXPLOSION_FACTOR` times the larger of
         the loss at the start and that of zero outputs; a
         :class:`DEQTrainingDivergenceError` (also a
         :class:`~sk_deq.nn.DEQDivergenceError`) if a DEQ's fixed point
@@ -316,7 +316,7 @@ def _minibatch_epoch(model, X, y, w, order, bs, opt, penalized, alpha, bar, epoc
     """One pass over the minibatches of ``order``; returns the summed loss (data and penalty).
 
     The first minibatch of a run, before its step, sets the reference of
-    :meth:`~sk_deq.nn._history.Epochs.end`'s test for an exploding loss.
+    :meth:`~sk_deq.nn._fit.Epochs.end`'s test for an exploding loss.
     """
     n = X.shape[0]
     total = 0.0

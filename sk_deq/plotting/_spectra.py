@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from .._inputs import KERNELS
+from .._validation import KERNELS
 from ._common import ACT_LABELS, axes_row, require_matplotlib, result_dict, size_ticks
 
 # What the TypeErrors name when a figure is given something other than its result.

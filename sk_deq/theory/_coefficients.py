@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .._inputs import EXPLICIT_KERNELS, check_kernel, check_sigma_a2, check_sigma_b2, check_tau0
+from .._validation import EXPLICIT_KERNELS, check_kernel, check_sigma_a2, check_sigma_b2, check_tau0
 from ..activations import GaussianMoments, get_activation
 
 

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..activations.gaussian import expect_pair
-from .._inputs import EXPLICIT_KERNELS, check_kernel
+from .._validation import EXPLICIT_KERNELS, check_kernel
 from ..activations import Activation, get_activation
 from ._coefficients import deq_ck_coefficients, explicit_coefficients
 

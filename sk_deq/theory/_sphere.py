@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from ..activations.gaussian import expect
-from .._inputs import check_kernel, check_sigma_a2
+from .._validation import check_kernel, check_sigma_a2
 from ..activations import get_activation
 
 _SPHERE_KERNELS = ("ck", "ntk")

@@ -7,7 +7,7 @@ torch modules of this file and returns a :class:`DeployedNetwork`, which maps
 and, for a regressor, the target de-standardisation are folded in.  The
 modules' ``forward`` methods use torch operations only (the activations are
 written here as small modules, with the position-invariant formulas of
-:mod:`sk_deq.activations._torch_forms`, checked equal to them by the tests),
+:mod:`sk_deq.activations._families`, checked equal to them by the tests),
 so nothing of ``sk_deq`` runs at inference time:
 
 * an explicit or matched network is a fixed graph that
@@ -28,13 +28,17 @@ these classes: loading it needs ``sk_deq`` importable (this module only).
 from __future__ import annotations
 
 import math
+from numbers import Integral
 
 import torch
 from sklearn.base import is_regressor
+from sklearn.utils import check_scalar
 from torch import nn
 
-from .activations import ACTIVATIONS, HardTanh, LeakyReLU, Quadratic
-from .nn import DEQLayer
+from .._runtime import resolve_device
+from .._validation import DeviceValue
+from ..activations import ACTIVATIONS, HardTanh, LeakyReLU, Quadratic
+from ..nn import DEQLayer
 
 __all__ = ["DeployedNetwork", "FixedPointFeatures", "ExplicitFeatures", "InputScaling", "deployed_network"]
 
@@ -337,15 +341,15 @@ def _features_module(estimator, device, fixed_iterations=None) -> nn.Module:
     return ExplicitFeatures(list(layer.weights), acts, layer.centers, device)
 
 
-def deployed_network(estimator, device: torch.device, fixed_iterations: int | None = None) -> DeployedNetwork:
-    """The standalone torch module of a fitted estimator (what its ``to_torch`` returns).
+def deployed_network(estimator, device=None, fixed_iterations: int | None = None) -> DeployedNetwork:
+    """The standalone torch module of a fitted estimator (what its ``to_torch`` returns), its arguments checked.
 
     Parameters
     ----------
     estimator : fitted sk_deq network estimator
         A DEQ, explicit or matched classifier or regressor.
-    device : torch.device
-        Where the module's weights go.
+    device : None, str or torch.device, default=None
+        Where the module's weights go; None: where the estimator predicts.
     fixed_iterations : int or None, default=None
         A DEQ's loop runs exactly this many evaluations (see
         :class:`FixedPointFeatures`); an error for an explicit network.
@@ -355,6 +359,7 @@ def deployed_network(estimator, device: torch.device, fixed_iterations: int | No
     DeployedNetwork
         In eval mode, every parameter with ``requires_grad=False``.
     """
+    device = _checked_arguments(estimator, device, fixed_iterations)
     n_features = int(estimator.n_features_in_)
     mean = estimator.input_mean_
     mean = torch.zeros(n_features) if mean is None else torch.as_tensor(mean)  # x - 0 is x: the same values
@@ -370,3 +375,19 @@ def deployed_network(estimator, device: torch.device, fixed_iterations: int | No
         target, squeeze = None, readout.out_features == 1
     net = DeployedNetwork(scaling, _features_module(estimator, device, fixed_iterations), linear, target, squeeze)
     return net.to(device).eval()
+
+
+def _checked_arguments(estimator, device, fixed_iterations) -> torch.device:
+    """``to_torch``'s arguments checked, and the device the module goes to."""
+    if fixed_iterations is not None:
+        if isinstance(fixed_iterations, bool):  # an Integral to check_scalar
+            raise TypeError(f"fixed_iterations must be an int, not bool; got {fixed_iterations!r}.")
+        check_scalar(fixed_iterations, "fixed_iterations", Integral, min_val=1)
+    if not DeviceValue().is_satisfied_by(device):  # e.g. the inputs, which go to the module instead
+        raise TypeError(
+            f"to_torch(device) takes where the module goes: None, a str or a torch.device, got "
+            f"{type(device).__name__}. The inputs go to the module it returns, as a tensor: "
+            "est.to_torch()(torch.from_numpy(X))."
+        )
+    dev = estimator._device() if device is None else resolve_device(device)
+    return torch.device("cpu") if dev is None else dev

@@ -1,4 +1,4 @@
-"""Input validation and scaling shared by the estimators, kernels and theory.
+"""Input scaling shared by the estimators, the kernel transformers and the kernels: the data scale ``tau0``.
 
 The theory takes inputs with ``||x||^2`` of order one and unscaled ``N(0, 1)``
 input weights (see :ref:`theory-deq` and :ref:`theory-explicit`; the user
@@ -16,141 +16,38 @@ protocol by default:
 
 Either way the fitted estimator stores ``input_mean_`` (or ``None``),
 ``input_scale_`` and ``tau0_``, and applies the same map at predict time.
+
+:func:`squared_norms` and :func:`data_tau0` measure the data scale with a
+clear error where a norm overflows; :func:`power_of_two_scale` and
+:func:`unit_max` rescale by powers of two, exactly, so that sums of squares
+and of weights cannot overflow.
+
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from numbers import Real
 
 import numpy as np
 
-from ._device import on_gpu
-from ._validation import is_tensor, reject_meta, to_numpy
-
-INPUT_SCALING = ("global", "none")
-
-#: The data scale ``tau0`` of every training set under ``input_scaling='global'`` (and the
-#: scale the estimators then match their explicit networks at).
-SCALED_TAU0 = 1.0
+from ._runtime import on_gpu
+from ._validation import INPUT_SCALING, check_tau0, is_tensor, to_numpy
 
 __all__ = [
-    "EXPLICIT_KERNELS",
-    "INPUT_SCALING",
-    "KERNELS",
     "SCALED_TAU0",
     "apply_input_scaling",
-    "check_kernel",
-    "check_samples",
-    "check_sigma_a2",
-    "check_sigma_a2_bounds",
-    "check_sigma_b2",
-    "check_tau0",
     "data_tau0",
     "fit_input_scaling",
     "power_of_two_scale",
     "scaling_device",
     "squared_norms",
-    "Moments",
+    "unit_max",
 ]
 
 
-KERNELS = ("ck", "feature", "ntk")
-"""The implicit kernels: the DEQ's CK ``G*``, its feature kernel ``Sigma*`` and its NTK."""
-
-EXPLICIT_KERNELS = ("ck", "ntk")
-"""The kernels an explicit network is matched on, and whose exact forms it has."""
-
-
-def check_kernel(kernel, allowed: tuple = KERNELS) -> str:
-    """``kernel`` if it is one of ``allowed``, else a ``ValueError`` listing them."""
-    if not isinstance(kernel, str) or kernel not in allowed:
-        names = ", ".join(repr(k) for k in allowed[:-1]) + f" or {allowed[-1]!r}"
-        raise ValueError(f"kernel must be {names}, got {kernel!r}.")
-    return kernel
-
-
-def _real(value, name: str) -> float:
-    """``value`` as a float, or a ``TypeError`` naming ``name``."""
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        raise TypeError(f"{name} must be a real number, got {value!r}.") from None
-
-
-def check_sigma_a2(sigma_a2) -> float:
-    """``sigma_a2`` as a float in (0, 1), or a clear error."""
-    s = _real(sigma_a2, "sigma_a2")
-    if not (np.isfinite(s) and 0.0 < s < 1.0):
-        raise ValueError(
-            f"sigma_a2 must lie in the open interval (0, 1), got {sigma_a2!r}; the DEQ's weight "
-            "variance sigma_a2 scales the recurrent weights A and sigma_b2 = 1 - sigma_a2 the input "
-            "weights B (Ling et al., 2024, use 0.2)."
-        )
-    return s
-
-
-def check_sigma_a2_bounds(bounds):
-    """``sigma_a2_bounds`` of a Gaussian-process kernel, returned as given: ``'fixed'`` or ``(low, high)``, ``0 < low < high < 1``.
-
-    The GP optimiser searches ``log(sigma_a2)`` between the bounds, and
-    ``sigma_a2`` lies in ``(0, 1)``; anything else is a ``ValueError``
-    naming the fault (a NaN bound would otherwise be ignored by the
-    optimiser).
-    """
-    rule = "sigma_a2_bounds must be 'fixed' or a pair (low, high) with 0 < low < high < 1"
-    if isinstance(bounds, str):
-        if bounds == "fixed":
-            return bounds
-        raise ValueError(f"{rule}, got the string {bounds!r}.")
-    try:
-        pair = np.asarray(bounds, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise ValueError(f"{rule}, got {bounds!r}.") from None
-    if pair.shape not in ((2,), (1, 2)):
-        raise ValueError(f"{rule}, got {bounds!r} (shape {pair.shape}, not two numbers).")
-    low, high = pair.reshape(2)
-    if not np.isfinite(pair).all():
-        fault = "a bound is not finite"
-    elif not low > 0:
-        fault = "the lower bound must be positive (sigma_a2 is optimised on a log scale)"
-    elif not high < 1:
-        fault = "the upper bound must be below 1 (sigma_a2 lies in (0, 1))"
-    elif not low < high:
-        fault = "the lower bound must be below the upper one (use 'fixed' to keep sigma_a2 fixed)"
-    else:
-        return bounds
-    raise ValueError(f"{rule}; got {bounds!r}: {fault}.")
-
-
-def check_sigma_b2(sigma_b2, sigma_a2: float) -> float:
-    """``sigma_b2`` as a positive float, ``1 - sigma_a2`` when ``None``."""
-    if sigma_b2 is None:
-        return 1.0 - sigma_a2
-    s = float(sigma_b2)
-    if not (np.isfinite(s) and s > 0.0):
-        raise ValueError(f"sigma_b2 must be positive and finite, got {sigma_b2!r}.")
-    return s
-
-
-def check_bias_variance(value) -> float:
-    """A kernel's ``bias_variance`` as a finite non-negative float, or a ValueError naming it."""
-    v = float(value) if isinstance(value, Real) and not isinstance(value, bool) else math.nan
-    if not (math.isfinite(v) and v >= 0):
-        raise ValueError(f"bias_variance must be a finite non-negative number, got {value!r}.")
-    return v
-
-
-def check_tau0(tau0) -> float:
-    """The data scale ``tau0`` as a positive finite float, or a clear error."""
-    t = _real(tau0, "tau0")
-    if not (np.isfinite(t) and t > 0.0):
-        raise ValueError(
-            f"tau0 must be positive and finite, got {tau0!r}; tau0^2 is the mean squared sample "
-            "norm (1/n) sum ||x_i||^2 of the data."
-        )
-    return t
+#: The data scale ``tau0`` of every training set under ``input_scaling='global'`` (and the
+#: scale the estimators then match their explicit networks at).
+SCALED_TAU0 = 1.0
 
 
 def squared_norms(X, name: str = "X") -> np.ndarray:
@@ -207,54 +104,12 @@ def data_tau0(X) -> float:
     Examples
     --------
     >>> import numpy as np
-    >>> from sk_deq._inputs import data_tau0
+    >>> from sk_deq._scaling import data_tau0
     >>> data_tau0(np.array([[3.0, 4.0], [0.0, 5.0]]))
     5.0
     """
     X = np.asarray(X, dtype=float)
     return check_tau0(math.sqrt(float(np.mean(squared_norms(X)))))
-
-
-def check_samples(X, name: str = "X", *, n_features: int | None = None, caller: str | None = None) -> np.ndarray:
-    """Validate samples for the kernel functions: a dense, finite, non-empty 2-D float64 array.
-
-    Parameters
-    ----------
-    X : array-like of shape (n_samples, n_features)
-        The samples.
-    name : str, default='X'
-        How error messages call the array.
-    n_features : int, optional
-        The number of features it must have (that of the other argument).
-    caller : str, optional
-        Name of the function or class, for error messages.
-
-    Returns
-    -------
-    X : ndarray of shape (n_samples, n_features)
-
-    Raises
-    ------
-    ValueError
-        For NaN or infinity, sparse, empty or non-2-D input, non-numeric
-        values, or the wrong number of features.
-    """
-    from sklearn.utils.validation import check_array
-
-    reject_meta(X, name, caller)
-    X = check_array(
-        X,
-        accept_sparse=False,
-        dtype=np.float64,
-        ensure_2d=True,
-        ensure_all_finite=True,
-        input_name=name,
-        estimator=caller,
-    )
-    if n_features is not None and X.shape[1] != n_features:
-        where = f" ({caller})" if caller else ""
-        raise ValueError(f"{name} has {X.shape[1]} features, but X has {n_features}{where}: they must match.")
-    return X
 
 
 def fit_input_scaling(X, mode: str = "global", sample_weight=None, device=None):
@@ -474,95 +329,9 @@ def power_of_two_scale(values, axis=None):
     return np.where(top > 0, np.ldexp(1.0, exponent - 1), 1.0)
 
 
-@dataclass(frozen=True)
-class Moments:
-    """Weighted mean and standard deviation of every target column seen so far, for any finite float64 targets.
+def unit_max(weights: np.ndarray | None) -> np.ndarray | None:
+    """Non-negative ``weights`` divided by a power of two near their largest: exact, all below 2, sums finite.
 
-    :meth:`of` measures a set of rows and :meth:`merge` combines two (Chan et
-    al.'s parallel update), so that the moments of a ``partial_fit`` stream
-    are those of all its rows, whatever the chunks.  Every column is divided
-    by a power of two near its largest ``|value|`` first (exact), and
-    standard deviations are kept rather than variances, so no finite target
-    overflows (1e154 or more) or underflows (1e-154 or less).  The total
-    weight is ``weight * 2**exponent``: weights up to the largest float64
-    add up without overflow, and chunks weighted on different scales merge
-    in the right proportion.
-
-    Parameters
-    ----------
-    weight : float
-        Total weight, in units of ``2**exponent``.
-    mean, std : ndarray of shape (n_outputs,)
-        Weighted mean and standard deviation of every column.
-    exponent : int, default=0
-        Binary exponent of the weight's unit.
+    None (all weights equal) stays None.
     """
-
-    weight: float
-    mean: np.ndarray
-    std: np.ndarray
-    exponent: int = 0
-
-    @classmethod
-    def of(cls, Y, sample_weight=None) -> Moments:
-        """The moments of the rows of ``Y`` (n x k), weighted by ``sample_weight`` (None: all 1).
-
-        Parameters
-        ----------
-        Y : ndarray of shape (n_samples, n_outputs)
-            Finite targets.
-        sample_weight : ndarray of shape (n_samples,), optional
-            Non-negative finite weights, not all zero.
-
-        Returns
-        -------
-        Moments
-        """
-        Y = np.asarray(Y, dtype=np.float64)
-        if sample_weight is None:
-            w, exponent = np.ones(len(Y)), 0
-        else:
-            w = np.asarray(sample_weight, dtype=np.float64)
-            unit = power_of_two_scale(w)
-            w, exponent = w / unit, int(np.frexp(unit)[1]) - 1  # exact; sums of up to 2 n_samples
-        unit = power_of_two_scale(Y, axis=0)
-        Z = Y / unit
-        ref = Z[np.argmax(w > 0)]  # about a row of positive weight: a constant column's mean is exact, its std 0
-        mean = ref + np.average(Z - ref, axis=0, weights=w)
-        std = np.sqrt(np.average((Z - mean) ** 2, axis=0, weights=w))
-        return cls(float(w.sum()), mean * unit, std * unit, exponent)
-
-    def merge(self, other: Moments) -> Moments:
-        """The moments of the rows of ``self`` and ``other`` together.
-
-        Parameters
-        ----------
-        other : Moments
-
-        Returns
-        -------
-        Moments
-        """
-        exponent = max(self.exponent, other.exponent)
-        a = math.ldexp(self.weight, self.exponent - exponent)
-        b = math.ldexp(other.weight, other.exponent - exponent)
-        fa, fb = a / (a + b), b / (a + b)
-        delta = other.mean / 2 - self.mean / 2  # halves: the difference of two finite means stays finite
-        unit = np.maximum(np.maximum(self.std, other.std), np.abs(delta))
-        unit = np.where(unit > 0, unit, 1.0)
-        var = fa * (self.std / unit) ** 2 + fb * (other.std / unit) ** 2 + 4 * fa * fb * (delta / unit) ** 2
-        return Moments(a + b, fa * self.mean + fb * other.mean, np.sqrt(var) * unit, exponent)
-
-    def scale(self) -> np.ndarray:
-        """The standard deviations, with 1 for a constant column (which keeps its units).
-
-        A column counts as constant when its standard deviation is zero or
-        within rounding of its mean (the mean of equal values is not exact);
-        tiny targets (1e-300) that vary keep their own scale.
-
-        Returns
-        -------
-        ndarray of shape (n_outputs,)
-        """
-        varies = (self.std > 0) & (self.std > 10 * np.finfo(np.float64).eps * np.abs(self.mean))
-        return np.where(varies, self.std, 1.0)
+    return None if weights is None else weights / power_of_two_scale(weights)

@@ -1,4 +1,6 @@
-"""The DEQ layer (see :ref:`theory-deq`) with an implicit backward pass.
+"""The networks' hidden layers and their random weights: :class:`DEQLayer`, :class:`ExplicitNet`, :func:`gaussian_weights`.
+
+**The DEQ layer** (see :ref:`theory-deq`), with an implicit backward pass::
 
     z* = (phi0(sqrt(sigma_a2) A z* + sqrt(sigma_b2) B x) - c) / sqrt(m)
 
@@ -15,21 +17,105 @@ parameters, and a hook on its output replaces the incoming gradient ``v`` by
 the solution of the adjoint fixed point ``g = J^T g + v``, ``J = df/dz`` at
 ``z*``, solved with the same solver.  This is implicit differentiation:
 ``dL/dtheta = g^T df/dtheta = v^T (I - J)^-1 df/dtheta``.
+
+**The explicit network** (see :ref:`theory-explicit`)::
+
+    y_0 = x,   y_l = (sigma_l(W_l y_{l-1}) - c_l) / sqrt(m),   l = 1..L
+
+with ``W_1`` (m x p) and ``W_l`` (m x m) i.i.d. ``N(0, 1)`` at initialisation
+(no ``1/sqrt(p)`` on the input layer: the inputs are expected with
+``||x||^2`` of order one) and ``c_l`` the centring constant of layer ``l`` at
+its input scale, ``E_{tau_{l-1}}[sigma_l]`` (from
+:func:`sk_deq.theory.explicit_coefficients` or a
+:class:`sk_deq.matching.MatchResult`; this module takes them as numbers).
+
+**The random weights**: Gaussian weights drawn on the host, in parallel, the same bits on every machine, device and thread count.
+
+A network's random weights are drawn in float64 on the CPU whatever its
+device, so that a ``random_state`` gives the same network on the CPU and on
+every GPU (``tests/test_gpu.py``).  torch draws them in one sequential
+stream; numpy's generator draws the rows in
+blocks of :data:`ROWS_PER_STREAM`, each from its own stream spawned from
+one seed taken from the torch generator, on up to ``torch.get_num_threads()``
+threads (numpy releases the interpreter lock while it fills an array).  The
+blocks and their streams depend on the shape alone, so the weights do not
+depend on the number of threads.
 """
 
 from __future__ import annotations
 
-import math
-
+from concurrent.futures import ThreadPoolExecutor
+import numpy as np
 import torch
+import math
 from torch import nn
-
 from ..activations import get_activation
-from ._random import gaussian_weights
 from ._solver_contract import check_solver_call, check_solver_result
 from .solvers import SOLVERS, SolverInfo, SolverLog, get_solver
+from collections.abc import Sequence
 
-__all__ = ["DEQLayer", "DEQDivergenceError"]
+__all__ = ["DEQDivergenceError", "DEQLayer", "ExplicitNet", "ROWS_PER_STREAM", "gaussian_weights"]
+
+
+#: Rows of a weight matrix drawn from one numpy stream.
+ROWS_PER_STREAM = 64
+
+_PARALLEL_ENTRIES = 1 << 16  # fewer entries are drawn on the calling thread
+
+
+def gaussian_weights(rows: int, cols: int, generator: torch.Generator | None = None, *, dtype=None, device=None):
+    """A ``(rows, cols)`` matrix of independent standard normal draws, drawn in float64 on the host.
+
+    Parameters
+    ----------
+    rows, cols : int
+        The shape.
+    generator : torch.Generator, optional
+        The CPU generator one seed is taken from (torch's default one when
+        None): the same generator state gives the same matrix.
+    dtype : torch.dtype, optional
+        The returned dtype (the float64 draws rounded to it); torch's
+        default dtype when None.
+    device : str or torch.device, optional
+        Where the matrix is returned (the current default device when
+        None).  On the ``meta`` device nothing is drawn (shapes only), and
+        the generator is left as it is.
+
+    Returns
+    -------
+    torch.Tensor of shape (rows, cols)
+        The draws.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from sk_deq.nn.layers import gaussian_weights
+    >>> W = gaussian_weights(300, 4, torch.Generator().manual_seed(0))
+    >>> torch.equal(W, gaussian_weights(300, 4, torch.Generator().manual_seed(0)))
+    True
+    >>> round(float(W.double().std()), 1)
+    1.0
+    """
+    dtype = dtype or torch.get_default_dtype()
+    device = torch.device(device) if device is not None else torch.empty(0).device
+    if device.type == "meta":
+        return torch.empty(rows, cols, dtype=dtype, device=device)
+    seed = int(torch.randint(0, 2**62, (1,), generator=generator, device="cpu"))
+    out = np.empty((rows, cols))
+    blocks = [slice(i, min(i + ROWS_PER_STREAM, rows)) for i in range(0, rows, ROWS_PER_STREAM)]
+    streams = np.random.SeedSequence(seed).spawn(len(blocks))
+
+    def fill(k):
+        np.random.Generator(np.random.PCG64(streams[k])).standard_normal(out=out[blocks[k]])
+
+    workers = min(len(blocks), torch.get_num_threads())
+    if workers > 1 and out.size >= _PARALLEL_ENTRIES:
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            list(pool.map(fill, range(len(blocks))))
+    else:
+        for k in range(len(blocks)):
+            fill(k)
+    return torch.from_numpy(out).to(dtype=dtype, device=device)
 
 
 class DEQDivergenceError(ValueError):
@@ -73,7 +159,7 @@ class DEQLayer(nn.Module):
         Source of the ``N(0, 1)`` weights: one seed is taken from it (from
         torch's default generator when None) and every matrix is drawn in
         float64 on the CPU, in parallel streams of 64 rows
-        (:func:`~sk_deq.nn._random.gaussian_weights`), so that a seed gives
+        (:func:`~sk_deq.nn.layers.gaussian_weights`), so that a seed gives
         the same weights on every device, in every dtype and with any number
         of threads.
     dtype : torch.dtype, optional
@@ -314,3 +400,106 @@ class DEQLayer(nn.Module):
 
         z.register_hook(adjoint)
         return z
+
+
+class ExplicitNet(nn.Module):
+    """Random-feature explicit network ``x -> y_L`` with any number of layers.
+
+    Parameters
+    ----------
+    n_features : int
+        Input dimension ``p``.
+    n_hidden : int
+        Width ``m`` of every layer.
+    layers : sequence of str, Activation or callable
+        Activations, first layer first.
+    centers : sequence of float
+        Centring constant of every layer.
+    trainable : sequence of bool, optional
+        Which weight matrices receive gradients (none by default).
+    generator : torch.Generator, optional
+        Source of the ``N(0, 1)`` weights, drawn as those of
+        :class:`~sk_deq.nn.DEQLayer` (:func:`~sk_deq.nn.layers.gaussian_weights`).
+    dtype : torch.dtype, optional
+        Precision of the parameters; torch's default dtype by default.
+    device : str or torch.device, optional
+        Device of the parameters; the CPU by default.
+
+    Attributes
+    ----------
+    weights : torch.nn.ParameterList
+        ``W_1`` of shape (m, p) and ``W_2, ..., W_L`` of shape (m, m).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from sk_deq.nn import ExplicitNet
+    >>> from sk_deq.theory import explicit_coefficients
+    >>> centers = explicit_coefficients(["relu", "relu"], 1.0).centers
+    >>> net = ExplicitNet(5, 32, ["relu", "relu"], centers, generator=torch.Generator().manual_seed(0))
+    >>> tuple(net(torch.zeros(4, 5)).shape)
+    (4, 32)
+    """
+
+    def __init__(
+        self,
+        n_features: int,
+        n_hidden: int,
+        layers: Sequence,
+        centers: Sequence[float],
+        *,
+        trainable: Sequence[bool] | None = None,
+        generator: torch.Generator | None = None,
+        dtype=None,
+        device=None,
+    ):
+        super().__init__()
+        self.n_features = int(n_features)
+        self.n_hidden = int(n_hidden)
+        self.layers = tuple(get_activation(a) for a in layers)
+        self.centers = tuple(float(c) for c in centers)
+        if not self.layers:
+            raise ValueError("An explicit network needs at least one layer.")
+        if len(self.centers) != len(self.layers):
+            raise ValueError(f"Got {len(self.centers)} centring constants for {len(self.layers)} layers.")
+        trainable = [False] * len(self.layers) if trainable is None else [bool(t) for t in trainable]
+        if len(trainable) != len(self.layers):
+            raise ValueError(f"trainable has {len(trainable)} entries for {len(self.layers)} layers.")
+        dtype = dtype or torch.get_default_dtype()
+        weights = []
+        fan_in = self.n_features
+        for flag in trainable:
+            W = gaussian_weights(self.n_hidden, fan_in, generator, dtype=dtype, device=device)
+            weights.append(nn.Parameter(W, requires_grad=flag))
+            fan_in = self.n_hidden
+        self.weights = nn.ParameterList(weights)
+
+    def extra_repr(self) -> str:
+        """The sizes and layers shown in the module's ``repr``.
+
+        Returns
+        -------
+        str
+            ``n_features``, ``n_hidden`` and the activations.
+        """
+        acts = ", ".join(repr(a) for a in self.layers)
+        return f"n_features={self.n_features}, n_hidden={self.n_hidden}, layers=({acts})"
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``y_L`` for a batch.
+
+        Parameters
+        ----------
+        x : torch.Tensor of shape (n, p)
+            Inputs (rows are samples), already scaled.
+
+        Returns
+        -------
+        torch.Tensor of shape (n, m)
+            The features of the last layer.
+        """
+        y = x
+        inv = 1.0 / math.sqrt(self.n_hidden)
+        for W, act, c in zip(self.weights, self.layers, self.centers):
+            y = (act.torch(y @ W.T) - c) * inv
+        return y

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
+
 from typing import ClassVar
 
 import numpy as np
@@ -10,11 +13,13 @@ from sklearn.base import RegressorMixin, _fit_context
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import _check_sample_weight, check_array
 
-from ._inputs import Moments, power_of_two_scale
+from .._scaling import power_of_two_scale
 from ._stream import partial_fit_available
-from ._torch_base import TorchEstimatorBase
-from ._validation import is_tensor, reject_meta, validate_samples
-from ._torch_targets import Data, checked_weights, unit_max
+from ._base import TorchEstimatorBase
+from .._validation import is_tensor, reject_meta, validate_samples
+from .._scaling import unit_max
+from .._validation import checked_weights
+from ._base import Data
 
 __all__ = ["TorchRegressorBase"]
 
@@ -61,7 +66,7 @@ class TorchRegressorBase(RegressorMixin, TorchEstimatorBase):
         name = type(self).__name__
         if Y.shape[1] == 0:
             raise ValueError(f"{name}: y has no columns; it needs at least one output.")
-        sample_weight = checked_weights(sample_weight, X, name, rescale=False)
+        sample_weight = checked_weights(sample_weight, X, name)
         moments = Moments.of(Y, sample_weight)  # the weights on their own scale: chunks merge by it
         sample_weight = None if sample_weight is None else unit_max(sample_weight)
         if not reset and Y.shape[1] != self.n_outputs_:
@@ -226,3 +231,97 @@ class TorchRegressorBase(RegressorMixin, TorchEstimatorBase):
         tags.target_tags.multi_output = True
         tags.target_tags.single_output = True
         return tags
+
+
+@dataclass(frozen=True)
+class Moments:
+    """Weighted mean and standard deviation of every target column seen so far, for any finite float64 targets.
+
+    :meth:`of` measures a set of rows and :meth:`merge` combines two (Chan et
+    al.'s parallel update), so that the moments of a ``partial_fit`` stream
+    are those of all its rows, whatever the chunks.  Every column is divided
+    by a power of two near its largest ``|value|`` first (exact), and
+    standard deviations are kept rather than variances, so no finite target
+    overflows (1e154 or more) or underflows (1e-154 or less).  The total
+    weight is ``weight * 2**exponent``: weights up to the largest float64
+    add up without overflow, and chunks weighted on different scales merge
+    in the right proportion.
+
+    Parameters
+    ----------
+    weight : float
+        Total weight, in units of ``2**exponent``.
+    mean, std : ndarray of shape (n_outputs,)
+        Weighted mean and standard deviation of every column.
+    exponent : int, default=0
+        Binary exponent of the weight's unit.
+    """
+
+    weight: float
+    mean: np.ndarray
+    std: np.ndarray
+    exponent: int = 0
+
+    @classmethod
+    def of(cls, Y, sample_weight=None) -> Moments:
+        """The moments of the rows of ``Y`` (n x k), weighted by ``sample_weight`` (None: all 1).
+
+        Parameters
+        ----------
+        Y : ndarray of shape (n_samples, n_outputs)
+            Finite targets.
+        sample_weight : ndarray of shape (n_samples,), optional
+            Non-negative finite weights, not all zero.
+
+        Returns
+        -------
+        Moments
+        """
+        Y = np.asarray(Y, dtype=np.float64)
+        if sample_weight is None:
+            w, exponent = np.ones(len(Y)), 0
+        else:
+            w = np.asarray(sample_weight, dtype=np.float64)
+            unit = power_of_two_scale(w)
+            w, exponent = w / unit, int(np.frexp(unit)[1]) - 1  # exact; sums of up to 2 n_samples
+        unit = power_of_two_scale(Y, axis=0)
+        Z = Y / unit
+        ref = Z[np.argmax(w > 0)]  # about a row of positive weight: a constant column's mean is exact, its std 0
+        mean = ref + np.average(Z - ref, axis=0, weights=w)
+        std = np.sqrt(np.average((Z - mean) ** 2, axis=0, weights=w))
+        return cls(float(w.sum()), mean * unit, std * unit, exponent)
+
+    def merge(self, other: Moments) -> Moments:
+        """The moments of the rows of ``self`` and ``other`` together.
+
+        Parameters
+        ----------
+        other : Moments
+
+        Returns
+        -------
+        Moments
+        """
+        exponent = max(self.exponent, other.exponent)
+        a = math.ldexp(self.weight, self.exponent - exponent)
+        b = math.ldexp(other.weight, other.exponent - exponent)
+        fa, fb = a / (a + b), b / (a + b)
+        delta = other.mean / 2 - self.mean / 2  # halves: the difference of two finite means stays finite
+        unit = np.maximum(np.maximum(self.std, other.std), np.abs(delta))
+        unit = np.where(unit > 0, unit, 1.0)
+        var = fa * (self.std / unit) ** 2 + fb * (other.std / unit) ** 2 + 4 * fa * fb * (delta / unit) ** 2
+        return Moments(a + b, fa * self.mean + fb * other.mean, np.sqrt(var) * unit, exponent)
+
+    def scale(self) -> np.ndarray:
+        """The standard deviations, with 1 for a constant column (which keeps its units).
+
+        A column counts as constant when its standard deviation is zero or
+        within rounding of its mean (the mean of equal values is not exact);
+        tiny targets (1e-300) that vary keep their own scale.
+
+        Returns
+        -------
+        ndarray of shape (n_outputs,)
+        """
+        varies = (self.std > 0) & (self.std > 10 * np.finfo(np.float64).eps * np.abs(self.mean))
+        return np.where(varies, self.std, 1.0)

@@ -4,7 +4,7 @@
 
 1. validate: :meth:`_validate` (the task's: inputs, targets, weights);
 2. prepare the network: :meth:`_initialize` (input scaling, the theory's
-   constants, the network; see :mod:`sk_deq._torch_network`);
+   constants, the network; see :mod:`sk_deq.estimators._network`);
 3. compute the features: :meth:`_cache_features` (frozen hidden weights:
    once, without a graph);
 4. fit the readout (:func:`sk_deq.nn.readout.train_readout`) or train end
@@ -12,40 +12,42 @@
 5. record: :meth:`_record`.
 
 ``partial_fit`` runs the same phases on one chunk with one epoch of the
-stream's optimizer.  The task (:class:`~sk_deq._torch_classifier.TorchClassifierBase`,
-:class:`~sk_deq._torch_regressor.TorchRegressorBase`) supplies four hooks:
+stream's optimizer.  The task (:class:`~sk_deq.estimators._classifier.TorchClassifierBase`,
+:class:`~sk_deq.estimators._regressor.TorchRegressorBase`) supplies four hooks:
 :meth:`_validate`, :meth:`_fit_targets`, :meth:`_targets` and
 :meth:`_optimizer`; the network mixin three (see
-:class:`~sk_deq._torch_network.NetworkMixin`).
+:class:`~sk_deq.estimators._network.NetworkMixin`).
 """
 
 from __future__ import annotations
 
-import math
+from dataclasses import dataclass
+
 import time
 import warnings
 from numbers import Integral, Real
 from typing import ClassVar
 
 import numpy as np
+from sklearn.model_selection import train_test_split
 import torch
 from sklearn.base import BaseEstimator, _fit_context
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.utils import check_random_state, check_scalar
+from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted
 
-from ._device import full_float32_precision, resolve_device
+from .._runtime import full_float32_precision, resolve_device
 from ._export import deployed_network
-from ._inputs import INPUT_SCALING, fit_input_scaling, scaling_device
-from ._param_validation import DEVICE_CONSTRAINTS, DeviceValue, SortedStrOptions, warn_unused_settings
-from ._stream import Stream, numpy_to_tensors
-from ._torch_network import DTYPES, NetworkMixin, stage_inputs
-from ._torch_targets import Data, split_validation
-from ._validation import validate_samples
-from .nn.readout import train_readout
-from .nn.solvers import SolverLog
-from .nn.training import TrainingDivergenceError, make_optimizer, train
+from .._validation import INPUT_SCALING
+from .._scaling import fit_input_scaling, scaling_device
+from .._validation import DEVICE_CONSTRAINTS, SortedStrOptions, warn_unused_settings
+from ._stream import Stream, chunk_optimizer, record_chunk
+from ._network import DTYPES, NetworkMixin, stage_inputs
+from .._validation import validate_samples
+from ..nn.readout import train_readout
+from ..nn.solvers import SolverLog
+from ..nn.training import TrainingDivergenceError, train
 
 __all__ = ["TorchEstimatorBase", "store_params"]
 
@@ -81,6 +83,13 @@ class TorchEstimatorBase(NetworkMixin, BaseEstimator):
         "random_state": ["random_state"],
         "verbose": ["verbose"],
     }
+
+    def __init_subclass__(cls, **kwargs):
+        """A concrete estimator's constraints: its task base's, and those of its network component."""
+        super().__init_subclass__(**kwargs)
+        network = cls.__dict__.get("_network")
+        if network is not None:
+            cls._parameter_constraints = {**cls._parameter_constraints, **network.constraints}
 
     #: The training loss (:data:`sk_deq.nn.LOSSES`).
     _loss: ClassVar[str] = "cross_entropy"
@@ -264,7 +273,7 @@ class TorchEstimatorBase(NetworkMixin, BaseEstimator):
         n_outputs = self._fit_targets(targets, first=True)
         scaling = fit_input_scaling(X, self.input_scaling, sample_weight, device=scaling_device(device))
         self.input_mean_, self.input_scale_, self.tau0_ = scaling
-        self._prepare(self.tau0_)
+        self._network.prepare(self, self.tau0_)
         generator = torch.Generator().manual_seed(weight_seed)
         self.module_ = self._build_module(X.shape[1], n_outputs, generator, self._torch_dtype, device)
         self._built_with = self._network_definition()
@@ -294,7 +303,7 @@ class TorchEstimatorBase(NetworkMixin, BaseEstimator):
         """Fit the readout on cached features, or train the whole network; the solves go to ``fixed_point_info_``.
 
         Float32 products in full precision (no TF32) whatever the caller set
-        (:func:`~sk_deq._device.full_float32_precision`), as in predict.
+        (:func:`~sk_deq._runtime.full_float32_precision`), as in predict.
         """
         targets = self._targets(train_set, device)
         valid = {} if valid_set is None else {"y_val": self._targets(valid_set, device), "val_weight": valid_set.weight}
@@ -396,42 +405,12 @@ class TorchEstimatorBase(NetworkMixin, BaseEstimator):
             self._fit_targets(targets, first=False)
         t_start = time.perf_counter()
         data = data.positive()
-        optimizer = self._chunk_optimizer(device)
+        optimizer = chunk_optimizer(self, device)
         options = self._train_options(len(data), self._stream.rng, device, partial=True)
         options.update(max_epochs=1, torch_optimizer=optimizer)
         result = self._fit_network(data, None, options, device, "partial_fit")
-        self._record_chunk(result, time.perf_counter() - t_start)
+        record_chunk(self, result, time.perf_counter() - t_start)
         return self
-
-    def _chunk_optimizer(self, device) -> torch.optim.Optimizer:
-        """The stream's optimizer, new (or restored from a pickle) when its kind, dtype or device changed."""
-        if getattr(self, "_stream", None) is None:  # partial_fit after fit
-            self._stream = Stream(np.random.RandomState(self._draw_seeds()[2]))
-        stream = self._stream
-        config = (self._optimizer(partial=True), self.dtype, str(device))
-        if stream.optimizer is None or stream.config != config:
-            saved = stream.saved if stream.optimizer is None else stream.optimizer.state_dict()
-            params = [p for p in self.module_.parameters() if p.requires_grad]
-            optimizer = make_optimizer(config[0], params, self._learning_rate())
-            if saved is not None and stream.config is not None and stream.config[0] == config[0]:
-                optimizer.load_state_dict(numpy_to_tensors(saved))  # casts to the parameters' dtype and device
-            stream.config, stream.optimizer, stream.saved = config, optimizer, None
-        for group in stream.optimizer.param_groups:
-            group["lr"] = self._learning_rate()
-        return stream.optimizer
-
-    def _record_chunk(self, result, seconds: float) -> None:
-        """Extend the history by the chunk's epoch (no convergence warning: one epoch is the point)."""
-        self.module_.eval()
-        self.history_.extend(result.history)
-        self.n_iter_ = len(self.history_)
-        self.best_loss_ = min(getattr(self, "best_loss_", math.inf), result.best_loss)
-        self.best_validation_score_ = self.best_validation_loss_ = None
-        self.fit_time_ = seconds
-        if self.verbose:
-            print(
-                f"{type(self).__name__}: partial_fit epoch {self.n_iter_} ({self._stream.config[0]}) in {seconds:.2f}s"
-            )
 
     # ---------------------------------------------------------------- predict
     def _device(self) -> torch.device:
@@ -450,7 +429,7 @@ class TorchEstimatorBase(NetworkMixin, BaseEstimator):
 
         With ``outputs``, the readout's float64 outputs instead, computed
         block by block as the features come (see
-        :meth:`~sk_deq._torch_network.NetworkMixin._compute_features`): the
+        :meth:`~sk_deq.estimators._network.NetworkMixin._compute_features`): the
         features of all rows are never held.
         """
         check_is_fitted(self, "module_")
@@ -523,7 +502,7 @@ class TorchEstimatorBase(NetworkMixin, BaseEstimator):
         Returns
         -------
         torch.nn.Module
-            A :class:`sk_deq._export.DeployedNetwork` in eval mode, its
+            A :class:`sk_deq.estimators._export.DeployedNetwork` in eval mode, its
             parameters copies with ``requires_grad=False``.
 
         Raises
@@ -540,18 +519,7 @@ class TorchEstimatorBase(NetworkMixin, BaseEstimator):
             matched network (a fixed graph already).
         """
         check_is_fitted(self, "module_")
-        if fixed_iterations is not None:
-            if isinstance(fixed_iterations, bool):  # an Integral to check_scalar
-                raise TypeError(f"fixed_iterations must be an int, not bool; got {fixed_iterations!r}.")
-            check_scalar(fixed_iterations, "fixed_iterations", Integral, min_val=1)
-        if not DeviceValue().is_satisfied_by(device):  # e.g. the inputs, which go to the module instead
-            raise TypeError(
-                f"to_torch(device) takes where the module goes: None, a str or a torch.device, got "
-                f"{type(device).__name__}. The inputs go to the module it returns, as a tensor: "
-                "est.to_torch()(torch.from_numpy(X))."
-            )
-        dev = self._device() if device is None else resolve_device(device)
-        return deployed_network(self, torch.device("cpu") if dev is None else dev, fixed_iterations)
+        return deployed_network(self, device, fixed_iterations)
 
     # ----------------------------------------------------------------- tags
     def __sklearn_tags__(self):
@@ -559,3 +527,52 @@ class TorchEstimatorBase(NetworkMixin, BaseEstimator):
         tags.input_tags.allow_nan = False
         tags.input_tags.sparse = False
         return tags
+
+
+@dataclass
+class Data:
+    """Inputs, encoded targets and training weights (None: all equal) of one split."""
+
+    X: np.ndarray
+    y: np.ndarray
+    weight: np.ndarray | None
+
+    def __len__(self):
+        return len(self.y)
+
+    def subset(self, rows) -> Data:
+        """The rows ``rows`` (indices or a mask)."""
+        return Data(self.X[rows], self.y[rows], None if self.weight is None else self.weight[rows])
+
+    def positive(self) -> Data:
+        """The rows of positive weight (all rows when unweighted)."""
+        return self if self.weight is None else self.subset(self.weight > 0)
+
+
+def split_validation(data: Data, fraction: float, seed: int, *, stratify: bool, owner: str):
+    """Hold out ``fraction`` of ``data`` (stratified by its labels with ``stratify``); returns ``(train, valid)``."""
+    idx = np.arange(len(data))
+    labels = data.y if stratify else None
+    try:
+        train_idx, val_idx = train_test_split(idx, test_size=fraction, random_state=seed, stratify=labels)
+    except ValueError:
+        if labels is None:
+            raise
+        train_idx, val_idx = train_test_split(idx, test_size=fraction, random_state=seed)
+    if len(val_idx) < 2:
+        raise ValueError(
+            "The validation set is too small (fewer than 2 samples). Increase "
+            "'validation_fraction' or the size of your dataset, or set early_stopping=False."
+        )
+    train_set, valid_set = data.subset(train_idx), data.subset(val_idx)
+    if stratify and len(np.unique(train_set.positive().y)) < 2:
+        raise ValueError(
+            f"After the validation split the training set holds only 1 class; {owner} needs "
+            "more samples per class, or early_stopping=False."
+        )
+    if valid_set.weight is not None and not np.any(valid_set.weight > 0):
+        raise ValueError(
+            "All sample weights of the validation set are zero; use another random_state, a larger "
+            "validation_fraction, or early_stopping=False."
+        )
+    return train_set, valid_set

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ._json import JSONResult
+from .._json import JSONResult
 from ._ttest import CorrectedTTestResult
 
 

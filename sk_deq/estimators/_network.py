@@ -1,15 +1,40 @@
 """The network of a torch estimator: building it, its features, its memory checks and its pickling.
 
-:class:`NetworkMixin` is the part of :class:`~sk_deq._torch_base.TorchEstimatorBase`
+:class:`NetworkMixin` is the part of :class:`~sk_deq.estimators._base.TorchEstimatorBase`
 that deals with the torch module ``module_`` (a :class:`Model`: the feature
 module of the network mixin, a DEQ or an explicit net, and a float64
 readout).  The features of any number of rows are computed chunk by chunk,
-each chunk in blocks of exactly :func:`~sk_deq.nn.block_rows` rows (see
-:mod:`sk_deq.nn.blocks`), so a sample's features do not depend on the other
+each chunk in blocks of exactly :func:`block_rows` rows (see below), so a sample's features do not depend on the other
 rows of its batch.
+
+**Row blocks.**  Row blocks of one fixed size, so that a sample's outputs do not depend on its batch.
+
+A BLAS library chooses its kernel, its blocking and its split between
+threads by the shape of a product: on some libraries and processors the
+same row multiplied by the same matrix differs in its last bits (float32)
+between a 16-row and a 128-row call.  Padding to a multiple of some row count is not
+enough; what holds by construction is that **every** operation on the
+predict path sees the same shapes whatever the batch: the rows go through
+the network in blocks of exactly :func:`block_rows` rows, the last block
+padded with copies of its last row, and each block is computed on its own.
+A sample's result then depends only on its own row and on its position in
+its block; the elementwise activations are written so that the position does
+not matter either (see :mod:`sk_deq.activations`, tested on every named
+activation).
+
+GPU libraries may choose kernels by more than the shape; there the outputs
+agree across batch sizes to a tolerance (see the user guide), not
+promised bitwise.  Blocks on a GPU are larger (:data:`GPU_BLOCK_ENTRIES`,
+and :data:`GPU_ONE_PASS_BLOCK_ENTRIES` for the explicit networks, which
+compute a block in one pass): one block size per kind of device and of
+network.
+
 """
 
 from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
 
 import math
 from typing import ClassVar
@@ -17,21 +42,141 @@ from typing import ClassVar
 import numpy as np
 import torch
 
-from ._device import on_gpu
-from ._inputs import apply_input_scaling
-from ._progress import ProgressBar
-from .kernels.memory import available_memory_bytes, check_fits_in_memory
-from .nn.blocks import block_rows, map_row_blocks
+from .._runtime import on_gpu
+from .._scaling import apply_input_scaling
+from .._progress import ProgressBar
+from .._runtime import available_memory_bytes, check_fits_in_memory
 from ._stream import partial_fit_available, picklable
-from ._validation import is_tensor
+from .._validation import is_tensor
 
-__all__ = ["DTYPES", "STAGE_SHARE", "Model", "NetworkMixin", "stage_inputs"]
+__all__ = [
+    "DTYPES",
+    "STAGE_SHARE",
+    "Model",
+    "NetworkMixin",
+    "stage_inputs",
+    "BLOCK_ENTRIES",
+    "GPU_BLOCK_ENTRIES",
+    "GPU_ONE_PASS_BLOCK_ENTRIES",
+    "block_rows",
+    "map_row_blocks",
+    "Network",
+]
+
+#: Rows of a block times the width: a block's product is then about the same
+#: size whatever the width (2^16 entries: 64 rows at width 1024).  Smaller
+#: blocks cost throughput, larger ones one-sample latency (each row of a block
+#: is computed); ``benchmarks/bench_blocks.py`` measures both.
+BLOCK_ENTRIES = 1 << 16
+#: The fewest and most rows in a block: below 64 rows a wide product is bound
+#: by reading the weights; above 1024 rows the padding of a short batch costs
+#: more than the calls it saves.
+MIN_BLOCK_ROWS, MAX_BLOCK_ROWS = 64, 1024
+
+#: On a GPU a block of 2^16 entries leaves most of the device idle (64 rows at
+#: width 4096) and makes one launch and one host sync per fixed-point
+#: iteration of every block; 2^20 entries (256 rows at width 4096) keep
+#: one-row latency and take most of the gain of larger blocks
+#: (``python benchmarks/bench_gpu.py --block-sweep deq``; the figures are on
+#: the benchmarks page, "How the defaults were chosen").
+GPU_BLOCK_ENTRIES = 1 << 20
+
+#: An explicit network computes a block in one pass (a DEQ iterates on it),
+#: so its blocks can be larger before one-row latency grows; at 2^20 entries
+#: the host's kernel launches, not the GPU, set the pace of its features
+#: (``python benchmarks/bench_gpu.py --block-sweep matched``; the figures are
+#: on the benchmarks page, "How the defaults were chosen").
+GPU_ONE_PASS_BLOCK_ENTRIES = 1 << 22
+
+
+def block_rows(width: int, device=None, one_pass: bool = False) -> int:
+    """The number of rows in a block of a network of width ``width`` on ``device``.
+
+    A power of two near ``BLOCK_ENTRIES / width`` (on a GPU,
+    ``GPU_BLOCK_ENTRIES / width``), between ``MIN_BLOCK_ROWS`` and
+    ``MAX_BLOCK_ROWS``: it depends on the width and the kind of device only,
+    so every batch a fitted network sees on one device is cut into blocks
+    of one shape.
+
+    Parameters
+    ----------
+    width : int
+        The network's width (``n_hidden``).
+    device : torch.device or str, optional
+        Where the blocks are computed; None is the CPU.
+    one_pass : bool, default=False
+        Whether the network computes a block in one pass (an explicit
+        network) rather than iterating on it (a DEQ): on a GPU its blocks
+        hold :data:`GPU_ONE_PASS_BLOCK_ENTRIES`.  On the CPU it changes
+        nothing.
+
+    Returns
+    -------
+    int
+        Rows per block.
+
+    Examples
+    --------
+    >>> from sk_deq.estimators._network import block_rows
+    >>> block_rows(32), block_rows(256), block_rows(1024), block_rows(4096)
+    (1024, 256, 64, 64)
+    >>> block_rows(1024, "cuda"), block_rows(4096, "cuda"), block_rows(4096, "cuda", one_pass=True)
+    (1024, 256, 1024)
+    """
+    if on_gpu(device):
+        entries = GPU_ONE_PASS_BLOCK_ENTRIES if one_pass else GPU_BLOCK_ENTRIES
+    else:
+        entries = BLOCK_ENTRIES
+    rows = entries // max(int(width), 1)
+    rows = 1 << max(rows.bit_length() - 1, 0)  # the power of two at or below
+    return int(min(max(rows, MIN_BLOCK_ROWS), MAX_BLOCK_ROWS))
+
+
+def map_row_blocks(fn: Callable, x: torch.Tensor, block: int, out: torch.Tensor) -> torch.Tensor:
+    """Write ``fn`` of ``x`` into ``out``, computed in blocks of exactly ``block`` rows.
+
+    Parameters
+    ----------
+    fn : callable
+        ``fn(xb, rows)`` maps a block ``xb`` of ``block`` rows, of which the
+        first ``rows`` are real (the others copies of the last real row), to
+        a tensor with ``block`` rows.
+    x : torch.Tensor of shape (n, ...)
+        The rows.
+    block : int
+        Rows per call of ``fn``.
+    out : torch.Tensor of shape (n, ...)
+        Where the results go (its dtype and device; the padding rows' results
+        are dropped).
+
+    Returns
+    -------
+    torch.Tensor
+        ``out``.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from sk_deq.estimators._network import map_row_blocks
+    >>> x = torch.arange(5.0).reshape(5, 1)
+    >>> map_row_blocks(lambda xb, rows: 2 * xb, x, 4, torch.empty(5, 1)).ravel().tolist()
+    [0.0, 2.0, 4.0, 6.0, 8.0]
+    """
+    n = x.shape[0]
+    for start in range(0, n, block):
+        xb = x[start : start + block]
+        rows = xb.shape[0]
+        if rows < block:
+            xb = torch.cat([xb, xb[-1:].expand(block - rows, *xb.shape[1:])])
+        out[start : start + rows] = fn(xb, rows)[:rows]
+    return out
+
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
 
 def _device_memory(device: torch.device) -> int | None:
-    """Bytes free on ``device``: CUDA's own count, else :func:`~sk_deq.kernels.memory.available_memory_bytes`."""
+    """Bytes free on ``device``: CUDA's own count, else :func:`~sk_deq._runtime.available_memory_bytes`."""
     if device.type == "cuda":
         return int(torch.cuda.mem_get_info(device)[0])
     return available_memory_bytes()
@@ -120,40 +265,67 @@ def _same_value(a, b) -> bool:
         return False
 
 
+class Network:
+    """One kind of network, the component an estimator holds (its class attribute ``_network``).
+
+    A component is stateless: it reads the estimator's parameters and writes
+    the theory's constants onto the estimator.  It says what defines the
+    network (:attr:`params`, with their scikit-learn :attr:`constraints`,
+    which the estimator class takes into its ``_parameter_constraints``),
+    computes those constants at the data scale (:meth:`prepare`) and builds
+    the feature module (:meth:`make_features`).  The DEQ's component is
+    :class:`~sk_deq.estimators._deq.DEQNetwork`, the explicit networks'
+    :class:`~sk_deq.estimators._explicit.NamedLayers` and
+    :class:`~sk_deq.estimators._matched.MatchedLayers`.
+    """
+
+    #: The parameters that define this kind of network besides :attr:`NetworkMixin._NETWORK_PARAMS`.
+    params: ClassVar[tuple] = ()
+    #: Their scikit-learn constraints.
+    constraints: ClassVar[dict] = {}
+    #: Whether the features compute a block of rows in one pass (explicit nets) rather than iterate on it (a DEQ).
+    one_pass: ClassVar[bool] = False
+    #: Settings of the feature module that may change after fit, copied from the estimator before every use:
+    #: ``{module attribute: (estimator parameter, conversion or None)}``.
+    runtime_settings: ClassVar[dict] = {}
+
+    def prepare(self, est, tau0: float) -> None:
+        """Compute the theory's constants (centring, matching) at the data scale ``tau0`` onto ``est``."""
+        raise NotImplementedError
+
+    def make_features(self, est, n_features: int, n_outputs: int, generator, dtype, device) -> torch.nn.Module:
+        """The feature module of ``est`` (weights drawn from ``generator``), after checking that it fits."""
+        raise NotImplementedError
+
+
 class NetworkMixin:
     """Building, running and pickling the network ``module_`` (a mixin of the torch estimators).
 
-    The network mixin of a concrete estimator supplies :meth:`_prepare` (the
-    theory's constants at the data scale), :meth:`_make_features` (the
-    feature module) and :meth:`_sync_runtime_settings`.
+    What differs between networks is the estimator's component ``_network``
+    (a :class:`Network`); everything here is shared.
     """
 
-    #: Parameters of every network that define it (the network mixins add theirs as ``_network_params``):
+    #: The estimator's kind of network (set by every concrete estimator class).
+    _network: ClassVar[Network]
+    #: Parameters of every network that define it (the component adds its own, :attr:`Network.params`):
     #: a warm start or a later ``partial_fit`` keeps the network, so changing one of them is an error.
     #: The solver settings (``solver``, ``max_iter``, ``tol``) and ``dtype`` are applied to the kept
     #: network instead, and the rest only concern training.
     _NETWORK_PARAMS: ClassVar[tuple] = ("n_hidden", "input_scaling", "trainable")
-    #: Whether the features compute a block of rows in one pass (explicit nets) rather than iterate on it (a DEQ).
-    _ONE_PASS: ClassVar[bool] = False
-
-    # ------------------------------------------------------------ network hooks
-    def _prepare(self, tau0: float) -> None:
-        """Compute the theory-side constants (centring, matching) at fit."""
-        raise NotImplementedError
-
-    def _make_features(self, n_features: int, n_outputs: int, generator, dtype, device) -> torch.nn.Module:
-        """Build the feature module (weights drawn from ``generator``) after :meth:`_check_network_fits`."""
-        raise NotImplementedError
 
     def _sync_runtime_settings(self) -> None:
-        """Copy parameters that may change after fit (solver settings) into the module."""
+        """Copy the parameters that may change after fit (the component's runtime settings) into the module."""
+        layer = self.module_.features
+        for attr, (param, convert) in self._network.runtime_settings.items():
+            value = getattr(self, param)
+            setattr(layer, attr, value if convert is None else convert(value))
 
     @property
     def _torch_dtype(self):
         return DTYPES[self.dtype]
 
     def _block_rows(self, device=None) -> int:
-        return block_rows(int(self.n_hidden), device, one_pass=self._ONE_PASS)
+        return block_rows(int(self.n_hidden), device, one_pass=self._network.one_pass)
 
     def _chunk_rows(self, device=None) -> int:
         """Rows scaled and moved to ``device`` at once: whole blocks, about 2^22 features (2^24 on a GPU).
@@ -231,7 +403,7 @@ class NetworkMixin:
         return f"{scaling}, and these samples lie far outside it: pass inputs in the units of the training data."
 
     def _build_module(self, n_features, n_outputs, generator, dtype, device) -> Model:
-        feats = self._make_features(n_features, n_outputs, generator, dtype, device)
+        feats = self._network.make_features(self, n_features, n_outputs, generator, dtype, device)
         return Model(feats, int(self.n_hidden), n_outputs, device)
 
     def _compute_features(self, X: np.ndarray, device, where: str, log, desc: str = "features", readout=None):
@@ -239,8 +411,8 @@ class NetworkMixin:
 
         Every chunk is scaled, converted and moved to ``device`` on its own
         (no scaled copy of all of ``X``), and goes through the network in
-        blocks of exactly :func:`~sk_deq.nn.block_rows` rows (see
-        :mod:`sk_deq.nn.blocks`), so a sample's features do not depend on
+        blocks of exactly :func:`block_rows` rows (see
+        :mod:`sk_deq.estimators._network`), so a sample's features do not depend on
         the other rows of its batch.  With a ``readout`` (a float64 module,
         predict's), each block's features go through it as they come and
         the result is its float64 outputs: the features of one block exist
@@ -267,12 +439,15 @@ class NetworkMixin:
         mean = None if self.input_mean_ is None else torch.as_tensor(self.input_mean_, device=device)
         finite = torch.ones((), dtype=torch.bool, device=device)  # read once, after the last chunk
         n_chunks = max(1, math.ceil(n / chunk))
-        with ProgressBar(n_chunks, desc, enabled=bool(self.verbose) and n_chunks > 1) as bar:
+        # a progress bar only where it shows (verbose, and more than one chunk)
+        shown = self.verbose and n_chunks > 1
+        with ProgressBar(n_chunks, desc) if shown else contextlib.nullcontext() as bar:
             for i in range(0, n, chunk):
                 x = self._scaled_on(X[i : i + chunk], device, mean)
                 part = map_row_blocks(network, x, block, Z[i : i + chunk])
                 finite &= torch.isfinite(part).all()
-                bar.update()
+                if bar is not None:
+                    bar.update()
         log.n_rows = None
         if not bool(finite):
             raise ValueError(
@@ -293,7 +468,7 @@ class NetworkMixin:
         values = f"{n_rows} x {width} {self.dtype} values need"
         if where == "fit":
             what = f"{name} caches the features of the {n_rows} training samples to fit the readout on {device}"
-            remedy = (
+            remedy = lambda: (
                 f"Train in chunks with partial_fit{self._partial_fit_needs()} (it holds one chunk's features at a "
                 "time), fit on fewer samples, or reduce n_hidden."
             )
@@ -353,7 +528,7 @@ class NetworkMixin:
 
     def _network_definition(self) -> dict:
         """The parameters that define the network, as built (see :attr:`_NETWORK_PARAMS`)."""
-        names = NetworkMixin._NETWORK_PARAMS + tuple(getattr(self, "_network_params", ()))
+        names = NetworkMixin._NETWORK_PARAMS + self._network.params
         return {name: _frozen(getattr(self, name)) for name in names}
 
     def _check_same_network(self, what: str, remedy: str) -> None:

@@ -5,17 +5,21 @@ from __future__ import annotations
 from typing import ClassVar
 
 import numpy as np
+from sklearn.utils.multiclass import check_classification_targets, unique_labels
+from sklearn.utils.class_weight import compute_class_weight
 import torch
 from scipy import special
 from sklearn.base import ClassifierMixin, _fit_context
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import _check_sample_weight
 
-from ._param_validation import SortedStrOptions
+from .._validation import SortedStrOptions
 from ._stream import partial_fit_available
-from ._torch_base import TorchEstimatorBase
-from ._validation import is_tensor, reject_meta, validate_samples
-from ._torch_targets import Data, checked_weights, class_weighted, sorted_labels, unit_max
+from ._base import TorchEstimatorBase
+from .._validation import is_tensor, reject_meta, validate_samples
+from .._scaling import unit_max
+from .._validation import checked_weights
+from ._base import Data
 
 __all__ = ["READOUTS", "TorchClassifierBase"]
 
@@ -81,7 +85,7 @@ class TorchClassifierBase(ClassifierMixin, TorchEstimatorBase):
     def _validate(self, X, y, sample_weight, *, reset: bool, partial: bool = False, classes=None):
         """Validate ``X``, ``y`` and the weights; encode the labels.
 
-        Returns the training :class:`~sk_deq._torch_targets.Data` (weights:
+        Returns the training :class:`~sk_deq.estimators._base.Data` (weights:
         ``sample_weight`` times ``class_weight``, None when all equal), the
         sorted classes and the validated ``sample_weight`` (None when not
         given), which the input scaling uses.  A ``partial_fit`` chunk takes
@@ -100,7 +104,7 @@ class TorchClassifierBase(ClassifierMixin, TorchEstimatorBase):
         )  # fmt: skip
         X = X if is_tensor(X) else np.asarray(X, dtype=np.float64)
         labels = sorted_labels(y, "y")
-        sample_weight = checked_weights(sample_weight, X, name)
+        sample_weight = unit_max(checked_weights(sample_weight, X, name))
         if partial:
             self._check_known(labels, classes)
         else:
@@ -366,3 +370,55 @@ class TorchClassifierBase(ClassifierMixin, TorchEstimatorBase):
         tags = super().__sklearn_tags__()
         tags.classifier_tags.multi_class = True
         return tags
+
+
+def sorted_labels(labels: np.ndarray, name: str) -> np.ndarray:
+    """Classification targets checked and their sorted distinct labels, with scikit-learn's error for
+    strings mixed with numbers (numpy's own sort would raise ``'<' not supported``)."""
+    if labels.dtype == object and len({isinstance(v, str) for v in labels.ravel()}) > 1:
+        raise ValueError(
+            f"Mix of label input types (string and number) in {name}: "
+            f"{sorted({type(v).__name__ for v in labels.ravel()})}. Use labels of one type."
+        )
+    try:
+        check_classification_targets(labels)
+        return unique_labels(labels)
+    except TypeError as exc:
+        raise ValueError(f"The labels of {name} cannot be ordered ({exc}); use labels of one type.") from None
+
+
+def class_weighted(class_weight, classes, y, y_enc, sample_weight):
+    """The training weights: ``sample_weight`` times the weight of every sample's class (None: all equal).
+
+    ``class_weight`` as in :func:`sklearn.utils.class_weight.compute_class_weight`
+    (``'balanced'`` counts ``sample_weight``); both factors are below 2,
+    so their product cannot overflow.
+    """
+    if class_weight is None:
+        return sample_weight
+    _check_class_weight_labels(class_weight, classes)
+    per_class = unit_max(compute_class_weight(class_weight, classes=classes, y=y, sample_weight=sample_weight))
+    return per_class[y_enc] if sample_weight is None else sample_weight * per_class[y_enc]
+
+
+def _check_class_weight_labels(class_weight, classes) -> None:
+    """scikit-learn's rule for a ``class_weight`` dict, with a message naming the labels at fault.
+
+    A dict that names labels ``y`` does not hold while it leaves classes of
+    ``y`` out is an error, as in :func:`sklearn.utils.class_weight.compute_class_weight`
+    (whose message names the classes left out, not the labels at fault); one
+    that weighs every class of ``y`` may name more (a class missing from a
+    cross-validation fold, say).
+    """
+    if not isinstance(class_weight, dict):
+        return
+    known = set(classes.tolist())
+    unknown = [label for label in class_weight if label not in known]
+    left_out = [c for c in classes.tolist() if c not in class_weight]
+    if unknown and left_out:
+        raise ValueError(
+            f"class_weight names the label(s) {unknown!r}, which y does not hold (its classes are "
+            f"{classes.tolist()!r}), and gives no weight to {left_out!r}: check the labels. A class_weight dict maps "
+            "labels of y to weights; labels left out weigh 1, but a dict naming labels that y lacks must weigh "
+            "every class of y (as in scikit-learn)."
+        )

@@ -1,6 +1,6 @@
 """What ``partial_fit`` carries from one call to the next besides the network.
 
-:meth:`sk_deq._torch_base.TorchClassifierBase.partial_fit` trains on one
+:meth:`sk_deq.estimators._base.TorchClassifierBase.partial_fit` trains on one
 chunk per call with a minibatch optimizer whose state (Adam's moments, SGD's
 momentum) and minibatch order continue from call to call.  :class:`Stream`
 holds them; :func:`picklable` turns it into plain numpy for a pickle, and the
@@ -9,12 +9,15 @@ next call after loading restores the optimizer from it.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
 
-__all__ = ["Stream", "numpy_to_tensors", "partial_fit_available", "picklable"]
+from ..nn.training import make_optimizer
+
+__all__ = ["Stream", "numpy_to_tensors", "partial_fit_available", "picklable", "chunk_optimizer", "record_chunk"]
 
 
 @dataclass
@@ -74,3 +77,33 @@ def partial_fit_available(est) -> bool:
             "set solver='adam'."
         )
     return True
+
+
+def chunk_optimizer(est, device) -> torch.optim.Optimizer:
+    """The stream's optimizer, new (or restored from a pickle) when its kind, dtype or device changed."""
+    if getattr(est, "_stream", None) is None:  # partial_fit after fit
+        est._stream = Stream(np.random.RandomState(est._draw_seeds()[2]))
+    stream = est._stream
+    config = (est._optimizer(partial=True), est.dtype, str(device))
+    if stream.optimizer is None or stream.config != config:
+        saved = stream.saved if stream.optimizer is None else stream.optimizer.state_dict()
+        params = [p for p in est.module_.parameters() if p.requires_grad]
+        optimizer = make_optimizer(config[0], params, est._learning_rate())
+        if saved is not None and stream.config is not None and stream.config[0] == config[0]:
+            optimizer.load_state_dict(numpy_to_tensors(saved))  # casts to the parameters' dtype and device
+        stream.config, stream.optimizer, stream.saved = config, optimizer, None
+    for group in stream.optimizer.param_groups:
+        group["lr"] = est._learning_rate()
+    return stream.optimizer
+
+
+def record_chunk(est, result, seconds: float) -> None:
+    """Extend the history by the chunk's epoch (no convergence warning: one epoch is the point)."""
+    est.module_.eval()
+    est.history_.extend(result.history)
+    est.n_iter_ = len(est.history_)
+    est.best_loss_ = min(getattr(est, "best_loss_", math.inf), result.best_loss)
+    est.best_validation_score_ = est.best_validation_loss_ = None
+    est.fit_time_ = seconds
+    if est.verbose:
+        print(f"{type(est).__name__}: partial_fit epoch {est.n_iter_} ({est._stream.config[0]}) in {seconds:.2f}s")

@@ -14,9 +14,9 @@ import os
 import re
 import tempfile
 
-from .activations import ACTIVATION_NAMES
-from .experiments import DATASETS
-from .matching.families import FAMILIES, LAYER_KINDS, parse_family
+from ..activations import ACTIVATION_NAMES
+from ..experiments import DATASETS
+from ..matching.families import FAMILIES, LAYER_KINDS, parse_family
 
 # Library parameters in error messages, and the options that set them here.
 _OPTIONS = {
@@ -240,7 +240,7 @@ def _csv_widths(value: str) -> tuple:
 
 def _device(value: str) -> str:
     """A ``--device`` the estimators accept (checked by their own rule, before any run)."""
-    from ._device import resolve_device
+    from .._runtime import resolve_device
 
     try:
         resolve_device(value)
@@ -256,7 +256,7 @@ def check_out_dir(out) -> str | None:
     """
     if out is None:
         return None
-    from .plotting import require_matplotlib
+    from ..plotting import require_matplotlib
 
     try:
         require_matplotlib()
@@ -280,7 +280,7 @@ def write_outputs(out, json_name: str, write_json, figures, *, tight: bool = Fal
     matplotlib figure, saved as PNG at 120 dpi (cropped to its content when
     ``tight``) and closed.
     """
-    from .plotting import require_matplotlib
+    from ..plotting import require_matplotlib
 
     plt = require_matplotlib()
     os.makedirs(out, exist_ok=True)
@@ -294,3 +294,32 @@ def write_outputs(out, json_name: str, write_json, figures, *, tight: bool = Fal
         plt.close(fig)
         written.append(path)
     return written
+
+
+def _add_output_options(parser, files: str) -> None:
+    """``--out DIR`` (which writes ``files``), ``--json`` and ``--no-progress``."""
+    parser.add_argument("--out", default=None, metavar="DIR", help=f"also write {files} here (checked before the run)")
+    parser.add_argument("--json", action="store_true", help="print the results as JSON instead of the table")
+    parser.add_argument("--no-progress", action="store_true", help="no progress display on stderr")
+
+
+def _finish(args, result, text: str, json_name: str, figures, *, tight: bool = False) -> int:
+    """Print the result's JSON (``--json``) or ``text``; with ``--out`` also write the JSON and the figures."""
+    print(result.to_json() if args.json else text)
+    if args.out is not None:
+        _report_written(args, write_outputs(args.out, json_name, result.to_json, figures, tight=tight))
+    return 0
+
+
+def _check_out(args) -> None:
+    """Exit with status 2 before the run if ``--out`` cannot receive the results."""
+    problem = check_out_dir(args.out)
+    if problem:
+        args._parser.error(problem)
+
+
+def _report_written(args, written) -> None:
+    """After the table: the files written (not with ``--json``, whose output is the JSON alone)."""
+    if not args.json:
+        for path in written:
+            print(f"wrote {path}")
