@@ -135,8 +135,7 @@ class TorchEstimatorBase(NetworkMixin, BaseEstimator):
         ``'auto'`` is 1e-3 (MLPClassifier's) when hidden weights train, and
         the task's :attr:`_READOUT_LEARNING_RATE` for the readout alone,
         which starts from zero and moves each weight by about the step size
-        per Adam step (measured on streams of digits and diabetes, see
-        :ref:`incremental-learning`).
+        per Adam step (see :ref:`incremental-learning`).
         """
         if not (isinstance(self.learning_rate_init, str) and self.learning_rate_init == "auto"):
             return float(self.learning_rate_init)

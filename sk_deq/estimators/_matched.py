@@ -112,18 +112,17 @@ class MatchedExplicitClassifier(TorchClassifierBase):
         alone (``partial_fit``, or ``solver='adam'``; it starts from zero
         and Adam moves each weight by about the step size per step) and
         1e-3 (MLPClassifier's) when hidden weights train.  On streams of
-        shuffled digits (chunks of 250, five passes) 0.1 reached 97.2-97.6%
-        on average over five shuffles against 92-93% with 1e-3, and came
-        within one accuracy point of L-BFGS on MNIST (see
-        :ref:`incremental-learning`).
+        shuffled digits the readout's 0.1 comes close to L-BFGS where 1e-3
+        falls well short (see :ref:`incremental-learning`; the figures are
+        on the :ref:`benchmarks page <bench-defaults>`).
     alpha : float, default=1e-5
         L2 penalty ``alpha/2 ||W||^2`` on the readout weights, added to the
         mean cross-entropy (so ``alpha = 1 / (C n_samples)`` in the terms of
         :class:`~sklearn.linear_model.LogisticRegression`).  The hidden
         weights (``A`` and ``B`` of a DEQ, ``W_l`` of an explicit network) are
         not penalised: their scale is what the theory fixes.  The default
-        was chosen on validation splits of the digits and MNIST data, where
-        1e-5 did as well as or better than 1e-6, 1e-4 and 1e-3.
+        was chosen on validation splits of the digits and MNIST data, against
+        1e-6, 1e-4 and 1e-3.
     class_weight : dict, 'balanced' or None, default=None
         Weights of the classes in the loss, as in
         :class:`~sklearn.linear_model.LogisticRegression`: ``{label:
@@ -321,9 +320,9 @@ class MatchedExplicitRegressor(TorchRegressorBase):
         alone (``partial_fit``, or ``solver='adam'``; it starts from zero,
         on targets in units of their standard deviation) and 1e-3
         (MLPRegressor's) when hidden weights train.  On streams of shuffled
-        diabetes (chunks of 50, five passes) 0.01 reached R² 0.53-0.54 on
-        average over five shuffles, as ``fit``, against 0.22-0.26 with 1e-3
-        and lower R² with 0.1 or 0.005 (see :ref:`incremental-learning`).
+        diabetes 0.01 reaches the R² of ``fit``, where 1e-3, 0.1 and 0.005
+        fall short (see :ref:`incremental-learning`; the figures are on the
+        :ref:`benchmarks page <bench-defaults>`).
     alpha : float, default=1e-4
         L2 penalty ``alpha/2 ||W||^2`` on the readout weights, added to half
         the mean squared error of the standardised targets.  With the
@@ -335,9 +334,9 @@ class MatchedExplicitRegressor(TorchRegressorBase):
         than samples a small ``alpha`` interpolates the training targets.
         The default was chosen by 5-fold cross-validation of the three
         regressors (width 1024) on ``load_diabetes`` and ``make_friedman1``
-        (2,000 samples) over 1e-6 ... 1e-1: 1e-4 came within 0.03 R² of the
-        best value on both, while 1e-5 lost 0.15 on diabetes and 1e-3 lost
-        0.08 on friedman1 (see :ref:`regression`).
+        (2,000 samples) over 1e-6 ... 1e-1: 1e-4 was close to the best
+        value on both, where smaller and larger penalties each lost on one
+        (see :ref:`regression` and the :ref:`benchmarks page <bench-defaults>`).
     batch_size : int or 'auto', default='auto'
         Minibatch size of Adam and SGD, ``min(200, n_samples)`` for ``'auto'``.
     max_iter : int, default=200

@@ -44,6 +44,13 @@ class DEQTrainingDivergenceError(TrainingDivergenceError, DEQDivergenceError):
     Both a :class:`~sk_deq.nn.TrainingDivergenceError` (the cause is the
     optimizer's step size) and a :class:`~sk_deq.nn.DEQDivergenceError`
     (what failed is the fixed point).
+
+    Parameters
+    ----------
+    symptom : str
+        What happened (the message without its advice).
+    advice : str, default=''
+        What to change, in the caller's terms.
     """
 
 
