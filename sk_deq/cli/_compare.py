@@ -184,21 +184,7 @@ def _cmd_compare(args) -> int:
     if args.cv is not None:
         return _cmd_compare_cv(args, sizes)
     start = time.perf_counter()
-    result = compare_widths(
-        args.datasets,
-        args.activations,
-        sigma_a2=args.sigma_a2,
-        test_size=args.test_size,
-        plain_depth=args.plain_depth,
-        n_threads=args.threads or None,
-        device=args.device,
-        trainable=args.trainable,
-        estimator_params=_training_params(args),
-        random_state=args.random_state,
-        progress=not args.no_progress,
-        verbose=args.verbose,
-        **sizes,
-    )
+    result = compare_widths(args.datasets, args.activations, test_size=args.test_size, **_run_options(args), **sizes)
     elapsed = time.perf_counter() - start
     from ..plotting import plot_compare_widths
 
@@ -206,6 +192,21 @@ def _cmd_compare(args) -> int:
     return _finish(
         args, result, f"{result.format_table()}\n\nTotal run time {elapsed:.1f}s.", "compare_widths.json", figures
     )
+
+
+def _run_options(args) -> dict:
+    """The options compare_widths and cross_validate_widths share, from the command line."""
+    return {
+        "sigma_a2": args.sigma_a2,
+        "plain_depth": args.plain_depth,
+        "n_threads": args.threads or None,
+        "device": args.device,
+        "trainable": args.trainable,
+        "estimator_params": _training_params(args),
+        "random_state": args.random_state,
+        "progress": not args.no_progress,
+        "verbose": args.verbose,
+    }
 
 
 def _cmd_compare_cv(args, sizes) -> int:
@@ -216,16 +217,8 @@ def _cmd_compare_cv(args, sizes) -> int:
         args.activations,
         sizes.get("widths", (256, 1024)),
         cv=args.cv,
-        sigma_a2=args.sigma_a2,
         n_samples=sizes.get("n_samples"),
-        plain_depth=args.plain_depth,
-        n_threads=args.threads or None,
-        device=args.device,
-        trainable=args.trainable,
-        estimator_params=_training_params(args),
-        random_state=args.random_state,
-        progress=not args.no_progress,
-        verbose=args.verbose,
+        **_run_options(args),
     )
     elapsed = time.perf_counter() - start
     records = [{k: v for k, v in run.items() if k != "result"} | run["result"].to_dict() for run in runs]
