@@ -140,6 +140,7 @@ REGISTRY: dict[str, Benchmark] = {
     "kernels": Benchmark("bench_kernels", description="exact implicit kernels vs GEMM"),
     "kernel_cores": Benchmark("bench_kernel_cores", description="the exact kernel on one core and on all"),
     "readout": Benchmark("bench_readout", description="readout solver speed"),
+    "kernel_bias": Benchmark("bench_kernel_bias", description="kernel machines with and without the readout bias"),
     "torch_engine": Benchmark("bench_torch_engine", description="torch kernel engine"),
     "equivalence": Benchmark("bench_equivalence", description="DEQ vs matched vs unmatched over widths"),
     "partial_fit": Benchmark("bench_partial_fit", description="partial_fit vs fit"),
