@@ -23,7 +23,7 @@ from typing import ClassVar
 import numpy as np
 from joblib import Parallel, delayed
 from scipy import linalg
-from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin, _fit_context
+from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted
@@ -32,7 +32,7 @@ from ._dask import is_dask_collection, map_row_blocks
 from ._runtime import resolve_device
 from ._scaling import apply_input_scaling, fit_input_scaling, scaling_device
 from ._validation import to_numpy, validate_samples
-from ._validation import KERNEL_TRANSFORMER_CONSTRAINTS, SortedStrOptions
+from ._validation import KERNEL_TRANSFORMER_CONSTRAINTS, SortedStrOptions, fit_context
 from ._runtime import one_blas_thread
 from .kernels import ImplicitKernelEngine
 from .kernels.engine import kernel_workers
@@ -244,7 +244,7 @@ class ImplicitCKNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
         self.random_state = random_state
 
     # -- fit ------------------------------------------------------------------
-    @_fit_context(prefer_skip_nested_validation=True)
+    @fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None):
         """Choose the landmarks among the rows of ``X`` and factor their kernel.
 
@@ -451,7 +451,7 @@ def _row_task(nys, engine, sl, X):
     return sl, nys._transform_rows(X, engine)
 
 
-def _accept_pivots(G, draw, residual, n_chosen, k):
+def _accept_pivots(G, draw, residual, n_chosen, k) -> np.ndarray:
     """The drawn pivots whose residual is not negligible (at most ``k - n_chosen``).
 
     A pivot is kept when its residual diagonal ``G[p, p]`` stays above a
@@ -463,7 +463,7 @@ def _accept_pivots(G, draw, residual, n_chosen, k):
     Gd = G[draw][:, cols]
     scale = float(max(residual.max(), 0.0)) if residual.size else 0.0
     threshold = 1e-10 * max(scale, np.finfo(np.float64).tiny)
-    kept: list[int] = []
+    kept: list[np.intp] = []
     for j in cols:
         if len(kept) >= k - n_chosen:
             break

@@ -16,7 +16,7 @@ from numbers import Integral
 from typing import ClassVar
 
 import numpy as np
-from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin, _fit_context
+from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted
 
@@ -25,7 +25,7 @@ from ._runtime import resolve_device
 from ._scaling import apply_input_scaling, fit_input_scaling, scaling_device, squared_norms
 from ._validation import to_numpy, validate_samples
 from .gaussian_process import ImplicitCKKernel  # noqa: F401  (defined there, importable from here too)
-from ._validation import KERNEL_TRANSFORMER_CONSTRAINTS, SortedStrOptions, warn_unused_settings
+from ._validation import KERNEL_TRANSFORMER_CONSTRAINTS, SortedStrOptions, fit_context, warn_unused_settings
 from .kernels import (
     ImplicitKernelEngine,
     MonteCarloDEQSampler,
@@ -312,7 +312,7 @@ class ImplicitCKTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, B
     def _block(self, workers):
         return self.block_size if self.block_size is not None else auto_block_size(workers)
 
-    @_fit_context(prefer_skip_nested_validation=True)
+    @fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None):
         """Store the scaled training samples and their scale ``tau0``.
 
@@ -331,7 +331,7 @@ class ImplicitCKTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, B
         self._fit(X)
         return self
 
-    @_fit_context(prefer_skip_nested_validation=True)
+    @fit_context(prefer_skip_nested_validation=True)
     def fit_transform(self, X, y=None):
         """Fit, then return the square kernel of the training samples.
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 
 import numpy as np
 from scipy import special
@@ -177,6 +178,10 @@ class _ClosedFormFamily(Activation):
     Subclasses define the numpy form ``_f``, its derivative ``_fprime`` and
     the torch form ``_ftorch``.
     """
+
+    _f: Callable
+    _fprime: Callable
+    _ftorch: Callable
 
     def _init_forms(self, name: str, breakpoints: tuple = (), odd: bool | None = None) -> None:
         super().__init__(

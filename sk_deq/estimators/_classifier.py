@@ -9,8 +9,7 @@ from sklearn.utils.multiclass import check_classification_targets, unique_labels
 from sklearn.utils.class_weight import compute_class_weight
 import torch
 from scipy import special
-from sklearn.base import ClassifierMixin, _fit_context
-from sklearn.utils.metaestimators import available_if
+from sklearn.base import ClassifierMixin
 from sklearn.utils.validation import _check_sample_weight
 
 from .._validation import SortedStrOptions
@@ -18,7 +17,7 @@ from ._stream import partial_fit_available
 from ._base import TorchEstimatorBase
 from .._validation import is_tensor, reject_meta, validate_samples
 from .._scaling import unit_max
-from .._validation import checked_weights
+from .._validation import available_if, checked_weights, fit_context
 from ._base import Data
 
 __all__ = ["READOUTS", "TorchClassifierBase"]
@@ -82,7 +81,7 @@ class TorchClassifierBase(ClassifierMixin, TorchEstimatorBase):
                 "early_stopping=False."
             )
 
-    def _validate(self, X, y, sample_weight, *, reset: bool, partial: bool = False, classes=None):
+    def _validate(self, X, y, sample_weight, *, reset: bool, partial: bool = False, classes=None):  # type: ignore[override]
         """Validate ``X``, ``y`` and the weights; encode the labels.
 
         Returns the training :class:`~sk_deq.estimators._base.Data` (weights:
@@ -146,7 +145,7 @@ class TorchClassifierBase(ClassifierMixin, TorchEstimatorBase):
         return torch.from_numpy(np.asarray(data.y, dtype=np.int64)).to(device)
 
     @available_if(partial_fit_available)
-    @_fit_context(prefer_skip_nested_validation=True)
+    @fit_context(prefer_skip_nested_validation=True)
     def partial_fit(self, X, y, classes=None, sample_weight=None):
         """Train on one chunk of data: one epoch of Adam or SGD over its rows.
 

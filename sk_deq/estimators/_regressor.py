@@ -9,8 +9,7 @@ from typing import ClassVar
 
 import numpy as np
 import torch
-from sklearn.base import RegressorMixin, _fit_context
-from sklearn.utils.metaestimators import available_if
+from sklearn.base import RegressorMixin
 from sklearn.utils.validation import _check_sample_weight, check_array
 
 from .._scaling import power_of_two_scale
@@ -18,7 +17,7 @@ from ._stream import partial_fit_available
 from ._base import TorchEstimatorBase
 from .._validation import is_tensor, reject_meta, validate_samples
 from .._scaling import unit_max
-from .._validation import checked_weights
+from .._validation import available_if, checked_weights, fit_context
 from ._base import Data
 
 __all__ = ["TorchRegressorBase"]
@@ -47,7 +46,7 @@ class TorchRegressorBase(RegressorMixin, TorchEstimatorBase):
             return "ridge"
         return super()._optimizer(partial)
 
-    def _validate(self, X, y, sample_weight, *, reset: bool, partial: bool = False):
+    def _validate(self, X, y, sample_weight, *, reset: bool, partial: bool = False):  # type: ignore[override]
         """Validate ``X``, ``y`` (real, one or more columns) and the weights (a chunk may hold one sample)."""
         X, y = validate_samples(
             self,
@@ -119,7 +118,7 @@ class TorchRegressorBase(RegressorMixin, TorchEstimatorBase):
         return torch.from_numpy(half / self.target_scale_ * 2.0).to(device)
 
     @available_if(partial_fit_available)
-    @_fit_context(prefer_skip_nested_validation=True)
+    @fit_context(prefer_skip_nested_validation=True)
     def partial_fit(self, X, y, sample_weight=None):
         """Train on one chunk of data: one epoch of Adam or SGD over its rows.
 

@@ -10,6 +10,7 @@ import math
 import os
 import statistics
 import sys
+from typing import Any
 
 import numpy as np
 
@@ -251,7 +252,7 @@ def compare_widths(
         datasets, activations, widths, repeats, test_size, n_samples, plain_depth, n_threads
     )
     out = stream or sys.stderr
-    opts = {
+    opts: dict[str, Any] = {
         "sigma_a2": float(sigma_a2),
         "plain_depth": int(plain_depth),
         "estimator": _estimator_options(trainable, estimator_params, device, dtype),
@@ -303,11 +304,13 @@ def compare_widths(
     return result
 
 
-def _load(datasets, names, n_samples, test_size, random_state):
+def _load(
+    datasets, names, n_samples, test_size, random_state
+) -> tuple[dict[str, tuple[np.ndarray, np.ndarray, int | None]], dict[str, dict]]:
     """Every data set as ``(X, y, n_test)`` (subsampled; ``n_test`` the size of its own test set, its last rows, or
     None) by name, and its description and sizes by name."""
-    loaded = {}
-    info = {}
+    loaded: dict[str, tuple[np.ndarray, np.ndarray, int | None]] = {}
+    info: dict[str, dict] = {}
     for spec, name in zip(datasets, names):
         X, y, n_test, description = _load_one(spec, name)
         X, y, n_test = _subsample(X, y, n_test, n_samples, random_state)
@@ -490,7 +493,7 @@ def cross_validate_widths(
     datasets, names, activations, widths = _validate(
         datasets, activations, widths, 1, 0.2, n_samples, plain_depth, n_threads
     )
-    opts = {
+    opts: dict[str, Any] = {
         "sigma_a2": float(sigma_a2),
         "plain_depth": int(plain_depth),
         "estimator": _estimator_options(trainable, estimator_params, device, dtype),

@@ -107,8 +107,8 @@ class SpectrumResult(JSONResult):
                 rows = {(r["n"], r["p"]): r for r in self.matched if r["activation"] == act and r["kernel"] == kern}
                 fam = next(iter(rows.values()))["family"]
                 for label, key in ((f"matched {fam}", "matched"), (f"plain {act}", "plain")):
-                    vals = "".join(f" {rows[s][key]:>9.4f}" if s in rows else f" {'':>9}" for s in msizes)
-                    lines.append(f"{act:<10} {kern:<6} {label:<26}" + vals)
+                    cells = "".join(f" {rows[s][key]:>9.4f}" if s in rows else f" {'':>9}" for s in msizes)
+                    lines.append(f"{act:<10} {kern:<6} {label:<26}" + cells)
         if self.spectra:
             lines.append("")
             lines.append("Eigenvalue spectra of the Implicit-CK and its equivalent")

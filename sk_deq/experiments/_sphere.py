@@ -234,7 +234,7 @@ def sphere_spectrum(
             "quadratic": match.to_dict(),
         }
         K, plain, quad = _sphere_kernels(X, sa, kern, match, n_hidden, random_state + 1)
-        row = {"kernel": kern, "n": n0, "d": d0}
+        row: dict[str, object] = {"kernel": kern, "n": n0, "d": d0}
         row.update({f"eigenvalues_{k}": np.linalg.eigvalsh(M) for k, M in zip(SPHERE_NETWORKS, (K, plain, quad))})
         row.update(_sphere_errors(X, K, plain, quad, match))
         result.spectra.append(row)

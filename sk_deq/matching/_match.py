@@ -31,8 +31,8 @@ def matching_targets(activation, sigma_a2: float, tau0: float, kernel: str = "ck
     if check_kernel(kernel, EXPLICIT_KERNELS) == "ck":
         deq = deq_ck_coefficients(activation, sigma_a2, tau0, sigma_b2=sigma_b2)
         return deq.feature_kernel(), deq
-    deq = deq_ntk_coefficients(activation, sigma_a2, tau0, sigma_b2=sigma_b2)
-    return deq.kernel(), deq
+    ntk = deq_ntk_coefficients(activation, sigma_a2, tau0, sigma_b2=sigma_b2)
+    return ntk.kernel(), ntk
 
 
 def match_explicit(
@@ -155,8 +155,8 @@ def _cache_clear() -> None:
     _CACHE.clear()
 
 
-match_explicit.cache_info = _cache_info
-match_explicit.cache_clear = _cache_clear
+match_explicit.cache_info = _cache_info  # type: ignore[attr-defined]
+match_explicit.cache_clear = _cache_clear  # type: ignore[attr-defined]
 
 
 class _Fit(NamedTuple):
@@ -212,6 +212,7 @@ def _fit_candidates(candidates, targets, kernel, n_starts, rng, tol) -> tuple[li
             best = fits[-1]
         if best.worst < _GOOD_ENOUGH:
             break
+    assert best is not None  # there is at least one candidate
     return fits, best
 
 

@@ -151,7 +151,7 @@ def _check_binary_scoring(scoring, y) -> None:
         )
 
 
-def _check_arguments(names, ests, y, scoring, alpha, fold_seed, error_score, fit_params, verbose) -> None:
+def _check_arguments(names, ests, y, scoring, alpha: float, fold_seed, error_score, fit_params, verbose) -> None:
     """Check :func:`compare_estimators`' arguments other than the data and the splits."""
     from sklearn.base import is_classifier, is_regressor
 
@@ -294,7 +294,7 @@ def _run_folds(ests, X, y, splits, scorers, error_score, fit_params, fold_seed, 
     )
     folds = {name: np.empty((n_est, n_folds)) for name in ("scores", "fit_times", "score_times")}
     folds["failed"] = np.zeros((n_est, n_folds), dtype=bool)
-    caught = [[[] for _ in range(n_folds)] for _ in range(n_est)]
+    caught: list[list[list[str]]] = [[[] for _ in range(n_folds)] for _ in range(n_est)]
     for (i, j), (score, fit_s, score_s, messages, fail) in zip(jobs, out):
         for name, value in zip(("scores", "fit_times", "score_times", "failed"), (score, fit_s, score_s, fail)):
             folds[name][i, j] = value
