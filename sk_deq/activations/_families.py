@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 from scipy import special
@@ -432,7 +433,7 @@ _BY_FUNCTION = {act._func: act for act in ACTIVATIONS.values() if type(act) is A
 ACTIVATION_NAMES: tuple = tuple(sorted(set(ACTIVATIONS) | set(_ALIASES)))
 
 
-def get_activation(activation) -> Activation:
+def get_activation(activation: str | Activation | Callable[..., Any]) -> Activation:
     """Resolve a name, an :class:`Activation` or a callable to an :class:`Activation`.
 
     Parameters

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 from sklearn.utils.multiclass import check_classification_targets, unique_labels
 from sklearn.utils.class_weight import compute_class_weight
 import torch
@@ -19,6 +20,9 @@ from .._validation import is_tensor, reject_meta, validate_samples
 from .._scaling import unit_max
 from .._validation import available_if, checked_weights, fit_context
 from ._base import Data
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
 
 __all__ = ["READOUTS", "TorchClassifierBase"]
 
@@ -146,7 +150,13 @@ class TorchClassifierBase(ClassifierMixin, TorchEstimatorBase):
 
     @available_if(partial_fit_available)
     @fit_context(prefer_skip_nested_validation=True)
-    def partial_fit(self, X, y, classes=None, sample_weight=None):
+    def partial_fit(
+        self,
+        X: ArrayLike | torch.Tensor,
+        y: ArrayLike,
+        classes: ArrayLike | None = None,
+        sample_weight: ArrayLike | None = None,
+    ) -> Self:
         """Train on one chunk of data: one epoch of Adam or SGD over its rows.
 
         The first call (on an unfitted classifier) fits the input scaling
@@ -269,7 +279,7 @@ class TorchClassifierBase(ClassifierMixin, TorchEstimatorBase):
             )
 
     # ---------------------------------------------------------------- predict
-    def decision_function(self, X):
+    def decision_function(self, X: ArrayLike | torch.Tensor) -> NDArray[np.float64]:
         """Logits of the readout.
 
         Parameters
@@ -287,7 +297,7 @@ class TorchClassifierBase(ClassifierMixin, TorchEstimatorBase):
         return out[:, 0] if out.shape[1] == 1 else out
 
     @available_if(_has_probabilities)
-    def predict_proba(self, X):
+    def predict_proba(self, X: ArrayLike | torch.Tensor) -> NDArray[np.float64]:
         """Class probabilities (softmax of the logits; never NaN).
 
         Parameters
@@ -307,7 +317,7 @@ class TorchClassifierBase(ClassifierMixin, TorchEstimatorBase):
         return special.softmax(out, axis=1)
 
     @available_if(_has_probabilities)
-    def predict_log_proba(self, X):
+    def predict_log_proba(self, X: ArrayLike | torch.Tensor) -> NDArray[np.float64]:
         """Logarithm of :meth:`predict_proba` (``-inf`` where a probability underflows to 0).
 
         Parameters
@@ -324,7 +334,7 @@ class TorchClassifierBase(ClassifierMixin, TorchEstimatorBase):
         with np.errstate(divide="ignore"):
             return np.log(self.predict_proba(X))
 
-    def predict(self, X):
+    def predict(self, X: ArrayLike | torch.Tensor) -> np.ndarray:
         """Predicted class labels.
 
         Parameters
@@ -341,7 +351,7 @@ class TorchClassifierBase(ClassifierMixin, TorchEstimatorBase):
         idx = (out[:, 0] > 0).astype(int) if out.shape[1] == 1 else out.argmax(axis=1)
         return self.classes_[idx]
 
-    def score(self, X, y, sample_weight=None):
+    def score(self, X: ArrayLike | torch.Tensor, y: ArrayLike, sample_weight: ArrayLike | None = None) -> float:
         """Mean accuracy of :meth:`predict` on ``(X, y)``.
 
         Parameters

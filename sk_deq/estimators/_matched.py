@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from numbers import Real
 
@@ -15,6 +15,14 @@ from ._regressor import TorchRegressorBase
 from ..activations import get_activation
 from ..matching import MatchingError, match_explicit
 from ._explicit import ExplicitNetwork
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+    import numpy as np
+    import torch
+
+    from ..activations import Activation
 
 __all__ = ["MatchedExplicitClassifier", "MatchedExplicitRegressor", "MatchedLayers"]
 
@@ -237,33 +245,33 @@ class MatchedExplicitClassifier(TorchClassifierBase):
 
     def __init__(
         self,
-        activation="relu",
-        sigma_a2=0.2,
+        activation: str | Activation | Callable[..., Any] = "relu",
+        sigma_a2: float = 0.2,
         *,
-        sigma_b2=None,
-        kernel="ck",
-        family="auto",
-        match_tol=0.05,
-        n_hidden=1024,
-        trainable="readout",
-        input_scaling="global",
-        readout="logistic",
-        solver="auto",
-        learning_rate_init="auto",
-        alpha=1e-5,
-        class_weight=None,
-        batch_size="auto",
-        max_iter=200,
-        early_stopping=False,
-        validation_fraction=0.1,
-        n_iter_no_change=10,
-        tol=1e-4,
-        warm_start=False,
-        dtype="float32",
-        device="auto",
-        random_state=None,
-        verbose=0,
-    ):
+        sigma_b2: float | None = None,
+        kernel: Literal["ck", "ntk"] = "ck",
+        family: str | Sequence[str] = "auto",
+        match_tol: float | None = 0.05,
+        n_hidden: int = 1024,
+        trainable: Literal["readout", "hidden", "all"] = "readout",
+        input_scaling: Literal["global", "none"] = "global",
+        readout: Literal["logistic", "ridge"] = "logistic",
+        solver: Literal["auto", "lbfgs", "adam", "sgd"] = "auto",
+        learning_rate_init: float | Literal["auto"] = "auto",
+        alpha: float = 1e-5,
+        class_weight: dict[Any, float] | Literal["balanced"] | None = None,
+        batch_size: int | Literal["auto"] = "auto",
+        max_iter: int = 200,
+        early_stopping: bool = False,
+        validation_fraction: float = 0.1,
+        n_iter_no_change: int = 10,
+        tol: float = 1e-4,
+        warm_start: bool = False,
+        dtype: Literal["float32", "float64"] = "float32",
+        device: str | torch.device | None = "auto",
+        random_state: int | np.random.RandomState | None = None,
+        verbose: int = 0,
+    ) -> None:
         store_params(self, locals())
 
 
@@ -450,29 +458,29 @@ class MatchedExplicitRegressor(TorchRegressorBase):
 
     def __init__(
         self,
-        activation="relu",
-        sigma_a2=0.2,
+        activation: str | Activation | Callable[..., Any] = "relu",
+        sigma_a2: float = 0.2,
         *,
-        sigma_b2=None,
-        kernel="ck",
-        family="auto",
-        match_tol=0.05,
-        n_hidden=1024,
-        trainable="readout",
-        input_scaling="global",
-        solver="auto",
-        learning_rate_init="auto",
-        alpha=1e-4,
-        batch_size="auto",
-        max_iter=200,
-        early_stopping=False,
-        validation_fraction=0.1,
-        n_iter_no_change=10,
-        tol=1e-4,
-        warm_start=False,
-        dtype="float32",
-        device="auto",
-        random_state=None,
-        verbose=0,
-    ):
+        sigma_b2: float | None = None,
+        kernel: Literal["ck", "ntk"] = "ck",
+        family: str | Sequence[str] = "auto",
+        match_tol: float | None = 0.05,
+        n_hidden: int = 1024,
+        trainable: Literal["readout", "hidden", "all"] = "readout",
+        input_scaling: Literal["global", "none"] = "global",
+        solver: Literal["auto", "lbfgs", "adam", "sgd"] = "auto",
+        learning_rate_init: float | Literal["auto"] = "auto",
+        alpha: float = 1e-4,
+        batch_size: int | Literal["auto"] = "auto",
+        max_iter: int = 200,
+        early_stopping: bool = False,
+        validation_fraction: float = 0.1,
+        n_iter_no_change: int = 10,
+        tol: float = 1e-4,
+        warm_start: bool = False,
+        dtype: Literal["float32", "float64"] = "float32",
+        device: str | torch.device | None = "auto",
+        random_state: int | np.random.RandomState | None = None,
+        verbose: int = 0,
+    ) -> None:
         store_params(self, locals())

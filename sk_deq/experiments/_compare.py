@@ -10,7 +10,8 @@ import math
 import os
 import statistics
 import sys
-from typing import Any
+from collections.abc import Sequence
+from typing import IO, Any
 
 import numpy as np
 
@@ -129,9 +130,9 @@ def _subsample(X, y, n_test, n_samples, seed):
 
 
 def compare_widths(
-    datasets=("mnist", "digits"),
-    activations=("relu", "tanh"),
-    widths=(32, 128, 256, 1024),
+    datasets: Sequence[str | tuple] = ("mnist", "digits"),
+    activations: Sequence[str] = ("relu", "tanh"),
+    widths: Sequence[int] = (32, 128, 256, 1024),
     *,
     repeats: int = 3,
     sigma_a2: float = 0.2,
@@ -146,7 +147,7 @@ def compare_widths(
     random_state: int = 0,
     progress: bool = False,
     verbose: int = 0,
-    stream=None,
+    stream: IO[str] | None = None,
 ) -> CompareResult:
     """Accuracy and fit+predict time of a DEQ, its matched explicit net and a plain net versus width.
 
@@ -399,9 +400,9 @@ def _report_width(result, name, activation, width, out, *, after_progress: bool)
 
 
 def cross_validate_widths(
-    datasets=("digits",),
-    activations=("relu", "tanh"),
-    widths=(256, 1024),
+    datasets: Sequence[str | tuple] = ("digits",),
+    activations: Sequence[str] = ("relu", "tanh"),
+    widths: Sequence[int] = (256, 1024),
     *,
     cv: int = 5,
     sigma_a2: float = 0.2,
@@ -416,8 +417,8 @@ def cross_validate_widths(
     n_jobs: int | None = None,
     progress: bool = False,
     verbose: int = 0,
-    stream=None,
-) -> list:
+    stream: IO[str] | None = None,
+) -> list[dict]:
     """Cross-validate the DEQ, its matched network and a plain network at every width.
 
     The counterpart of :func:`compare_widths` on ``cv`` stratified folds

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+from collections.abc import Callable, Sequence
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 
 from .._validation import EXPLICIT_KERNELS, check_kernel
-from ..activations import get_activation
+from ..activations import Activation, get_activation
 from ..theory import DEQNTKCoefficients, deq_ck_coefficients, deq_ntk_coefficients
 from ._cache import CacheInfo, _MatchCache
 from .families import _family_name, _Params, _resolve_family
@@ -36,11 +37,11 @@ def matching_targets(activation, sigma_a2: float, tau0: float, kernel: str = "ck
 
 
 def match_explicit(
-    activation,
+    activation: str | Activation | Callable[..., Any],
     sigma_a2: float,
     tau0: float,
-    kernel: str = "ck",
-    family="auto",
+    kernel: Literal["ck", "ntk"] = "ck",
+    family: str | Sequence[str] = "auto",
     *,
     n_layers: int | None = None,
     sigma_b2: float | None = None,

@@ -25,11 +25,17 @@ import math
 import numbers
 import time
 import warnings
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ._comparison import ComparisonResult
 from ._ttest import CorrectedTTestResult, corrected_resampled_ttest
+
+if TYPE_CHECKING:
+    from sklearn.model_selection import BaseCrossValidator
 
 __all__ = [
     "ComparisonResult",
@@ -303,17 +309,17 @@ def _run_folds(ests, X, y, splits, scorers, error_score, fit_params, fold_seed, 
 
 
 def compare_estimators(
-    estimators,
-    X,
-    y=None,
+    estimators: dict[str, Any] | Sequence[tuple[str, Any]],
+    X: ArrayLike,
+    y: ArrayLike | None = None,
     *,
-    cv=5,
-    scoring=None,
-    groups=None,
-    n_jobs=None,
+    cv: int | BaseCrossValidator | Iterable[tuple[ArrayLike, ArrayLike]] = 5,
+    scoring: str | Callable[..., float] | None = None,
+    groups: ArrayLike | None = None,
+    n_jobs: int | None = None,
     alpha: float = 0.05,
     fold_seed: int | None = None,
-    error_score="raise",
+    error_score: Literal["raise"] | float = "raise",
     fit_params: dict | None = None,
     verbose: int = 0,
 ) -> ComparisonResult:
