@@ -407,7 +407,7 @@ class DEQRegressor(TorchRegressorBase):
         Minibatch size of Adam and SGD, ``min(200, n_samples)`` for ``'auto'``.
     max_iter : int, default=200
         Epochs of Adam / SGD, iterations of L-BFGS (as in
-        :class:`~sklearn.neural_network.MLPClassifier`).
+        :class:`~sklearn.neural_network.MLPRegressor`).
     early_stopping : bool, default=False
         Hold out ``validation_fraction`` of the training data (a random
         split), stop when its loss (the weighted squared error) stops

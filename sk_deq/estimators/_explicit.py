@@ -99,8 +99,8 @@ class ExplicitClassifier(TorchClassifierBase):
     input_scaling : {'global', 'none'}, default='global'
         ``'global'`` centres every feature with its training mean and divides
         by one factor so that the mean squared norm of the training samples is
-        1 (``tau0_ = 1``, see :ref:`input-scaling`); ``'none'`` uses the inputs
-        as given and measures ``tau0_``.
+        1 (``tau0_ = 1``, Ling et al.'s (2024) protocol, see :ref:`input-scaling`);
+        ``'none'`` uses the inputs as given and measures ``tau0_``.
     readout : {'logistic', 'ridge'}, default='logistic'
         How the readout is fitted.  ``'logistic'``: the cross-entropy (plus
         ``alpha``), trained by ``solver``.  ``'ridge'``: least squares on
@@ -214,8 +214,8 @@ class ExplicitClassifier(TorchClassifierBase):
         centring constant ``centers`` of every layer, and the CK and NTK
         coefficients after the last one.
     module_ : torch.nn.Module
-        ``module_.features`` (a :class:`sk_deq.nn.ExplicitNet`) and
-        ``module_.readout``.
+        The network: ``module_.features`` (a :class:`sk_deq.nn.ExplicitNet`)
+        and ``module_.readout`` (a linear layer).
     fixed_point_info_ : None
         Present for symmetry with :class:`DEQClassifier`.
     history_, n_iter_, best_loss_, best_validation_score_, best_validation_loss_, fit_time_, device_
@@ -288,8 +288,8 @@ class ExplicitRegressor(TorchRegressorBase):
     input_scaling : {'global', 'none'}, default='global'
         ``'global'`` centres every feature with its training mean and divides
         by one factor so that the mean squared norm of the training samples is
-        1 (``tau0_ = 1``, see :ref:`input-scaling`); ``'none'`` uses the inputs
-        as given and measures ``tau0_``.
+        1 (``tau0_ = 1``, Ling et al.'s (2024) protocol, see :ref:`input-scaling`);
+        ``'none'`` uses the inputs as given and measures ``tau0_``.
     solver : {'auto', 'lbfgs', 'adam', 'sgd'}, default='auto'
         ``'auto'`` solves for the readout in closed form when only the
         readout is trained (least squares, the exact minimiser: one Gram
@@ -324,7 +324,7 @@ class ExplicitRegressor(TorchRegressorBase):
         Minibatch size of Adam and SGD, ``min(200, n_samples)`` for ``'auto'``.
     max_iter : int, default=200
         Epochs of Adam / SGD, iterations of L-BFGS (as in
-        :class:`~sklearn.neural_network.MLPClassifier`).
+        :class:`~sklearn.neural_network.MLPRegressor`).
     early_stopping : bool, default=False
         Hold out ``validation_fraction`` of the training data (a random
         split), stop when its loss (the weighted squared error) stops
@@ -401,8 +401,8 @@ class ExplicitRegressor(TorchRegressorBase):
         centring constant ``centers`` of every layer, and the CK and NTK
         coefficients after the last one.
     module_ : torch.nn.Module
-        ``module_.features`` (a :class:`sk_deq.nn.ExplicitNet`) and
-        ``module_.readout``.
+        The network: ``module_.features`` (a :class:`sk_deq.nn.ExplicitNet`)
+        and ``module_.readout`` (a linear layer).
     fixed_point_info_ : None
         Present for symmetry with :class:`DEQRegressor`.
     history_, n_iter_, best_loss_, best_validation_score_, best_validation_loss_, fit_time_, device_
