@@ -14,6 +14,7 @@ Proceedings of the 41st International Conference on Machine Learning
 """
 
 from importlib import import_module
+from typing import TYPE_CHECKING
 
 from ._runtime import resolve_device
 from .activations import Activation, get_activation
@@ -22,6 +23,17 @@ from .matching import MatchingError, match_explicit
 from .theory import deq_ck_coefficients, deq_ntk_coefficients, explicit_coefficients
 
 __version__ = "0.1.0"
+
+if TYPE_CHECKING:  # the names __getattr__ imports on first use, for type checkers ('as': re-exported)
+    from .estimators import DEQClassifier as DEQClassifier
+    from .estimators import DEQRegressor as DEQRegressor
+    from .estimators import ExplicitClassifier as ExplicitClassifier
+    from .estimators import ExplicitRegressor as ExplicitRegressor
+    from .estimators import MatchedExplicitClassifier as MatchedExplicitClassifier
+    from .estimators import MatchedExplicitRegressor as MatchedExplicitRegressor
+    from .gaussian_process import ImplicitCKKernel as ImplicitCKKernel
+    from .kernel_approximation import ImplicitCKNystroem as ImplicitCKNystroem
+    from .transformers import ImplicitCKTransformer as ImplicitCKTransformer
 
 _LAZY = {
     "DEQClassifier": "sk_deq.estimators",
@@ -50,11 +62,11 @@ __all__ = [
 ]
 
 
-def __getattr__(name):
+def __getattr__(name: str) -> object:
     if name in _LAZY:
         return getattr(import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'sk_deq' has no attribute {name!r}")
 
 
-def __dir__():
+def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_LAZY))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -21,6 +22,8 @@ def _plain(value):
 
 class JSONResult:
     """Mixin of the result dataclasses: ``to_dict`` (every field) and ``to_json``."""
+
+    __dataclass_fields__: ClassVar[dict[str, Any]]  # every subclass is a dataclass
 
     def to_dict(self) -> dict:
         """Every field of the result by name, numpy arrays as lists: JSON-serialisable.

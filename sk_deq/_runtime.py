@@ -73,6 +73,10 @@ import threading
 from contextlib import contextmanager
 from threadpoolctl import ThreadpoolController
 import math
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
 
 __all__ = [
     "ALLOW_TF32_ENV",
@@ -129,7 +133,7 @@ def on_gpu(device) -> bool:
     return (getattr(device, "type", None) or str(device).split(":")[0]) != "cpu"
 
 
-def resolve_device(device, *, name: str = "device"):
+def resolve_device(device: str | torch.device | None, *, name: str = "device") -> torch.device | None:
     """The device a ``device`` parameter names, or None for the CPU engine of the caller.
 
     Torch is imported only for a value other than None.

@@ -27,7 +27,11 @@
   (the value is checked by :func:`sk_deq.resolve_device`);
   :data:`KERNEL_TRANSFORMER_CONSTRAINTS` are the constraints the two kernel
   transformers share; :func:`warn_unused_settings` warns about parameters set
-  away from their defaults that the configuration of a fit does not use.
+  away from their defaults that the configuration of a fit does not use;
+  :func:`fit_context` (which validates the parameters against them at
+  ``fit``) and :func:`available_if` are scikit-learn's decorators, typed for
+  type checkers (scikit-learn has no type hints, so they would erase the
+  signatures of the methods they decorate).
 """
 
 from __future__ import annotations
@@ -38,6 +42,9 @@ import os
 import sys
 import warnings
 from numbers import Integral, Real
+from types import FrameType
+from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Callable
 
 import numpy as np
 from sklearn.utils import check_consistent_length
@@ -47,8 +54,21 @@ from sklearn.utils.validation import _check_sample_weight, _check_y, validate_da
 from ._runtime import DEVICE_VALUES
 from .activations import ACTIVATION_NAMES, Activation
 
+if TYPE_CHECKING:
+    _Method = TypeVar("_Method", bound=Callable[..., Any])
+
+    def fit_context(*, prefer_skip_nested_validation: bool) -> Callable[[_Method], _Method]: ...
+
+    def available_if(check: Callable[[Any], Any]) -> Callable[[_Method], _Method]: ...
+
+else:
+    from sklearn.base import _fit_context as fit_context
+    from sklearn.utils.metaestimators import available_if
+
 __all__ = [
     "ActivationName",
+    "available_if",
+    "fit_context",
     "DEVICE_CONSTRAINTS",
     "DeviceValue",
     "EXPLICIT_KERNELS",
@@ -390,7 +410,8 @@ def _outside_stacklevel() -> int:
     import sklearn
 
     inside = (os.path.dirname(os.path.abspath(__file__)) + os.sep, os.path.dirname(sklearn.__file__) + os.sep)
-    level, frame = 1, sys._getframe(1)  # the caller's frame is stacklevel 1 of its warnings.warn
+    level = 1
+    frame: FrameType | None = sys._getframe(1)  # the caller's frame is stacklevel 1 of its warnings.warn
     while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(inside):
         level, frame = level + 1, frame.f_back
     return level

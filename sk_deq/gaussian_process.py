@@ -12,12 +12,19 @@ scipy are needed; torch only with a ``device``
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING, Literal, overload
 
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 from sklearn.gaussian_process.kernels import Hyperparameter, Kernel
 
 from ._validation import check_bias_variance, check_samples, check_sigma_a2_bounds
 from .kernels import ImplicitKernelEngine
+
+if TYPE_CHECKING:
+    import torch
+
+    from .activations import Activation
 
 __all__ = ["ImplicitCKKernel"]
 
@@ -104,16 +111,16 @@ class ImplicitCKKernel(Kernel):
 
     def __init__(
         self,
-        activation="relu",
-        sigma_a2=0.2,
+        activation: str | Activation = "relu",
+        sigma_a2: float = 0.2,
         *,
-        sigma_a2_bounds=(1e-3, 0.9),
-        kernel="ck",
-        tau0=1.0,
-        bias_variance=1.0,
-        n_jobs=None,
-        device=None,
-    ):
+        sigma_a2_bounds: tuple[float, float] | Literal["fixed"] = (1e-3, 0.9),
+        kernel: Literal["ck", "feature", "ntk"] = "ck",
+        tau0: float = 1.0,
+        bias_variance: float = 1.0,
+        n_jobs: int | None = None,
+        device: str | torch.device | None = None,
+    ) -> None:
         self.activation = activation
         self.sigma_a2 = sigma_a2
         self.sigma_a2_bounds = sigma_a2_bounds
@@ -127,7 +134,7 @@ class ImplicitCKKernel(Kernel):
         check_bias_variance(bias_variance)
 
     @property
-    def hyperparameter_sigma_a2(self):
+    def hyperparameter_sigma_a2(self) -> Hyperparameter:
         """The hyperparameter ``sigma_a2`` (numeric, bounds ``sigma_a2_bounds``), as the GP optimiser sees it.
 
         The bounds are checked here too, where the GP reads them: ``set_params``
@@ -151,14 +158,31 @@ class ImplicitCKKernel(Kernel):
         SY = None if Y is None else eng.prepare(Y)
         return eng.kernel(SX, SY, n_jobs=self.n_jobs)
 
-    def _check(self, X, Y=None):
+    def _check(self, X, Y=None) -> tuple[np.ndarray, np.ndarray | None]:
         """Validate the inputs as the transformer does: dense, finite, 2-D, matching features."""
         X = check_samples(X, "X", caller=type(self).__name__)
         if Y is not None:
             Y = check_samples(Y, "Y", n_features=X.shape[1], caller=type(self).__name__)
         return X, Y
 
-    def __call__(self, X, Y=None, eval_gradient=False):
+    @overload
+    def __call__(
+        self, X: ArrayLike, Y: ArrayLike | None = None, eval_gradient: Literal[False] = False
+    ) -> NDArray[np.float64]: ...
+
+    @overload
+    def __call__(
+        self, X: ArrayLike, Y: None = None, *, eval_gradient: Literal[True]
+    ) -> tuple[NDArray[np.float64], NDArray[np.float64]]: ...
+
+    @overload
+    def __call__(
+        self, X: ArrayLike, Y: ArrayLike | None = None, eval_gradient: bool = False
+    ) -> NDArray[np.float64] | tuple[NDArray[np.float64], NDArray[np.float64]]: ...
+
+    def __call__(
+        self, X: ArrayLike, Y: ArrayLike | None = None, eval_gradient: bool = False
+    ) -> NDArray[np.float64] | tuple[NDArray[np.float64], NDArray[np.float64]]:
         """Kernel ``k(X, Y)`` and, if asked, its gradient in ``log(sigma_a2)``.
 
         Parameters
@@ -189,7 +213,7 @@ class ImplicitCKKernel(Kernel):
         grad = (self._matrix(hi, X, None) - self._matrix(lo, X, None)) / (2.0 * h)
         return K, grad[:, :, None]
 
-    def diag(self, X):
+    def diag(self, X: ArrayLike) -> NDArray[np.float64]:
         """``k(x, x)`` for every row of ``X`` in O(n) time.
 
         Parameters
@@ -206,7 +230,7 @@ class ImplicitCKKernel(Kernel):
         eng = self._engine(self.sigma_a2)
         return eng.diagonal(eng.prepare(X))
 
-    def is_stationary(self):
+    def is_stationary(self) -> bool:
         """Whether the kernel depends only on ``x - y``: never for the implicit kernels.
 
         Returns
@@ -216,6 +240,6 @@ class ImplicitCKKernel(Kernel):
         """
         return False
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         act = self.activation if isinstance(self.activation, str) else repr(self.activation)
         return f"ImplicitCKKernel(activation={act!r}, sigma_a2={self.sigma_a2:.3g}, kernel={self.kernel!r})"

@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import warnings
 from numbers import Integral
-from typing import ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, overload
 
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 from joblib import Parallel, delayed
 from scipy import linalg
-from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin, _fit_context
+from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted
@@ -32,11 +33,21 @@ from ._dask import is_dask_collection, map_row_blocks
 from ._runtime import resolve_device
 from ._scaling import apply_input_scaling, fit_input_scaling, scaling_device
 from ._validation import to_numpy, validate_samples
-from ._validation import KERNEL_TRANSFORMER_CONSTRAINTS, SortedStrOptions
+from ._validation import KERNEL_TRANSFORMER_CONSTRAINTS, SortedStrOptions, fit_context
 from ._runtime import one_blas_thread
 from .kernels import ImplicitKernelEngine
 from .kernels.engine import kernel_workers
 from ._runtime import check_kernel_fits_in_memory
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    import dask.array
+    import torch
+
+    from typing_extensions import Self
+
+    from .activations import Activation
 
 __all__ = ["LANDMARKS", "ImplicitCKNystroem"]
 
@@ -214,21 +225,21 @@ class ImplicitCKNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
 
     def __init__(
         self,
-        activation="relu",
-        sigma_a2=0.2,
+        activation: str | Activation | Callable[..., Any] = "relu",
+        sigma_a2: float = 0.2,
         *,
-        kernel="ck",
-        n_components=100,
-        landmarks="kmeans++",
-        sigma_b2=None,
-        bias_variance=1.0,
-        input_scaling="global",
-        block_size=None,
-        n_jobs=None,
-        device=None,
-        tol=1e-12,
-        random_state=None,
-    ):
+        kernel: Literal["ck", "feature", "ntk"] = "ck",
+        n_components: int = 100,
+        landmarks: Literal["kmeans++", "rpcholesky", "uniform"] = "kmeans++",
+        sigma_b2: float | None = None,
+        bias_variance: float = 1.0,
+        input_scaling: Literal["global", "none"] = "global",
+        block_size: int | None = None,
+        n_jobs: int | None = None,
+        device: str | torch.device | None = None,
+        tol: float = 1e-12,
+        random_state: int | np.random.RandomState | None = None,
+    ) -> None:
         self.activation = activation
         self.sigma_a2 = sigma_a2
         self.kernel = kernel
@@ -244,8 +255,8 @@ class ImplicitCKNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
         self.random_state = random_state
 
     # -- fit ------------------------------------------------------------------
-    @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y=None):
+    @fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X: ArrayLike | torch.Tensor, y: object = None) -> Self:
         """Choose the landmarks among the rows of ``X`` and factor their kernel.
 
         Parameters
@@ -267,8 +278,8 @@ class ImplicitCKNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
             is capped to ``n_samples``.
         """
         min_samples = 2 if self.input_scaling == "global" else 1
-        X = validate_samples(self, X, reset=True, dtype=np.float64, ensure_min_samples=min_samples)
-        n = X.shape[0]
+        checked = validate_samples(self, X, reset=True, dtype=np.float64, ensure_min_samples=min_samples)
+        n = checked.shape[0]
         k = int(self.n_components)
         if k > n:
             warnings.warn(
@@ -279,8 +290,9 @@ class ImplicitCKNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
                 stacklevel=2,
             )
             k = n
-        mean, scale, tau0 = fit_input_scaling(X, self.input_scaling, device=scaling_device(resolve_device(self.device)))
-        X = np.asarray(to_numpy(X), dtype=np.float64)  # the engine prepares the samples on the host
+        device = scaling_device(resolve_device(self.device))
+        mean, scale, tau0 = fit_input_scaling(checked, self.input_scaling, device=device)
+        X = np.asarray(to_numpy(checked), dtype=np.float64)  # the engine prepares the samples on the host
         self.input_mean_, self.input_scale_, self.tau0_ = mean, scale, tau0
         self._engine = ImplicitKernelEngine(
             self.activation,
@@ -378,7 +390,13 @@ class ImplicitCKNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
         K = engine.kernel(self._prepare_rows(X, engine), self._landmarks, block_size=max(len(X), 1), n_jobs=1)
         return K @ self.normalization_
 
-    def transform(self, X):
+    @overload
+    def transform(self, X: dask.array.Array) -> dask.array.Array: ...
+
+    @overload
+    def transform(self, X: ArrayLike | torch.Tensor) -> NDArray[np.float64]: ...
+
+    def transform(self, X: ArrayLike | torch.Tensor | dask.array.Array) -> NDArray[np.float64] | dask.array.Array:
         """Nystroem features of ``X``: ``K(X, L) @ normalization_``.
 
         A Dask array gives a lazy Dask array with the same row chunks (see
@@ -451,7 +469,7 @@ def _row_task(nys, engine, sl, X):
     return sl, nys._transform_rows(X, engine)
 
 
-def _accept_pivots(G, draw, residual, n_chosen, k):
+def _accept_pivots(G, draw, residual, n_chosen, k) -> np.ndarray:
     """The drawn pivots whose residual is not negligible (at most ``k - n_chosen``).
 
     A pivot is kept when its residual diagonal ``G[p, p]`` stays above a
@@ -463,7 +481,7 @@ def _accept_pivots(G, draw, residual, n_chosen, k):
     Gd = G[draw][:, cols]
     scale = float(max(residual.max(), 0.0)) if residual.size else 0.0
     threshold = 1e-10 * max(scale, np.finfo(np.float64).tiny)
-    kept: list[int] = []
+    kept: list[np.intp] = []
     for j in cols:
         if len(kept) >= k - n_chosen:
             break

@@ -13,10 +13,11 @@ with a ``device`` (:mod:`sk_deq.kernels.torch_engine`).
 from __future__ import annotations
 
 from numbers import Integral
-from typing import ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, overload
 
 import numpy as np
-from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin, _fit_context
+from numpy.typing import ArrayLike, NDArray
+from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted
 
@@ -25,7 +26,7 @@ from ._runtime import resolve_device
 from ._scaling import apply_input_scaling, fit_input_scaling, scaling_device, squared_norms
 from ._validation import to_numpy, validate_samples
 from .gaussian_process import ImplicitCKKernel  # noqa: F401  (defined there, importable from here too)
-from ._validation import KERNEL_TRANSFORMER_CONSTRAINTS, SortedStrOptions, warn_unused_settings
+from ._validation import KERNEL_TRANSFORMER_CONSTRAINTS, SortedStrOptions, fit_context, warn_unused_settings
 from .kernels import (
     ImplicitKernelEngine,
     MonteCarloDEQSampler,
@@ -34,6 +35,16 @@ from .kernels import (
     linearized_block,
     linearized_kernel_coefficients,
 )
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    import dask.array
+    import torch
+
+    from typing_extensions import Self
+
+    from .activations import Activation
 
 __all__ = ["ImplicitCKTransformer"]
 
@@ -214,22 +225,22 @@ class ImplicitCKTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, B
 
     def __init__(
         self,
-        activation="relu",
-        sigma_a2=0.2,
+        activation: str | Activation | Callable[..., Any] = "relu",
+        sigma_a2: float = 0.2,
         *,
-        kernel="ck",
-        method="exact",
-        sigma_b2=None,
-        bias_variance=1.0,
-        input_scaling="global",
-        n_hidden=2000,
-        n_draws=1,
-        block_size=None,
-        n_jobs=None,
-        device=None,
-        tol=1e-12,
-        random_state=None,
-    ):
+        kernel: Literal["ck", "feature", "ntk"] = "ck",
+        method: Literal["exact", "linearized", "monte_carlo"] = "exact",
+        sigma_b2: float | None = None,
+        bias_variance: float = 1.0,
+        input_scaling: Literal["global", "none"] = "global",
+        n_hidden: int = 2000,
+        n_draws: int = 1,
+        block_size: int | None = None,
+        n_jobs: int | None = None,
+        device: str | torch.device | None = None,
+        tol: float = 1e-12,
+        random_state: int | np.random.RandomState | None = None,
+    ) -> None:
         self.activation = activation
         self.sigma_a2 = sigma_a2
         self.kernel = kernel
@@ -312,8 +323,8 @@ class ImplicitCKTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, B
     def _block(self, workers):
         return self.block_size if self.block_size is not None else auto_block_size(workers)
 
-    @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y=None):
+    @fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X: ArrayLike | torch.Tensor, y: object = None) -> Self:
         """Store the scaled training samples and their scale ``tau0``.
 
         Parameters
@@ -331,8 +342,8 @@ class ImplicitCKTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, B
         self._fit(X)
         return self
 
-    @_fit_context(prefer_skip_nested_validation=True)
-    def fit_transform(self, X, y=None):
+    @fit_context(prefer_skip_nested_validation=True)
+    def fit_transform(self, X: ArrayLike | torch.Tensor, y: object = None) -> NDArray[np.float64]:
         """Fit, then return the square kernel of the training samples.
 
         The kernel is symmetric; every pair of blocks is computed once.
@@ -352,7 +363,13 @@ class ImplicitCKTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, B
         Xs = self._fit(X, square=True)
         return self._kernel(Xs, square=True)
 
-    def transform(self, X):
+    @overload
+    def transform(self, X: dask.array.Array) -> dask.array.Array: ...
+
+    @overload
+    def transform(self, X: ArrayLike | torch.Tensor) -> NDArray[np.float64]: ...
+
+    def transform(self, X: ArrayLike | torch.Tensor | dask.array.Array) -> NDArray[np.float64] | dask.array.Array:
         """Kernel between ``X`` and the training samples.
 
         A Dask array gives a lazy Dask array with the same row chunks (see

@@ -217,7 +217,7 @@ class Activation:
         self._torch_func = torch_func
         self._odd = odd
         self._dual = dual
-        self._speaks = None  # 'numpy' or 'torch', found at first use
+        self._speaks: str | None = None  # 'numpy' or 'torch', found at first use
         self._on_tensors = None  # how to evaluate on tensors, found at first use
 
     def __getstate__(self):

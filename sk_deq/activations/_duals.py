@@ -80,7 +80,7 @@ class DualFormula:
 
     name = "closed form"
     implicit = True
-    slopes = None
+    slopes: tuple[float, float] | None = None
 
     def pre(self, ai, aj) -> dict:
         """Entrywise quantities that do not depend on ``G`` (by default the variances ``ai``, ``aj``).

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 from scipy import special
@@ -177,6 +179,10 @@ class _ClosedFormFamily(Activation):
     Subclasses define the numpy form ``_f``, its derivative ``_fprime`` and
     the torch form ``_ftorch``.
     """
+
+    _f: Callable
+    _fprime: Callable
+    _ftorch: Callable
 
     def _init_forms(self, name: str, breakpoints: tuple = (), odd: bool | None = None) -> None:
         super().__init__(
@@ -427,7 +433,7 @@ _BY_FUNCTION = {act._func: act for act in ACTIVATIONS.values() if type(act) is A
 ACTIVATION_NAMES: tuple = tuple(sorted(set(ACTIVATIONS) | set(_ALIASES)))
 
 
-def get_activation(activation) -> Activation:
+def get_activation(activation: str | Activation | Callable[..., Any]) -> Activation:
     """Resolve a name, an :class:`Activation` or a callable to an :class:`Activation`.
 
     Parameters

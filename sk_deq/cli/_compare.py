@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from typing import Any
 
 from ._args import (
     _add_output_options,
@@ -32,7 +33,7 @@ from ..experiments._compare_result import cv_verdict
 
 
 # A smoke run of compare_widths (the options given on the command line win).
-_QUICK = {"widths": (32, 128, 512), "n_samples": 1000, "repeats": 1}
+_QUICK: dict[str, Any] = {"widths": (32, 128, 512), "n_samples": 1000, "repeats": 1}
 
 
 def _add_compare_parser(sub) -> None:

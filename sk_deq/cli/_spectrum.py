@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 
 from ._args import (
     _add_output_options,
@@ -23,11 +26,11 @@ from ..experiments._spectrum import METHODS
 
 
 # A quick run of spectrum (--sizes wins over its sizes).
-_QUICK_SPECTRUM = {"sizes": (100, 200, 400), "gmm_size": (320, 400), "mnist_samples": 600}
+_QUICK_SPECTRUM: dict[str, Any] = {"sizes": (100, 200, 400), "gmm_size": (320, 400), "mnist_samples": 600}
 
 
 # The same for --data sphere (sphere_spectrum).
-_QUICK_SPHERE = {"sizes": (100, 200, 400, 800), "size": (200, 240)}
+_QUICK_SPHERE: dict[str, Any] = {"sizes": (100, 200, 400, 800), "size": (200, 240)}
 
 
 # Data of the spectrum subcommand: Ling et al.'s (2024) mixture (and MNIST spectra), or the workshop paper's unit sphere.
@@ -169,7 +172,9 @@ def _cmd_sphere(args) -> int:
     )
     from ..plotting import plot_sphere_errors, plot_sphere_spectra
 
-    figures = [(f"sphere_spectra_{k}.png", lambda k=k: plot_sphere_spectra(result, k)) for k in ("ck", "ntk")]
+    figures: list[tuple[str, Callable[..., Any]]] = [
+        (f"sphere_spectra_{k}.png", lambda k=k: plot_sphere_spectra(result, k)) for k in ("ck", "ntk")
+    ]
     figures.append(("sphere_errors.png", lambda: plot_sphere_errors(result)))
     kind = "exact" if args.method == "exact" else f"Monte-Carlo width {args.n_hidden}"
     text = f"{result.table()}\n\n({result.seconds:.1f} s, exact DEQ kernels, {kind} explicit kernels)"

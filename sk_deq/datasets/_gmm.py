@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Literal, overload
 
 import numpy as np
+from numpy.typing import ArrayLike
 from sklearn.utils import check_random_state
 
 __all__ = ["GaussianMixtureStats", "make_gaussian_mixture"]
@@ -75,6 +77,7 @@ class GaussianMixtureStats:
         return gmm_equivalent_kernel(coefficients, X, y, self.means, self.covariances, centred_T=centred_T)
 
 
+@overload
 def make_gaussian_mixture(
     n_samples: int = 500,
     n_features: int = 400,
@@ -82,13 +85,46 @@ def make_gaussian_mixture(
     *,
     mean_norm: float = 8.0,
     cov_spread: float = 8.0,
-    weights=None,
-    means=None,
-    covariances=None,
+    weights: ArrayLike | None = None,
+    means: ArrayLike | None = None,
+    covariances: ArrayLike | None = None,
     shuffle: bool = True,
-    random_state=None,
+    random_state: int | np.random.RandomState | None = None,
+    return_stats: Literal[False] = False,
+) -> tuple[np.ndarray, np.ndarray]: ...
+
+
+@overload
+def make_gaussian_mixture(
+    n_samples: int = 500,
+    n_features: int = 400,
+    n_classes: int = 2,
+    *,
+    mean_norm: float = 8.0,
+    cov_spread: float = 8.0,
+    weights: ArrayLike | None = None,
+    means: ArrayLike | None = None,
+    covariances: ArrayLike | None = None,
+    shuffle: bool = True,
+    random_state: int | np.random.RandomState | None = None,
+    return_stats: Literal[True],
+) -> tuple[np.ndarray, np.ndarray, GaussianMixtureStats]: ...
+
+
+def make_gaussian_mixture(
+    n_samples: int = 500,
+    n_features: int = 400,
+    n_classes: int = 2,
+    *,
+    mean_norm: float = 8.0,
+    cov_spread: float = 8.0,
+    weights: ArrayLike | None = None,
+    means: ArrayLike | None = None,
+    covariances: ArrayLike | None = None,
+    shuffle: bool = True,
+    random_state: int | np.random.RandomState | None = None,
     return_stats: bool = False,
-):
+) -> tuple[np.ndarray, np.ndarray] | tuple[np.ndarray, np.ndarray, GaussianMixtureStats]:
     """Draw Ling et al.'s (2024) high-dimensional Gaussian mixture.
 
     Class ``a`` (``a = 1..K``) has mean ``mu_a = mean_norm * e_{8(a-1)+1}``

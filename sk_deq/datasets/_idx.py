@@ -22,6 +22,7 @@ import tempfile
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal, overload
 
 import numpy as np
 from sklearn.datasets import get_data_home
@@ -295,11 +296,63 @@ _DOC_PARAMETERS = """
 """
 
 
-def fetch_fashion_mnist(*, subset: str = "train", data_home=None, download_if_missing: bool = True, return_X_y=False):
+@overload
+def fetch_fashion_mnist(
+    *,
+    subset: Literal["train", "test", "all"] = "train",
+    data_home: str | os.PathLike[str] | None = None,
+    download_if_missing: bool = True,
+    return_X_y: Literal[False] = False,
+) -> Bunch: ...
+
+
+@overload
+def fetch_fashion_mnist(
+    *,
+    subset: Literal["train", "test", "all"] = "train",
+    data_home: str | os.PathLike[str] | None = None,
+    download_if_missing: bool = True,
+    return_X_y: Literal[True],
+) -> tuple[np.ndarray, np.ndarray]: ...
+
+
+def fetch_fashion_mnist(
+    *,
+    subset: Literal["train", "test", "all"] = "train",
+    data_home: str | os.PathLike[str] | None = None,
+    download_if_missing: bool = True,
+    return_X_y: bool = False,
+) -> Bunch | tuple[np.ndarray, np.ndarray]:
     return _fetch("fashion-mnist", subset, data_home, download_if_missing, return_X_y)
 
 
-def fetch_mnist(*, subset: str = "train", data_home=None, download_if_missing: bool = True, return_X_y=False):
+@overload
+def fetch_mnist(
+    *,
+    subset: Literal["train", "test", "all"] = "train",
+    data_home: str | os.PathLike[str] | None = None,
+    download_if_missing: bool = True,
+    return_X_y: Literal[False] = False,
+) -> Bunch: ...
+
+
+@overload
+def fetch_mnist(
+    *,
+    subset: Literal["train", "test", "all"] = "train",
+    data_home: str | os.PathLike[str] | None = None,
+    download_if_missing: bool = True,
+    return_X_y: Literal[True],
+) -> tuple[np.ndarray, np.ndarray]: ...
+
+
+def fetch_mnist(
+    *,
+    subset: Literal["train", "test", "all"] = "train",
+    data_home: str | os.PathLike[str] | None = None,
+    download_if_missing: bool = True,
+    return_X_y: bool = False,
+) -> Bunch | tuple[np.ndarray, np.ndarray]:
     return _fetch("mnist", subset, data_home, download_if_missing, return_X_y)
 
 

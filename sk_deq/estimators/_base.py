@@ -21,17 +21,17 @@ stream's optimizer.  The task (:class:`~sk_deq.estimators._classifier.TorchClass
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import time
 import warnings
+from dataclasses import dataclass
 from numbers import Integral, Real
-from typing import ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
+from numpy.typing import ArrayLike
 from sklearn.model_selection import train_test_split
 import torch
-from sklearn.base import BaseEstimator, _fit_context
+from sklearn.base import BaseEstimator
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval
@@ -39,15 +39,17 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._runtime import full_float32_precision, resolve_device
 from ._export import deployed_network
-from .._validation import INPUT_SCALING
 from .._scaling import fit_input_scaling, scaling_device
-from .._validation import DEVICE_CONSTRAINTS, SortedStrOptions, warn_unused_settings
+from .._validation import DEVICE_CONSTRAINTS, INPUT_SCALING, SortedStrOptions, fit_context, validate_samples
+from .._validation import warn_unused_settings
 from ._stream import Stream, chunk_optimizer, record_chunk
 from ._network import DTYPES, NetworkMixin, stage_inputs
-from .._validation import validate_samples
 from ..nn.readout import train_readout
 from ..nn.solvers import SolverLog
 from ..nn.training import TrainingDivergenceError, train
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
 
 __all__ = ["TorchEstimatorBase", "store_params"]
 
@@ -83,6 +85,22 @@ class TorchEstimatorBase(NetworkMixin, BaseEstimator):
         "random_state": ["random_state"],
         "verbose": ["verbose"],
     }
+
+    # the parameters the fit chain reads, stored by every estimator's __init__ (declared for type checkers)
+    trainable: str
+    input_scaling: str
+    solver: str
+    learning_rate_init: float | str
+    alpha: float
+    batch_size: int | str
+    max_iter: int
+    early_stopping: bool
+    validation_fraction: float
+    n_iter_no_change: int
+    tol: float
+    warm_start: bool
+    device: str | torch.device | None
+    random_state: int | np.random.RandomState | None
 
     def __init_subclass__(cls, **kwargs):
         """A concrete estimator's constraints: its task base's, and those of its network component."""
@@ -151,8 +169,8 @@ class TorchEstimatorBase(NetworkMixin, BaseEstimator):
         return [int(rng.randint(np.iinfo(np.int32).max)) for _ in range(3)]
 
     # -------------------------------------------------------------------- fit
-    @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y, sample_weight=None):
+    @fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X: ArrayLike | torch.Tensor, y: ArrayLike, sample_weight: ArrayLike | None = None) -> Self:
         """Fit the network on ``(X, y)``.
 
         Parameters
@@ -276,8 +294,8 @@ class TorchEstimatorBase(NetworkMixin, BaseEstimator):
         generator = torch.Generator().manual_seed(weight_seed)
         self.module_ = self._build_module(X.shape[1], n_outputs, generator, self._torch_dtype, device)
         self._built_with = self._network_definition()
-        self.history_ = []
-        self._loss_reference = None
+        self.history_: list[dict] = []
+        self._loss_reference: float | None = None
 
     def _train_options(self, n_samples: int, shuffle_rng, device=None, partial: bool = False) -> dict:
         """Keyword arguments of :func:`sk_deq.nn.train` and :func:`sk_deq.nn.readout.train_readout`."""
@@ -305,7 +323,9 @@ class TorchEstimatorBase(NetworkMixin, BaseEstimator):
         (:func:`~sk_deq._runtime.full_float32_precision`), as in predict.
         """
         targets = self._targets(train_set, device)
-        valid = {} if valid_set is None else {"y_val": self._targets(valid_set, device), "val_weight": valid_set.weight}
+        valid: dict[str, Any] = (
+            {} if valid_set is None else {"y_val": self._targets(valid_set, device), "val_weight": valid_set.weight}
+        )
         with SolverLog(self.module_) as log:
             try:
                 if self._features_trainable():  # gradients through the network (implicit ones through a DEQ)
@@ -386,7 +406,7 @@ class TorchEstimatorBase(NetworkMixin, BaseEstimator):
             )
 
     # ------------------------------------------------------------ partial_fit
-    def _partial_fit(self, X, y, sample_weight, **options):
+    def _partial_fit(self, X, y, sample_weight, **options) -> Self:
         """What ``partial_fit`` does once its public signature is bound (``options``: the task's own)."""
         first = not hasattr(self, "module_")
         if not first:
@@ -448,7 +468,7 @@ class TorchEstimatorBase(NetworkMixin, BaseEstimator):
         """The readout's outputs on ``X`` (float64, one column per output; finite, or a ``ValueError``)."""
         return self._predict_features(X, outputs=True).to("cpu").numpy()
 
-    def features(self, X):
+    def features(self, X: ArrayLike | torch.Tensor) -> np.ndarray:
         """Hidden features the readout sees (``z*`` of a DEQ, ``y_L`` of an explicit net).
 
         Parameters
@@ -463,7 +483,9 @@ class TorchEstimatorBase(NetworkMixin, BaseEstimator):
         """
         return self._predict_features(X).detach().to("cpu", torch.float64).numpy()
 
-    def to_torch(self, device=None, *, fixed_iterations=None) -> torch.nn.Module:
+    def to_torch(
+        self, device: str | torch.device | None = None, *, fixed_iterations: int | None = None
+    ) -> torch.nn.Module:
         """The fitted network as a standalone :class:`torch.nn.Module` from raw inputs to the outputs.
 
         The module maps a float tensor of shape ``(n, n_features)`` of raw

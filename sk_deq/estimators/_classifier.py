@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 from sklearn.utils.multiclass import check_classification_targets, unique_labels
 from sklearn.utils.class_weight import compute_class_weight
 import torch
 from scipy import special
-from sklearn.base import ClassifierMixin, _fit_context
-from sklearn.utils.metaestimators import available_if
+from sklearn.base import ClassifierMixin
 from sklearn.utils.validation import _check_sample_weight
 
 from .._validation import SortedStrOptions
@@ -18,8 +18,11 @@ from ._stream import partial_fit_available
 from ._base import TorchEstimatorBase
 from .._validation import is_tensor, reject_meta, validate_samples
 from .._scaling import unit_max
-from .._validation import checked_weights
+from .._validation import available_if, checked_weights, fit_context
 from ._base import Data
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
 
 __all__ = ["READOUTS", "TorchClassifierBase"]
 
@@ -82,7 +85,7 @@ class TorchClassifierBase(ClassifierMixin, TorchEstimatorBase):
                 "early_stopping=False."
             )
 
-    def _validate(self, X, y, sample_weight, *, reset: bool, partial: bool = False, classes=None):
+    def _validate(self, X, y, sample_weight, *, reset: bool, partial: bool = False, classes=None):  # type: ignore[override]
         """Validate ``X``, ``y`` and the weights; encode the labels.
 
         Returns the training :class:`~sk_deq.estimators._base.Data` (weights:
@@ -146,8 +149,14 @@ class TorchClassifierBase(ClassifierMixin, TorchEstimatorBase):
         return torch.from_numpy(np.asarray(data.y, dtype=np.int64)).to(device)
 
     @available_if(partial_fit_available)
-    @_fit_context(prefer_skip_nested_validation=True)
-    def partial_fit(self, X, y, classes=None, sample_weight=None):
+    @fit_context(prefer_skip_nested_validation=True)
+    def partial_fit(
+        self,
+        X: ArrayLike | torch.Tensor,
+        y: ArrayLike,
+        classes: ArrayLike | None = None,
+        sample_weight: ArrayLike | None = None,
+    ) -> Self:
         """Train on one chunk of data: one epoch of Adam or SGD over its rows.
 
         The first call (on an unfitted classifier) fits the input scaling
@@ -269,7 +278,7 @@ class TorchClassifierBase(ClassifierMixin, TorchEstimatorBase):
             )
 
     # ---------------------------------------------------------------- predict
-    def decision_function(self, X):
+    def decision_function(self, X: ArrayLike | torch.Tensor) -> NDArray[np.float64]:
         """Logits of the readout.
 
         Parameters
@@ -287,7 +296,7 @@ class TorchClassifierBase(ClassifierMixin, TorchEstimatorBase):
         return out[:, 0] if out.shape[1] == 1 else out
 
     @available_if(_has_probabilities)
-    def predict_proba(self, X):
+    def predict_proba(self, X: ArrayLike | torch.Tensor) -> NDArray[np.float64]:
         """Class probabilities (softmax of the logits; never NaN).
 
         Parameters
@@ -307,7 +316,7 @@ class TorchClassifierBase(ClassifierMixin, TorchEstimatorBase):
         return special.softmax(out, axis=1)
 
     @available_if(_has_probabilities)
-    def predict_log_proba(self, X):
+    def predict_log_proba(self, X: ArrayLike | torch.Tensor) -> NDArray[np.float64]:
         """Logarithm of :meth:`predict_proba` (``-inf`` where a probability underflows to 0).
 
         Parameters
@@ -324,7 +333,7 @@ class TorchClassifierBase(ClassifierMixin, TorchEstimatorBase):
         with np.errstate(divide="ignore"):
             return np.log(self.predict_proba(X))
 
-    def predict(self, X):
+    def predict(self, X: ArrayLike | torch.Tensor) -> np.ndarray:
         """Predicted class labels.
 
         Parameters
@@ -341,7 +350,7 @@ class TorchClassifierBase(ClassifierMixin, TorchEstimatorBase):
         idx = (out[:, 0] > 0).astype(int) if out.shape[1] == 1 else out.argmax(axis=1)
         return self.classes_[idx]
 
-    def score(self, X, y, sample_weight=None):
+    def score(self, X: ArrayLike | torch.Tensor, y: ArrayLike, sample_weight: ArrayLike | None = None) -> float:
         """Mean accuracy of :meth:`predict` on ``(X, y)``.
 
         Parameters

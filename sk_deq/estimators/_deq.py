@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from numbers import Integral, Real
 
@@ -17,6 +17,14 @@ from ..activations import get_activation
 from ..nn.layers import DEQLayer
 from ..nn.solvers import SOLVERS
 from ..theory import deq_ck_coefficients
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    import numpy as np
+    import torch
+
+    from ..activations import Activation
 
 __all__ = ["DEQClassifier", "DEQNetwork", "DEQRegressor"]
 
@@ -279,33 +287,33 @@ class DEQClassifier(TorchClassifierBase):
 
     def __init__(
         self,
-        activation="relu",
-        sigma_a2=0.2,
+        activation: str | Activation | Callable[..., Any] = "relu",
+        sigma_a2: float = 0.2,
         *,
-        n_hidden=1024,
-        trainable="readout",
-        sigma_b2=None,
-        fixed_point_solver="iteration",
-        fixed_point_max_iter=50,
-        fixed_point_tol=1e-4,
-        input_scaling="global",
-        readout="logistic",
-        solver="auto",
-        learning_rate_init="auto",
-        alpha=1e-5,
-        class_weight=None,
-        batch_size="auto",
-        max_iter=200,
-        early_stopping=False,
-        validation_fraction=0.1,
-        n_iter_no_change=10,
-        tol=1e-4,
-        warm_start=False,
-        dtype="float32",
-        device="auto",
-        random_state=None,
-        verbose=0,
-    ):
+        n_hidden: int = 1024,
+        trainable: Literal["readout", "hidden", "all"] = "readout",
+        sigma_b2: float | None = None,
+        fixed_point_solver: Literal["iteration", "anderson"] | Callable[..., Any] = "iteration",
+        fixed_point_max_iter: int = 50,
+        fixed_point_tol: float = 1e-4,
+        input_scaling: Literal["global", "none"] = "global",
+        readout: Literal["logistic", "ridge"] = "logistic",
+        solver: Literal["auto", "lbfgs", "adam", "sgd"] = "auto",
+        learning_rate_init: float | Literal["auto"] = "auto",
+        alpha: float = 1e-5,
+        class_weight: dict[Any, float] | Literal["balanced"] | None = None,
+        batch_size: int | Literal["auto"] = "auto",
+        max_iter: int = 200,
+        early_stopping: bool = False,
+        validation_fraction: float = 0.1,
+        n_iter_no_change: int = 10,
+        tol: float = 1e-4,
+        warm_start: bool = False,
+        dtype: Literal["float32", "float64"] = "float32",
+        device: str | torch.device | None = "auto",
+        random_state: int | np.random.RandomState | None = None,
+        verbose: int = 0,
+    ) -> None:
         store_params(self, locals())
 
 
@@ -398,7 +406,7 @@ class DEQRegressor(TorchRegressorBase):
         Minibatch size of Adam and SGD, ``min(200, n_samples)`` for ``'auto'``.
     max_iter : int, default=200
         Epochs of Adam / SGD, iterations of L-BFGS (as in
-        :class:`~sklearn.neural_network.MLPClassifier`).
+        :class:`~sklearn.neural_network.MLPRegressor`).
     early_stopping : bool, default=False
         Hold out ``validation_fraction`` of the training data (a random
         split), stop when its loss (the weighted squared error) stops
@@ -520,29 +528,29 @@ class DEQRegressor(TorchRegressorBase):
 
     def __init__(
         self,
-        activation="relu",
-        sigma_a2=0.2,
+        activation: str | Activation | Callable[..., Any] = "relu",
+        sigma_a2: float = 0.2,
         *,
-        n_hidden=1024,
-        trainable="readout",
-        sigma_b2=None,
-        fixed_point_solver="iteration",
-        fixed_point_max_iter=50,
-        fixed_point_tol=1e-4,
-        input_scaling="global",
-        solver="auto",
-        learning_rate_init="auto",
-        alpha=1e-4,
-        batch_size="auto",
-        max_iter=200,
-        early_stopping=False,
-        validation_fraction=0.1,
-        n_iter_no_change=10,
-        tol=1e-4,
-        warm_start=False,
-        dtype="float32",
-        device="auto",
-        random_state=None,
-        verbose=0,
-    ):
+        n_hidden: int = 1024,
+        trainable: Literal["readout", "hidden", "all"] = "readout",
+        sigma_b2: float | None = None,
+        fixed_point_solver: Literal["iteration", "anderson"] | Callable[..., Any] = "iteration",
+        fixed_point_max_iter: int = 50,
+        fixed_point_tol: float = 1e-4,
+        input_scaling: Literal["global", "none"] = "global",
+        solver: Literal["auto", "lbfgs", "adam", "sgd"] = "auto",
+        learning_rate_init: float | Literal["auto"] = "auto",
+        alpha: float = 1e-4,
+        batch_size: int | Literal["auto"] = "auto",
+        max_iter: int = 200,
+        early_stopping: bool = False,
+        validation_fraction: float = 0.1,
+        n_iter_no_change: int = 10,
+        tol: float = 1e-4,
+        warm_start: bool = False,
+        dtype: Literal["float32", "float64"] = "float32",
+        device: str | torch.device | None = "auto",
+        random_state: int | np.random.RandomState | None = None,
+        verbose: int = 0,
+    ) -> None:
         store_params(self, locals())

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from numbers import Real
 
@@ -15,6 +15,14 @@ from ._regressor import TorchRegressorBase
 from ..activations import get_activation
 from ..matching import MatchingError, match_explicit
 from ._explicit import ExplicitNetwork
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+    import numpy as np
+    import torch
+
+    from ..activations import Activation
 
 __all__ = ["MatchedExplicitClassifier", "MatchedExplicitRegressor", "MatchedLayers"]
 
@@ -91,8 +99,8 @@ class MatchedExplicitClassifier(TorchClassifierBase):
     input_scaling : {'global', 'none'}, default='global'
         ``'global'`` centres every feature with its training mean and divides
         by one factor so that the mean squared norm of the training samples is
-        1 (``tau0_ = 1``, see :ref:`input-scaling`); ``'none'`` uses the inputs
-        as given and measures ``tau0_``.
+        1 (``tau0_ = 1``, Ling et al.'s (2024) protocol, see :ref:`input-scaling`);
+        ``'none'`` uses the inputs as given and measures ``tau0_``.
     readout : {'logistic', 'ridge'}, default='logistic'
         How the readout is fitted.  ``'logistic'``: the cross-entropy (plus
         ``alpha``), trained by ``solver``.  ``'ridge'``: least squares on
@@ -207,8 +215,8 @@ class MatchedExplicitClassifier(TorchClassifierBase):
         centring constant ``centers`` of every layer, and the CK and NTK
         coefficients after the last one.
     module_ : torch.nn.Module
-        ``module_.features`` (a :class:`sk_deq.nn.ExplicitNet`) and
-        ``module_.readout``.
+        The network: ``module_.features`` (a :class:`sk_deq.nn.ExplicitNet`)
+        and ``module_.readout`` (a linear layer).
     fixed_point_info_ : None
         Present for symmetry with :class:`DEQClassifier`.
     history_, n_iter_, best_loss_, best_validation_score_, best_validation_loss_, fit_time_, device_
@@ -236,33 +244,33 @@ class MatchedExplicitClassifier(TorchClassifierBase):
 
     def __init__(
         self,
-        activation="relu",
-        sigma_a2=0.2,
+        activation: str | Activation | Callable[..., Any] = "relu",
+        sigma_a2: float = 0.2,
         *,
-        sigma_b2=None,
-        kernel="ck",
-        family="auto",
-        match_tol=0.05,
-        n_hidden=1024,
-        trainable="readout",
-        input_scaling="global",
-        readout="logistic",
-        solver="auto",
-        learning_rate_init="auto",
-        alpha=1e-5,
-        class_weight=None,
-        batch_size="auto",
-        max_iter=200,
-        early_stopping=False,
-        validation_fraction=0.1,
-        n_iter_no_change=10,
-        tol=1e-4,
-        warm_start=False,
-        dtype="float32",
-        device="auto",
-        random_state=None,
-        verbose=0,
-    ):
+        sigma_b2: float | None = None,
+        kernel: Literal["ck", "ntk"] = "ck",
+        family: str | Sequence[str] = "auto",
+        match_tol: float | None = 0.05,
+        n_hidden: int = 1024,
+        trainable: Literal["readout", "hidden", "all"] = "readout",
+        input_scaling: Literal["global", "none"] = "global",
+        readout: Literal["logistic", "ridge"] = "logistic",
+        solver: Literal["auto", "lbfgs", "adam", "sgd"] = "auto",
+        learning_rate_init: float | Literal["auto"] = "auto",
+        alpha: float = 1e-5,
+        class_weight: dict[Any, float] | Literal["balanced"] | None = None,
+        batch_size: int | Literal["auto"] = "auto",
+        max_iter: int = 200,
+        early_stopping: bool = False,
+        validation_fraction: float = 0.1,
+        n_iter_no_change: int = 10,
+        tol: float = 1e-4,
+        warm_start: bool = False,
+        dtype: Literal["float32", "float64"] = "float32",
+        device: str | torch.device | None = "auto",
+        random_state: int | np.random.RandomState | None = None,
+        verbose: int = 0,
+    ) -> None:
         store_params(self, locals())
 
 
@@ -305,8 +313,8 @@ class MatchedExplicitRegressor(TorchRegressorBase):
     input_scaling : {'global', 'none'}, default='global'
         ``'global'`` centres every feature with its training mean and divides
         by one factor so that the mean squared norm of the training samples is
-        1 (``tau0_ = 1``, see :ref:`input-scaling`); ``'none'`` uses the inputs
-        as given and measures ``tau0_``.
+        1 (``tau0_ = 1``, Ling et al.'s (2024) protocol, see :ref:`input-scaling`);
+        ``'none'`` uses the inputs as given and measures ``tau0_``.
     solver : {'auto', 'lbfgs', 'adam', 'sgd'}, default='auto'
         ``'auto'`` solves for the readout in closed form when only the
         readout is trained (least squares, the exact minimiser: one Gram
@@ -341,7 +349,7 @@ class MatchedExplicitRegressor(TorchRegressorBase):
         Minibatch size of Adam and SGD, ``min(200, n_samples)`` for ``'auto'``.
     max_iter : int, default=200
         Epochs of Adam / SGD, iterations of L-BFGS (as in
-        :class:`~sklearn.neural_network.MLPClassifier`).
+        :class:`~sklearn.neural_network.MLPRegressor`).
     early_stopping : bool, default=False
         Hold out ``validation_fraction`` of the training data (a random
         split), stop when its loss (the weighted squared error) stops
@@ -420,8 +428,8 @@ class MatchedExplicitRegressor(TorchRegressorBase):
         centring constant ``centers`` of every layer, and the CK and NTK
         coefficients after the last one.
     module_ : torch.nn.Module
-        ``module_.features`` (a :class:`sk_deq.nn.ExplicitNet`) and
-        ``module_.readout``.
+        The network: ``module_.features`` (a :class:`sk_deq.nn.ExplicitNet`)
+        and ``module_.readout`` (a linear layer).
     fixed_point_info_ : None
         Present for symmetry with :class:`DEQRegressor`.
     history_, n_iter_, best_loss_, best_validation_score_, best_validation_loss_, fit_time_, device_
@@ -449,29 +457,29 @@ class MatchedExplicitRegressor(TorchRegressorBase):
 
     def __init__(
         self,
-        activation="relu",
-        sigma_a2=0.2,
+        activation: str | Activation | Callable[..., Any] = "relu",
+        sigma_a2: float = 0.2,
         *,
-        sigma_b2=None,
-        kernel="ck",
-        family="auto",
-        match_tol=0.05,
-        n_hidden=1024,
-        trainable="readout",
-        input_scaling="global",
-        solver="auto",
-        learning_rate_init="auto",
-        alpha=1e-4,
-        batch_size="auto",
-        max_iter=200,
-        early_stopping=False,
-        validation_fraction=0.1,
-        n_iter_no_change=10,
-        tol=1e-4,
-        warm_start=False,
-        dtype="float32",
-        device="auto",
-        random_state=None,
-        verbose=0,
-    ):
+        sigma_b2: float | None = None,
+        kernel: Literal["ck", "ntk"] = "ck",
+        family: str | Sequence[str] = "auto",
+        match_tol: float | None = 0.05,
+        n_hidden: int = 1024,
+        trainable: Literal["readout", "hidden", "all"] = "readout",
+        input_scaling: Literal["global", "none"] = "global",
+        solver: Literal["auto", "lbfgs", "adam", "sgd"] = "auto",
+        learning_rate_init: float | Literal["auto"] = "auto",
+        alpha: float = 1e-4,
+        batch_size: int | Literal["auto"] = "auto",
+        max_iter: int = 200,
+        early_stopping: bool = False,
+        validation_fraction: float = 0.1,
+        n_iter_no_change: int = 10,
+        tol: float = 1e-4,
+        warm_start: bool = False,
+        dtype: Literal["float32", "float64"] = "float32",
+        device: str | torch.device | None = "auto",
+        random_state: int | np.random.RandomState | None = None,
+        verbose: int = 0,
+    ) -> None:
         store_params(self, locals())

@@ -312,6 +312,13 @@ class NetworkMixin:
     #: The solver settings (``solver``, ``max_iter``, ``tol``) and ``dtype`` are applied to the kept
     #: network instead, and the rest only concern training.
     _NETWORK_PARAMS: ClassVar[tuple] = ("n_hidden", "input_scaling", "trainable")
+    # what the estimator's parameters and fit give the network (declared for type checkers)
+    n_hidden: int
+    dtype: str
+    verbose: int
+    module_: Model
+    input_mean_: np.ndarray | None
+    input_scale_: float
 
     def _sync_runtime_settings(self) -> None:
         """Copy the parameters that may change after fit (the component's runtime settings) into the module."""
@@ -468,7 +475,7 @@ class NetworkMixin:
         values = f"{n_rows} x {width} {self.dtype} values need"
         if where == "fit":
             what = f"{name} caches the features of the {n_rows} training samples to fit the readout on {device}"
-            remedy = lambda: (
+            remedy: str | Callable[[], str] = lambda: (
                 f"Train in chunks with partial_fit{self._partial_fit_needs()} (it holds one chunk's features at a "
                 "time), fit on fewer samples, or reduce n_hidden."
             )

@@ -5,12 +5,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 import torch
-from sklearn.base import RegressorMixin, _fit_context
-from sklearn.utils.metaestimators import available_if
+from sklearn.base import RegressorMixin
 from sklearn.utils.validation import _check_sample_weight, check_array
 
 from .._scaling import power_of_two_scale
@@ -18,8 +18,11 @@ from ._stream import partial_fit_available
 from ._base import TorchEstimatorBase
 from .._validation import is_tensor, reject_meta, validate_samples
 from .._scaling import unit_max
-from .._validation import checked_weights
+from .._validation import available_if, checked_weights, fit_context
 from ._base import Data
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
 
 __all__ = ["TorchRegressorBase"]
 
@@ -47,7 +50,7 @@ class TorchRegressorBase(RegressorMixin, TorchEstimatorBase):
             return "ridge"
         return super()._optimizer(partial)
 
-    def _validate(self, X, y, sample_weight, *, reset: bool, partial: bool = False):
+    def _validate(self, X, y, sample_weight, *, reset: bool, partial: bool = False):  # type: ignore[override]
         """Validate ``X``, ``y`` (real, one or more columns) and the weights (a chunk may hold one sample)."""
         X, y = validate_samples(
             self,
@@ -119,8 +122,8 @@ class TorchRegressorBase(RegressorMixin, TorchEstimatorBase):
         return torch.from_numpy(half / self.target_scale_ * 2.0).to(device)
 
     @available_if(partial_fit_available)
-    @_fit_context(prefer_skip_nested_validation=True)
-    def partial_fit(self, X, y, sample_weight=None):
+    @fit_context(prefer_skip_nested_validation=True)
+    def partial_fit(self, X: ArrayLike | torch.Tensor, y: ArrayLike, sample_weight: ArrayLike | None = None) -> Self:
         """Train on one chunk of data: one epoch of Adam or SGD over its rows.
 
         The first call (on an unfitted regressor) fits the input scaling
@@ -170,7 +173,7 @@ class TorchRegressorBase(RegressorMixin, TorchEstimatorBase):
         return self._partial_fit(X, y, sample_weight)
 
     # ---------------------------------------------------------------- predict
-    def predict(self, X):
+    def predict(self, X: ArrayLike | torch.Tensor) -> NDArray[np.float64]:
         """Predicted targets.
 
         Parameters
@@ -193,7 +196,7 @@ class TorchRegressorBase(RegressorMixin, TorchEstimatorBase):
             )
         return out[:, 0] if self._y_1d else out
 
-    def score(self, X, y, sample_weight=None):
+    def score(self, X: ArrayLike | torch.Tensor, y: ArrayLike, sample_weight: ArrayLike | None = None) -> float:
         """Coefficient of determination R² of the predictions.
 
         Parameters
@@ -220,11 +223,11 @@ class TorchRegressorBase(RegressorMixin, TorchEstimatorBase):
         reject_meta(y, "y", type(self).__name__)
         reject_meta(sample_weight, "sample_weight", type(self).__name__)
         pred = self.predict(X)
-        y = check_array(y, ensure_2d=False, dtype=np.float64, input_name="y")
+        true = check_array(y, ensure_2d=False, dtype=np.float64, input_name="y")
         if sample_weight is not None:  # weights up to the largest float64: their sums stay finite
-            sample_weight = unit_max(_check_sample_weight(sample_weight, y, dtype=np.float64))
-        unit = max(float(power_of_two_scale(y)), float(power_of_two_scale(pred)))
-        return float(r2_score(y / unit, pred / unit, sample_weight=sample_weight))
+            sample_weight = unit_max(_check_sample_weight(sample_weight, true, dtype=np.float64))
+        unit = max(float(power_of_two_scale(true)), float(power_of_two_scale(pred)))
+        return float(r2_score(true / unit, pred / unit, sample_weight=sample_weight))
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

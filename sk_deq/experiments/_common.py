@@ -30,7 +30,7 @@ OFFICIAL_TEST_SIZES = {"fashion-mnist": 10000, "mnist-full": 10000}
 MODELS = ("deq", "matched", "plain")
 
 
-def load_dataset(name: str):
+def load_dataset(name: str) -> tuple[np.ndarray, np.ndarray]:
     """Load a data set of :data:`DATASETS` by name.
 
     Parameters

@@ -10,6 +10,8 @@ import math
 import os
 import statistics
 import sys
+from collections.abc import Sequence
+from typing import IO, Any
 
 import numpy as np
 
@@ -128,9 +130,9 @@ def _subsample(X, y, n_test, n_samples, seed):
 
 
 def compare_widths(
-    datasets=("mnist", "digits"),
-    activations=("relu", "tanh"),
-    widths=(32, 128, 256, 1024),
+    datasets: Sequence[str | tuple] = ("mnist", "digits"),
+    activations: Sequence[str] = ("relu", "tanh"),
+    widths: Sequence[int] = (32, 128, 256, 1024),
     *,
     repeats: int = 3,
     sigma_a2: float = 0.2,
@@ -145,7 +147,7 @@ def compare_widths(
     random_state: int = 0,
     progress: bool = False,
     verbose: int = 0,
-    stream=None,
+    stream: IO[str] | None = None,
 ) -> CompareResult:
     """Accuracy and fit+predict time of a DEQ, its matched explicit net and a plain net versus width.
 
@@ -251,7 +253,7 @@ def compare_widths(
         datasets, activations, widths, repeats, test_size, n_samples, plain_depth, n_threads
     )
     out = stream or sys.stderr
-    opts = {
+    opts: dict[str, Any] = {
         "sigma_a2": float(sigma_a2),
         "plain_depth": int(plain_depth),
         "estimator": _estimator_options(trainable, estimator_params, device, dtype),
@@ -303,11 +305,13 @@ def compare_widths(
     return result
 
 
-def _load(datasets, names, n_samples, test_size, random_state):
+def _load(
+    datasets, names, n_samples, test_size, random_state
+) -> tuple[dict[str, tuple[np.ndarray, np.ndarray, int | None]], dict[str, dict]]:
     """Every data set as ``(X, y, n_test)`` (subsampled; ``n_test`` the size of its own test set, its last rows, or
     None) by name, and its description and sizes by name."""
-    loaded = {}
-    info = {}
+    loaded: dict[str, tuple[np.ndarray, np.ndarray, int | None]] = {}
+    info: dict[str, dict] = {}
     for spec, name in zip(datasets, names):
         X, y, n_test, description = _load_one(spec, name)
         X, y, n_test = _subsample(X, y, n_test, n_samples, random_state)
@@ -396,9 +400,9 @@ def _report_width(result, name, activation, width, out, *, after_progress: bool)
 
 
 def cross_validate_widths(
-    datasets=("digits",),
-    activations=("relu", "tanh"),
-    widths=(256, 1024),
+    datasets: Sequence[str | tuple] = ("digits",),
+    activations: Sequence[str] = ("relu", "tanh"),
+    widths: Sequence[int] = (256, 1024),
     *,
     cv: int = 5,
     sigma_a2: float = 0.2,
@@ -413,8 +417,8 @@ def cross_validate_widths(
     n_jobs: int | None = None,
     progress: bool = False,
     verbose: int = 0,
-    stream=None,
-) -> list:
+    stream: IO[str] | None = None,
+) -> list[dict]:
     """Cross-validate the DEQ, its matched network and a plain network at every width.
 
     The counterpart of :func:`compare_widths` on ``cv`` stratified folds
@@ -490,7 +494,7 @@ def cross_validate_widths(
     datasets, names, activations, widths = _validate(
         datasets, activations, widths, 1, 0.2, n_samples, plain_depth, n_threads
     )
-    opts = {
+    opts: dict[str, Any] = {
         "sigma_a2": float(sigma_a2),
         "plain_depth": int(plain_depth),
         "estimator": _estimator_options(trainable, estimator_params, device, dtype),

@@ -98,7 +98,7 @@ class CompareResult(JSONResult):
                             "seconds_median": statistics.median(secs) if secs else math.nan,
                             "seconds": secs,
                         }
-                    by_rep = {}
+                    by_rep: dict[int, dict[str, float]] = {}
                     for r in recs:
                         by_rep.setdefault(r["repeat"], {})[r["model"]] = r["seconds"]
                     ratios = [
@@ -123,7 +123,7 @@ class CompareResult(JSONResult):
 
         info = self.datasets.get(dataset, {})
         deq = models.get("deq", {}).get("accuracies", [])
-        tests = {}
+        tests: dict[str, dict | None] = {}
         for model in MODELS[1:]:
             other = models.get(model, {}).get("accuracies", [])
             if len(deq) >= 2 and len(other) == len(deq) and info.get("n_train") and info.get("n_test"):

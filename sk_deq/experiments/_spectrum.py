@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -107,8 +108,8 @@ class SpectrumResult(JSONResult):
                 rows = {(r["n"], r["p"]): r for r in self.matched if r["activation"] == act and r["kernel"] == kern}
                 fam = next(iter(rows.values()))["family"]
                 for label, key in ((f"matched {fam}", "matched"), (f"plain {act}", "plain")):
-                    vals = "".join(f" {rows[s][key]:>9.4f}" if s in rows else f" {'':>9}" for s in msizes)
-                    lines.append(f"{act:<10} {kern:<6} {label:<26}" + vals)
+                    cells = "".join(f" {rows[s][key]:>9.4f}" if s in rows else f" {'':>9}" for s in msizes)
+                    lines.append(f"{act:<10} {kern:<6} {label:<26}" + cells)
         if self.spectra:
             lines.append("")
             lines.append("Eigenvalue spectra of the Implicit-CK and its equivalent")
@@ -156,20 +157,20 @@ def _class_statistics(X, y):
 
 
 def spectrum(
-    activations=SPECTRUM_ACTIVATIONS,
+    activations: Sequence[str] = SPECTRUM_ACTIVATIONS,
     *,
     sigma_a2: float = 0.2,
-    sizes=(100, 200, 400, 800, 1600),
+    sizes: Sequence[int] = (100, 200, 400, 800, 1600),
     ratio: float = 0.8,
     method: str = "exact",
     n_hidden: int = 4096,
     n_draws: int = 1,
-    matched=("relu", "tanh"),
-    matched_kernels=EXPLICIT_KERNELS,
+    matched: Sequence[str] = ("relu", "tanh"),
+    matched_kernels: Sequence[str] = EXPLICIT_KERNELS,
     histograms: bool = True,
-    gmm_size=(800, 1000),
+    gmm_size: tuple[int, int] = (800, 1000),
     mnist_samples: int | None = 3000,
-    mnist_digits=(6, 8),
+    mnist_digits: tuple[int, int] = (6, 8),
     random_state: int = 0,
     verbose: int = 0,
 ) -> SpectrumResult:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -136,8 +137,8 @@ def _sphere_errors(X, K, plain, quad, match):
 def sphere_spectrum(
     *,
     sigma_a2: float = 0.2,
-    size=(1000, 1200),
-    sizes=(250, 500, 1000, 2000),
+    size: tuple[int, int] = (1000, 1200),
+    sizes: Sequence[int] = (250, 500, 1000, 2000),
     ratio: float = 1.2,
     n_hidden: int | None = None,
     random_state: int = 0,
@@ -234,7 +235,7 @@ def sphere_spectrum(
             "quadratic": match.to_dict(),
         }
         K, plain, quad = _sphere_kernels(X, sa, kern, match, n_hidden, random_state + 1)
-        row = {"kernel": kern, "n": n0, "d": d0}
+        row: dict[str, object] = {"kernel": kern, "n": n0, "d": d0}
         row.update({f"eigenvalues_{k}": np.linalg.eigvalsh(M) for k, M in zip(SPHERE_NETWORKS, (K, plain, quad))})
         row.update(_sphere_errors(X, K, plain, quad, match))
         result.spectra.append(row)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import functools
 import os
 import threading
+from typing import Any
 
 import numpy as np
 
@@ -56,7 +57,7 @@ def _build() -> CompiledSeries | None:
         import numba
     except ImportError:
         return None
-    options = {"nogil": True, "boundscheck": False, "error_model": "numpy"}
+    options: dict[str, Any] = {"nogil": True, "boundscheck": False, "error_model": "numpy"}
     try:  # cached on disk where numba finds a writable place (NUMBA_CACHE_DIR, the package, the user's cache)
         jit = numba.njit(cache=True, **options)
         return CompiledSeries(jit(_outer_sums), jit(_paired_sums))

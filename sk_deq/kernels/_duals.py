@@ -325,6 +325,7 @@ class _ReluDual(_Dual):
     def __init__(self, act: Activation, sa: float, sb: float, c: float, tol: float, formula: DualFormula):
         super().__init__(act, sa, sb, c, tol)
         self.name = formula.name
+        assert formula.slopes is not None  # a piecewise-linear formula
         self.alpha, self.beta = map(float, formula.slopes)
         al, be = self.alpha, self.beta
         self.lin = 1.0 - sa * al * be

@@ -335,7 +335,7 @@ class ImplicitKernelEngine:
             available memory.
         """
         symmetric = SY is None
-        SY = SX if symmetric else SY
+        SY = SX if SY is None else SY
         n, m = len(SX), len(SY)
         if out is None:
             check_kernel_fits_in_memory(n, m)
@@ -354,7 +354,7 @@ class ImplicitKernelEngine:
 
     def _numpy_kernel(self, SX, SY, block_size, n_jobs, out):
         symmetric = SY is None
-        SY = SX if symmetric else SY
+        SY = SX if SY is None else SY
         n, m = len(SX), len(SY)
         workers = kernel_workers(n_jobs)
         pairs = _block_pairs(n, m, int(block_size) if block_size is not None else auto_block_size(workers), symmetric)

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+from collections.abc import Callable, Sequence
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 
 from .._validation import EXPLICIT_KERNELS, check_kernel
-from ..activations import get_activation
+from ..activations import Activation, get_activation
 from ..theory import DEQNTKCoefficients, deq_ck_coefficients, deq_ntk_coefficients
 from ._cache import CacheInfo, _MatchCache
 from .families import _family_name, _Params, _resolve_family
@@ -31,16 +32,16 @@ def matching_targets(activation, sigma_a2: float, tau0: float, kernel: str = "ck
     if check_kernel(kernel, EXPLICIT_KERNELS) == "ck":
         deq = deq_ck_coefficients(activation, sigma_a2, tau0, sigma_b2=sigma_b2)
         return deq.feature_kernel(), deq
-    deq = deq_ntk_coefficients(activation, sigma_a2, tau0, sigma_b2=sigma_b2)
-    return deq.kernel(), deq
+    ntk = deq_ntk_coefficients(activation, sigma_a2, tau0, sigma_b2=sigma_b2)
+    return ntk.kernel(), ntk
 
 
 def match_explicit(
-    activation,
+    activation: str | Activation | Callable[..., Any],
     sigma_a2: float,
     tau0: float,
-    kernel: str = "ck",
-    family="auto",
+    kernel: Literal["ck", "ntk"] = "ck",
+    family: str | Sequence[str] = "auto",
     *,
     n_layers: int | None = None,
     sigma_b2: float | None = None,
@@ -155,8 +156,8 @@ def _cache_clear() -> None:
     _CACHE.clear()
 
 
-match_explicit.cache_info = _cache_info
-match_explicit.cache_clear = _cache_clear
+match_explicit.cache_info = _cache_info  # type: ignore[attr-defined]
+match_explicit.cache_clear = _cache_clear  # type: ignore[attr-defined]
 
 
 class _Fit(NamedTuple):
@@ -212,6 +213,7 @@ def _fit_candidates(candidates, targets, kernel, n_starts, rng, tol) -> tuple[li
             best = fits[-1]
         if best.worst < _GOOD_ENOUGH:
             break
+    assert best is not None  # there is at least one candidate
     return fits, best
 
 

@@ -245,7 +245,7 @@ def _choose(problem: _Problem, thetas: list) -> np.ndarray:
     dists = [problem.distance(th) for th in thetas]
     d_min = min(dists)
     tied = [th for th, d in zip(thetas, dists) if d <= d_min * (1 + 1e-4) + 1e-12]
-    return max(tied, key=lambda th: tuple(np.round(th, 4)))
+    return max(tied, key=lambda th: tuple(np.round(np.asarray(th), 4)))
 
 
 def _solve(problem: _Problem, n_starts: int, rng: np.random.Generator, tol: float):
@@ -289,7 +289,7 @@ def _solve(problem: _Problem, n_starts: int, rng: np.random.Generator, tol: floa
 
     roots = good_fits([fit(x0, 400 * dim) for x0 in starts])
     # Roots on one valley slide to the same point: the few closest to plain suffice.
-    roots = sorted(roots, key=lambda th: (problem.distance(th), tuple(-np.round(th, 6))))[:_MAX_SLIDES]
+    roots = sorted(roots, key=lambda th: (problem.distance(th), tuple(-np.round(np.asarray(th), 6))))[:_MAX_SLIDES]
     roots = [fit(th, 100 * dim, xtol=1e-15) for th in roots]
     roots += [fit(v, 100 * dim, xtol=1e-15) for th in roots for v in problem.commuted(th)]
     slid = []

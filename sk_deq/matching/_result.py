@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..theory import ExplicitCoefficients, KernelCoefficients
+from ..theory import DEQCoefficients, DEQNTKCoefficients, ExplicitCoefficients, KernelCoefficients
 from ._problem import EQUATIONS
 
 
@@ -91,7 +91,7 @@ class MatchResult:
     scales: np.ndarray
     tol: float
     explicit: ExplicitCoefficients = field(repr=False)
-    deq: object = field(repr=False)
+    deq: DEQCoefficients | DEQNTKCoefficients = field(repr=False)
     candidates: tuple = ()
 
     @property

@@ -25,11 +25,17 @@ import math
 import numbers
 import time
 import warnings
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ._comparison import ComparisonResult
 from ._ttest import CorrectedTTestResult, corrected_resampled_ttest
+
+if TYPE_CHECKING:
+    from sklearn.model_selection import BaseCrossValidator
 
 __all__ = [
     "ComparisonResult",
@@ -151,7 +157,7 @@ def _check_binary_scoring(scoring, y) -> None:
         )
 
 
-def _check_arguments(names, ests, y, scoring, alpha, fold_seed, error_score, fit_params, verbose) -> None:
+def _check_arguments(names, ests, y, scoring, alpha: float, fold_seed, error_score, fit_params, verbose) -> None:
     """Check :func:`compare_estimators`' arguments other than the data and the splits."""
     from sklearn.base import is_classifier, is_regressor
 
@@ -294,7 +300,7 @@ def _run_folds(ests, X, y, splits, scorers, error_score, fit_params, fold_seed, 
     )
     folds = {name: np.empty((n_est, n_folds)) for name in ("scores", "fit_times", "score_times")}
     folds["failed"] = np.zeros((n_est, n_folds), dtype=bool)
-    caught = [[[] for _ in range(n_folds)] for _ in range(n_est)]
+    caught: list[list[list[str]]] = [[[] for _ in range(n_folds)] for _ in range(n_est)]
     for (i, j), (score, fit_s, score_s, messages, fail) in zip(jobs, out):
         for name, value in zip(("scores", "fit_times", "score_times", "failed"), (score, fit_s, score_s, fail)):
             folds[name][i, j] = value
@@ -303,17 +309,17 @@ def _run_folds(ests, X, y, splits, scorers, error_score, fit_params, fold_seed, 
 
 
 def compare_estimators(
-    estimators,
-    X,
-    y=None,
+    estimators: dict[str, Any] | Sequence[tuple[str, Any]],
+    X: ArrayLike,
+    y: ArrayLike | None = None,
     *,
-    cv=5,
-    scoring=None,
-    groups=None,
-    n_jobs=None,
+    cv: int | BaseCrossValidator | Iterable[tuple[ArrayLike, ArrayLike]] = 5,
+    scoring: str | Callable[..., float] | None = None,
+    groups: ArrayLike | None = None,
+    n_jobs: int | None = None,
     alpha: float = 0.05,
     fold_seed: int | None = None,
-    error_score="raise",
+    error_score: Literal["raise"] | float = "raise",
     fit_params: dict | None = None,
     verbose: int = 0,
 ) -> ComparisonResult:

@@ -84,7 +84,7 @@ class ComparisonResult(JSONResult):
     alpha: float
     pairwise: dict = field(default_factory=dict)
     warnings: list = field(default_factory=list)
-    failed: np.ndarray | None = None
+    failed: np.ndarray = None  # type: ignore[assignment]  # None: none failed; an array after __post_init__
 
     def __post_init__(self):
         if self.failed is None:

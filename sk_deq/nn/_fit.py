@@ -48,6 +48,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 import numpy as np
 import torch
 from ._lbfgs_torch import minimize_torch
@@ -176,7 +177,9 @@ def minimize_lbfgs(
     if backend == "torch" and not tensor:
         raise TypeError(f"backend='torch' needs a torch.Tensor x0, got {type(x0).__name__}.")
     max_eval = 20 * int(max_iter) + 20
-    stops = dict(max_iter=int(max_iter), tol=float(tol), ftol=float(ftol), callback=callback, max_eval=max_eval)
+    stops: dict[str, Any] = dict(
+        max_iter=int(max_iter), tol=float(tol), ftol=float(ftol), callback=callback, max_eval=max_eval
+    )
     # L-BFGS's own work is vector operations on the parameters, where threads do not pay off;
     # and numpy's BLAS threads, spinning between calls, take the cores from torch's (both back ends)
     with one_blas_thread():
@@ -216,7 +219,7 @@ def _minimize_scipy(fun, x0: np.ndarray, *, max_iter, tol, ftol, callback, max_e
     """scipy's L-BFGS-B with one BLAS thread, ``fun`` of float64 arrays (see :func:`minimize_lbfgs`)."""
     from scipy.optimize import minimize
 
-    last = {"x": None, "out": None, "n_eval": 0, "n_iter": 0}
+    last: dict[str, Any] = {"x": None, "out": None, "n_eval": 0, "n_iter": 0}
 
     def evaluate(x):
         if last["x"] is None or not np.array_equal(x, last["x"]):
@@ -427,18 +430,19 @@ class Monitor:
         self.tol = float(tol)
         self.best_loss = math.inf
         self.best_valid_loss = math.inf
-        self.best_score = None
+        self.best_score: float | None = None
         self.count = 0
-        self.best_state = None
+        self.best_state: list[torch.Tensor] | None = None
 
     def update(self, loss: float, valid_loss: float | None, score: float | None) -> bool:
         """Record one epoch; return whether it improved the monitored quantity."""
         watched, best = (valid_loss, self.best_valid_loss) if self.use_val else (loss, self.best_loss)
+        assert watched is not None  # a validation loss with use_val
         improved = watched < best
         self.count = self.count + 1 if watched > best - self.tol else 0
         self.best_loss = min(self.best_loss, loss)
         if self.use_val and improved:
-            self.best_valid_loss = valid_loss
+            self.best_valid_loss = watched
             self.best_score = score
             self.best_state = [p.detach().clone() for p in self.params]
         return improved
@@ -476,7 +480,9 @@ class Epochs:
         self.valid = valid  # (X_val, y_val, w_val) or None
         self.result = TrainResult()
         self.t0 = time.perf_counter()  # start of the running L-BFGS iteration
-        self.reference = None  # the loss an exploding one is measured against (minibatch training sets it)
+        self.reference: float | None = (
+            None  # the loss an exploding one is measured against (minibatch training sets it)
+        )
         self.result.loss_reference = None
 
     @property

@@ -141,6 +141,7 @@ def _line_search(evaluate, p: _Point, d, t: float, max_eval: int):
             if not dg0 < 0:
                 return None
             lo = (0.0, p.loss, dg0, p)
+        assert lo is not None  # set with the first trial
         if not math.isfinite(q.loss) or q.loss > p.loss + WOLFE_C1 * t * dg0 + slack or q.loss > lo[1] + slack:
             hi = (t, q.loss, q.dg, q)
         elif abs(q.dg) <= -WOLFE_C2 * dg0:

@@ -542,7 +542,7 @@ def train_readout(
     return epochs.lbfgs_finish(res, improvement_tol)
 
 
-def ridge_readout(objective: ReadoutObjective) -> tuple[torch.Tensor, torch.Tensor]:
+def ridge_readout(objective: ReadoutObjective) -> tuple[torch.Tensor, torch.Tensor, float]:
     """Closed-form least-squares readout.
 
     Minimises ``(1/2n) sum_i w_i ||W^T z_i + b - t_i||^2 + (alpha/2) ||W||^2``

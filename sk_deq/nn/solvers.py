@@ -188,7 +188,7 @@ class SolverLog:
     (4, True)
     """
 
-    def __init__(self, module):
+    def __init__(self, module) -> None:
         self.layers = [m for m in module.modules() if hasattr(m, "solver_log")]
         self.entries: list = []  # (kind, SolverInfo summary dict)
         self.n_rows = None

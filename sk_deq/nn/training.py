@@ -25,6 +25,7 @@ import time
 
 import numpy as np
 import torch
+from numpy.typing import ArrayLike
 from torch import nn
 
 from .._progress import ProgressBar
@@ -65,10 +66,10 @@ def train(
     X: torch.Tensor,
     y: torch.Tensor,
     *,
-    sample_weight: torch.Tensor | None = None,
+    sample_weight: ArrayLike | torch.Tensor | None = None,
     X_val: torch.Tensor | None = None,
     y_val: torch.Tensor | None = None,
-    val_weight: torch.Tensor | None = None,
+    val_weight: ArrayLike | torch.Tensor | None = None,
     optimizer: str = "adam",
     learning_rate: float = 1e-3,
     batch_size: int = 200,
@@ -406,5 +407,6 @@ def _train_lbfgs(model, X, y, w, params, penalized, alpha, epochs, run) -> Train
         return epochs.lbfgs_iteration(loss)
 
     res = minimize_lbfgs(fun, flat.get(), callback=callback, **run)
+    assert isinstance(res.x, torch.Tensor)  # x0 was one
     flat.set(res.x)
     return epochs.lbfgs_finish(res, run["tol"])

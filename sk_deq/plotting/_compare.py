@@ -178,7 +178,7 @@ def plot_paired_scores(result, *, ax=None, annotate="adjacent", title: str | Non
         lo, hi = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
         step = (hi - lo or abs(hi) or 1.0) * 0.08
         # each bracket on the lowest row where it touches no other
-        rows = []
+        rows: list[list[tuple[int, int]]] = []
         for i, j, p in sorted(pairs, key=lambda q: (q[1] - q[0], q[0])):
             row = next((k for k, used in enumerate(rows) if all(j < a or b < i for a, b in used)), len(rows))
             if row == len(rows):

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
 from .._validation import EXPLICIT_KERNELS, check_kernel, check_sigma_a2, check_sigma_b2, check_tau0
-from ..activations import GaussianMoments, get_activation
+from ..activations import Activation, GaussianMoments, get_activation
 
 
 def _fmt(x: float) -> str:
@@ -417,7 +418,9 @@ def _denominator(value: float, what: str, act: str, sigma_a2: float) -> float:
     return value
 
 
-def deq_ck_coefficients(activation, sigma_a2: float, tau0: float, *, sigma_b2: float | None = None) -> DEQCoefficients:
+def deq_ck_coefficients(
+    activation: str | Activation | Callable[..., Any], sigma_a2: float, tau0: float, *, sigma_b2: float | None = None
+) -> DEQCoefficients:
     """Solve the four equations for a DEQ (see :ref:`theory-equations`).
 
     Parameters
@@ -459,7 +462,7 @@ def deq_ck_coefficients(activation, sigma_a2: float, tau0: float, *, sigma_b2: f
 
 
 def deq_ntk_coefficients(
-    activation, sigma_a2: float, tau0: float, *, sigma_b2: float | None = None
+    activation: str | Activation | Callable[..., Any], sigma_a2: float, tau0: float, *, sigma_b2: float | None = None
 ) -> DEQNTKCoefficients:
     """Coefficients ``beta1, beta2, beta3, kappa`` of the Implicit-NTK (see :ref:`theory-ntk`).
 
@@ -514,7 +517,9 @@ def deq_ntk_coefficients(
     return DEQNTKCoefficients(beta1, beta2, beta3, kappa, a1, a2, a3, a4, delta0, delta1, z, ck)
 
 
-def explicit_coefficients(layers: Sequence, tau0: float, *, ntk_input_layer: bool = False) -> ExplicitCoefficients:
+def explicit_coefficients(
+    layers: Sequence[str | Activation | Callable[..., Any]], tau0: float, *, ntk_input_layer: bool = False
+) -> ExplicitCoefficients:
     """Run the layer recursion of an explicit network (CK) and its NTK counterpart.
 
     See :ref:`theory-explicit`.
