@@ -20,13 +20,12 @@ described by :class:`KernelCoefficients` ``(linear, norm, inner, diagonal)``.
 from ._coefficients import (
     DEQCoefficients,
     DEQNTKCoefficients,
-    ExplicitCoefficients,
     KernelCoefficients,
     deq_ck_coefficients,
     deq_ntk_coefficients,
-    explicit_coefficients,
     tau_fixed_point,
 )
+from ._explicit import ExplicitCoefficients, explicit_coefficients
 from ._entries import explicit_kernel_entry, implicit_kernel_entry
 from ._gmm import gmm_equivalent_kernel, gmm_statistics
 from ._sphere import (

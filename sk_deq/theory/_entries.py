@@ -10,7 +10,8 @@ import numpy as np
 from ..activations.gaussian import expect_pair
 from .._validation import EXPLICIT_KERNELS, check_kernel
 from ..activations import Activation, get_activation
-from ._coefficients import deq_ck_coefficients, explicit_coefficients
+from ._coefficients import deq_ck_coefficients
+from ._explicit import explicit_coefficients
 
 
 def _pair(act: Activation, center: float, a: float, b: float, c: float, derivative: bool = False) -> float:
