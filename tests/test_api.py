@@ -22,7 +22,7 @@ from sk_deq._validation import ActivationName
 from sk_deq.activations import ACTIVATION_NAMES, get_activation
 from sk_deq.kernels import monte_carlo_implicit_kernel
 from sk_deq.gaussian_process import ImplicitCKKernel
-from _networks import NETWORKS
+from tests._networks import NETWORKS
 
 #: The parameters that name the model: the only ones that may be given by position.
 POSITIONAL = {

@@ -23,7 +23,7 @@ from sk_deq import (
 )
 from sk_deq._validation import DEVICE_CONSTRAINTS
 from sk_deq.kernels import ImplicitKernelEngine, implicit_kernel
-from _networks import NETWORKS
+from tests._networks import NETWORKS
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 

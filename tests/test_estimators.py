@@ -25,7 +25,7 @@ from sk_deq.activations import Activation, get_activation
 from sk_deq.kernels import relative_spectral_error
 from sk_deq.theory import deq_ck_coefficients
 from sk_deq.matching import match_explicit
-from _networks import CLASSIFIERS
+from tests._networks import CLASSIFIERS
 
 ESTIMATORS = CLASSIFIERS
 

@@ -21,7 +21,7 @@ from sk_deq import (
 )
 from sk_deq.estimators._export import activation_module
 from sk_deq.activations import ACTIVATIONS, Activation, HardTanh, LeakyReLU, Quadratic
-from _networks import CLASSIFIERS, REGRESSORS
+from tests._networks import CLASSIFIERS, REGRESSORS
 
 ESTIMATORS = CLASSIFIERS + REGRESSORS
 EXPLICIT = (ExplicitClassifier, ExplicitRegressor, MatchedExplicitClassifier, MatchedExplicitRegressor)

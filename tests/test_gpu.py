@@ -69,7 +69,7 @@ from sk_deq import (  # noqa: E402
     MatchedExplicitRegressor,
 )
 from sk_deq.kernels import implicit_kernel  # noqa: E402
-from _networks import NETWORKS  # noqa: E402
+from tests._networks import NETWORKS  # noqa: E402
 
 pytestmark = [pytest.mark.gpu, pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")]
 

@@ -10,7 +10,7 @@ import sk_deq.estimators._network as network
 from sk_deq.estimators._classifier import TorchClassifierBase
 from sk_deq.nn import train
 from sk_deq import DEQClassifier
-from _networks import CLASSIFIERS
+from tests._networks import CLASSIFIERS
 
 pytestmark = [
     pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning"),

@@ -13,7 +13,7 @@ from sk_deq.nn._fit import minimize_lbfgs
 from sk_deq.nn import readout
 from sk_deq.nn.readout import ReadoutObjective, fit_readout, use_preconditioner
 
-from test_readout import _problem
+from tests.test_readout import _problem
 
 BACKENDS = ("scipy", "torch")
 

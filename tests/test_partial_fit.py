@@ -18,7 +18,7 @@ from sk_deq import (
 )
 from sk_deq._scaling import fit_input_scaling
 from sk_deq.nn import TrainingDivergenceError
-from _networks import CLASSIFIERS
+from tests._networks import CLASSIFIERS
 
 ESTIMATORS = CLASSIFIERS
 
