@@ -101,7 +101,7 @@ def test_ntk_equivalent_matches_monte_carlo(gmm, relu_mc):
     err = relative_spectral_error(relu_mc["ntk"], stats.equivalent_kernel(k.kernel(), X, y))
     assert err < 0.15
     # the check can fail: a 50 % error in beta1 stands out of the Monte-Carlo noise (wrong
-    # constants in the formulas are caught to 1e-4 by tests/test_theory.py)
+    # constants in the formulas are caught to 1e-4 by tests/theory/test_coefficients.py)
     kk = k.kernel()
     wrong = KernelCoefficients(1.5 * kk.linear, kk.norm, kk.inner, kk.diagonal + 0.5 * kk.linear * t0**2, t0)
     assert relative_spectral_error(relu_mc["ntk"], stats.equivalent_kernel(wrong, X, y)) > 2 * err
