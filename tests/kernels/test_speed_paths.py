@@ -17,10 +17,10 @@ from sk_deq.theory import implicit_kernel_entry
 SA = 0.2
 
 
-def _varied(n, p=12, seed=0):
-    rng = np.random.default_rng(seed)
-    X = rng.standard_normal((n, p)) * rng.uniform(0.5, 1.6, size=(n, 1))
-    return X / np.sqrt((X * X).sum(1).mean())
+@pytest.fixture(scope="module")
+def varied(unit_rows):
+    """``varied(n, p=12, seed=0)``: rows at ``tau0 = 1`` whose norms spread over [0.5, 1.6]."""
+    return lambda n, p=12, seed=0: unit_rows(n, p, seed, spread=(0.5, 1.6))
 
 
 def _dual(act, tau0=1.0):
@@ -101,8 +101,8 @@ def test_per_sample_with_zero_rows_and_a_huge_norm():
 
 
 @pytest.mark.parametrize("kernel", ["ck", "feature", "ntk"])
-def test_kernel_through_interpolated_per_sample_matches_reference(kernel):
-    X = _varied(160)
+def test_kernel_through_interpolated_per_sample_matches_reference(kernel, varied):
+    X = varied(160)
     X[5] = 0.0
     X[9] *= 6.0
     X[20] = 0.97 * X[21] + 0.03 * X[22]
@@ -112,9 +112,9 @@ def test_kernel_through_interpolated_per_sample_matches_reference(kernel):
         assert K[i, j] == pytest.approx(ref, rel=1e-10, abs=1e-10), (i, j)
 
 
-def test_tiny_inputs_use_the_direct_route():
+def test_tiny_inputs_use_the_direct_route(varied):
     for n in (1, 2, 3):
-        X = _varied(n)
+        X = varied(n)
         K = implicit_kernel(X, activation="silu", sigma_a2=SA, tau0=1.0)
         assert K.shape == (n, n)
         for i in range(n):
@@ -123,14 +123,14 @@ def test_tiny_inputs_use_the_direct_route():
                 assert K[i, j] == pytest.approx(ref, rel=1e-10, abs=1e-10)
 
 
-def test_bench_speed_returns_one_record_per_case(monkeypatch):
+def test_bench_speed_returns_one_record_per_case(monkeypatch, varied):
     from pathlib import Path
 
-    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2] / "benchmarks"))
     import bench_kernels
 
     assert {"relu", "gelu", "tanh", "silu", "erf", "sigmoid"} <= set(bench_kernels.SPEED_ACTIVATIONS)
-    monkeypatch.setattr(bench_kernels, "digits_784", lambda n, seed=0: (_varied(n, p=30), None))
+    monkeypatch.setattr(bench_kernels, "digits_784", lambda n, seed=0: (varied(n, p=30), None))
     recs = bench_kernels.bench_speed([50], 2, ["relu", "tanh"], [1])
     assert [(r["n"], r["n_jobs"], r["activation"]) for r in recs] == [(50, 1, "relu"), (50, 1, "tanh")]
     for r in recs:
@@ -154,8 +154,8 @@ def test_closed_form_start_is_the_dual_at_zero_covariance(act):
 @pytest.mark.parametrize("act", ["gelu", "erf"])
 @pytest.mark.parametrize("kernel", ["ck", "feature", "ntk"])
 @pytest.mark.parametrize("active_iter", [0, 1, None])
-def test_closed_form_newton_paths_match_reference(act, kernel, active_iter, monkeypatch):
-    X = _varied(60, seed=4)
+def test_closed_form_newton_paths_match_reference(act, kernel, active_iter, monkeypatch, varied):
+    X = varied(60, seed=4)
     X[1] = 0.98 * X[0] + 0.02 * X[2]
     X[3] = -0.96 * X[4] + 0.04 * X[5]
     X[7] = 0.0
@@ -184,11 +184,11 @@ def test_mirror_upper_copies_the_upper_triangle_exactly():
 
 @pytest.mark.parametrize("act", ["tanh", "silu"])
 @pytest.mark.parametrize("kernel", ["ck", "feature", "ntk"])
-def test_mehler_final_correction_matches_full_degree_newton(act, kernel, monkeypatch):
+def test_mehler_final_correction_matches_full_degree_newton(act, kernel, monkeypatch, varied):
     """The correction with the pre-solve's derivative against full-degree
     Newton on every entry (forced with a zero acceptance threshold), and
     against the scalar reference."""
-    X = _varied(60, seed=3)
+    X = varied(60, seed=3)
     X[1] = 0.999 * X[0] + 0.01 * X[2]  # a large correlation
     eng = ImplicitKernelEngine(act, SA, 1.0, kernel=kernel)
     S = eng.prepare(X)

@@ -20,12 +20,17 @@ import pytest
 from sk_deq.kernels import ImplicitKernelEngine, _compiled, _series
 
 
-def _data(n=160, p=12, seed=0):
-    """Gaussian samples, a few duplicates, a zero row and near-duplicates (correlations near one)."""
-    rng = np.random.default_rng(seed)
-    X = rng.standard_normal((n, p)) / np.sqrt(p)
-    near = X[:4] * (1.0 + 1e-9) + 1e-7 * rng.standard_normal((4, p))
-    return np.vstack([X, X[:3], np.zeros((1, p)), near])
+@pytest.fixture(scope="module")
+def rows(unit_rows):
+    """``rows(n=160, p=12, seed=0)``: Gaussian samples, a few duplicates, a zero row and near-duplicates
+    (correlations near one)."""
+
+    def duplicates_zero_and_near(X, rng):
+        p = X.shape[1]
+        near = X[:4] * (1.0 + 1e-9) + 1e-7 * rng.standard_normal((4, p))
+        return np.vstack([X, X[:3], np.zeros((1, p)), near])
+
+    return lambda n=160, p=12, seed=0: unit_rows(n, p, seed, scale="features", then=duplicates_zero_and_near)
 
 
 def _numpy_kernel(monkeypatch, eng, *samples, **kw):
@@ -46,8 +51,8 @@ def plain_python_loops(monkeypatch):
 
 @pytest.mark.parametrize("activation", ["tanh", "silu"])
 @pytest.mark.parametrize("kernel", ["ck", "feature", "ntk"])
-def test_uncompiled_loops_give_the_bits_of_numpy(monkeypatch, plain_python_loops, activation, kernel):
-    X = _data(n=40, p=6)
+def test_uncompiled_loops_give_the_bits_of_numpy(monkeypatch, plain_python_loops, activation, kernel, rows):
+    X = rows(n=40, p=6)
     eng = ImplicitKernelEngine(activation, 0.3, 1.0, kernel=kernel)
     assert eng.method == "Hermite expansion"
     S = eng.prepare(X)
@@ -59,7 +64,7 @@ def test_uncompiled_loops_give_the_bits_of_numpy(monkeypatch, plain_python_loops
     np.testing.assert_array_equal(eng.kernel(Y, S, n_jobs=1), ref_xy)
 
 
-def test_the_environment_variable_and_a_missing_numba_keep_numpy(monkeypatch):
+def test_the_environment_variable_and_a_missing_numba_keep_numpy(monkeypatch, rows):
     monkeypatch.setenv(_compiled.COMPILED_ENV, "0")
     assert _compiled.compiled_series() is None
     assert _series.numpy_ops() is _series.NUMPY_OPS
@@ -70,7 +75,7 @@ def test_the_environment_variable_and_a_missing_numba_keep_numpy(monkeypatch):
         assert _compiled.compiled_series() is None
         assert _series.numpy_ops() is _series.NUMPY_OPS
         eng = ImplicitKernelEngine("tanh", 0.2, 1.0)
-        S = eng.prepare(_data(n=20, p=4))
+        S = eng.prepare(rows(n=20, p=4))
         K = eng.kernel(S)
         assert np.all(np.isfinite(K))
     finally:
@@ -86,9 +91,9 @@ def _compiled_or_skip():
 
 @pytest.mark.parametrize("activation", ["tanh", "silu", "elu"])
 @pytest.mark.parametrize("kernel", ["ck", "feature", "ntk"])
-def test_compiled_gives_the_bits_of_numpy(monkeypatch, activation, kernel):
+def test_compiled_gives_the_bits_of_numpy(monkeypatch, activation, kernel, rows):
     _compiled_or_skip()
-    X = _data()
+    X = rows()
     eng = ImplicitKernelEngine(activation, 0.25, 1.0, kernel=kernel)
     S = eng.prepare(X)
     for kw in ({"n_jobs": 1}, {"n_jobs": 1, "block_size": 64}):

@@ -16,19 +16,21 @@ from sk_deq.kernels import ImplicitKernelEngine, implicit_kernel
 from sk_deq.kernels.engine import kernel_workers
 
 
-def _data(n=300, p=10, seed=0):
-    rng = np.random.default_rng(seed)
-    X = rng.standard_normal((n, p)) * rng.uniform(0.6, 1.5, size=(n, 1))
-    X = X / np.sqrt((X * X).sum(1).mean())
-    X[7] = X[3]  # a duplicate across blocks
-    return X
+@pytest.fixture(scope="module")
+def rows(unit_rows):
+    """``rows(n=300, p=10, seed=0)``: rows at ``tau0 = 1``, norms spread over [0.6, 1.5], a duplicate across blocks."""
+
+    def duplicate(X, rng):
+        X[7] = X[3]  # a duplicate across blocks
+
+    return lambda n=300, p=10, seed=0: unit_rows(n, p, seed, spread=(0.6, 1.5), then=duplicate)
 
 
 @pytest.mark.parametrize("act", ["tanh", "sigmoid", "gelu", "silu", "relu"])
 @pytest.mark.parametrize("kernel", ["ck", "ntk"])
-def test_parallel_blocks_equal_serial(act, kernel):
-    X = _data()
-    Y = 1.2 * _data(90, seed=1)
+def test_parallel_blocks_equal_serial(act, kernel, rows):
+    X = rows()
+    Y = 1.2 * rows(90, seed=1)
     for args in ((X,), (X, Y)):
         serial = implicit_kernel(*args, activation=act, kernel=kernel, tau0=1.0, block_size=64, n_jobs=1)
         for n_jobs in (2, -1, None):
@@ -36,8 +38,8 @@ def test_parallel_blocks_equal_serial(act, kernel):
             np.testing.assert_allclose(par, serial, rtol=0, atol=1e-12 * np.abs(serial).max())
 
 
-def test_feature_kernel_of_the_transformer_equals_serial():
-    X = _data(200)
+def test_feature_kernel_of_the_transformer_equals_serial(rows):
+    X = rows(200)
     ref = ImplicitCKTransformer("softplus", kernel="feature", block_size=48, n_jobs=1).fit(X)
     par = ImplicitCKTransformer("softplus", kernel="feature", block_size=48).fit(X)
     np.testing.assert_allclose(par.transform(X[:70]), ref.transform(X[:70]), rtol=0, atol=1e-12)
@@ -71,10 +73,10 @@ def _record_threads(monkeypatch, dual):
 
 
 @pytest.mark.parametrize("n_jobs", [1, 2, None])
-def test_blocks_run_where_n_jobs_says(monkeypatch, n_jobs):
+def test_blocks_run_where_n_jobs_says(monkeypatch, n_jobs, rows):
     eng = ImplicitKernelEngine("tanh", 0.2, 1.0)
     seen = _record_threads(monkeypatch, eng.dual)
-    S = eng.prepare(_data(120))
+    S = eng.prepare(rows(120))
     eng.kernel(S, block_size=32, n_jobs=n_jobs)
     assert len(seen) == 10  # 4 row blocks: the upper triangle's pairs
     main = threading.get_ident()
@@ -84,17 +86,17 @@ def test_blocks_run_where_n_jobs_says(monkeypatch, n_jobs):
         assert main not in seen
 
 
-def test_single_block_and_context_stay_serial(monkeypatch):
+def test_single_block_and_context_stay_serial(monkeypatch, rows):
     eng = ImplicitKernelEngine("gelu", 0.2, 1.0)
     seen = _record_threads(monkeypatch, eng.dual)
-    S = eng.prepare(_data(60))
+    S = eng.prepare(rows(60))
     eng.kernel(S, n_jobs=2)  # one block: no threads started
     with joblib.parallel_config(n_jobs=1):
         eng.kernel(S, block_size=16)
     assert set(seen) == {threading.get_ident()} and len(seen) == 1 + 10
 
 
-def test_nystroem_passes_n_jobs_to_the_landmark_kernels(monkeypatch):
+def test_nystroem_passes_n_jobs_to_the_landmark_kernels(monkeypatch, rows):
     asked = []
     kernel = ImplicitKernelEngine.kernel
 
@@ -103,14 +105,14 @@ def test_nystroem_passes_n_jobs_to_the_landmark_kernels(monkeypatch):
         return kernel(self, *args, **kwargs)
 
     monkeypatch.setattr(ImplicitKernelEngine, "kernel", recording)
-    X = _data(80)
+    X = rows(80)
     ImplicitCKNystroem("tanh", n_components=20, random_state=0, n_jobs=1).fit(X)
     assert asked and set(asked) == {1}
 
 
-def test_process_backend_sends_the_blocks_back():
+def test_process_backend_sends_the_blocks_back(rows):
     """Workers of another process cannot write into the caller's array: their blocks come back."""
-    X = _data(100)
+    X = rows(100)
     serial = implicit_kernel(X, activation="tanh", kernel="ntk", tau0=1.0, block_size=32, n_jobs=1)
     with joblib.parallel_config(backend="loky", n_jobs=2):
         par = implicit_kernel(X, activation="tanh", kernel="ntk", tau0=1.0, block_size=32)

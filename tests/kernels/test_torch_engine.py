@@ -39,27 +39,31 @@ ACTIVATIONS = {
 }
 
 
-def _data(seed=0, n=45, m=20, p=6):
-    """Rows with a duplicate, a zero row and a near-duplicate; a second set sharing one row with the first."""
-    rng = np.random.default_rng(seed)
-    X = rng.standard_normal((n, p)) / np.sqrt(p)
-    X[7] = X[3]  # duplicate
-    X[11] = 0.0  # zero norm
-    X[12] = X[4] + 1e-4 * rng.standard_normal(p)  # correlation near 1
-    Y = rng.standard_normal((m, p)) / np.sqrt(p) * 1.5
-    Y[2] = X[5]
-    Y[3] = 0.0
-    return X, Y
+@pytest.fixture(scope="module")
+def rows(unit_rows):
+    """``rows(seed=0, n=45, m=20, p=6)``: rows with a duplicate, a zero row and a near-duplicate; a second set
+    sharing one row with the first."""
 
+    def with_a_second_set(m):
+        def then(X, rng):
+            p = X.shape[1]
+            X[7] = X[3]  # duplicate
+            X[11] = 0.0  # zero norm
+            X[12] = X[4] + 1e-4 * rng.standard_normal(p)  # correlation near 1
+            Y = rng.standard_normal((m, p)) / np.sqrt(p) * 1.5
+            Y[2] = X[5]
+            Y[3] = 0.0
+            return X, Y
 
-def _rel(A, B):
-    return float(np.max(np.abs(A - B)) / np.max(np.abs(B)))
+        return then
+
+    return lambda seed=0, n=45, m=20, p=6: unit_rows(n, p, seed, scale="features", then=with_a_second_set(m))
 
 
 @pytest.mark.parametrize("kernel", KERNELS)
 @pytest.mark.parametrize("name", list(ACTIVATIONS))
-def test_torch_engine_agrees_with_the_numpy_engine(name, kernel):
-    X, Y = _data()
+def test_torch_engine_agrees_with_the_numpy_engine(name, kernel, rows, rel_error):
+    X, Y = rows()
     act = ACTIVATIONS[name]
     ref = ImplicitKernelEngine(act, 0.3, 1.0, kernel=kernel)
     eng = ImplicitKernelEngine(act, 0.3, 1.0, kernel=kernel, device="cpu")
@@ -71,31 +75,31 @@ def test_torch_engine_agrees_with_the_numpy_engine(name, kernel):
     K, C = eng.kernel(SX, block_size=16), eng.kernel(SY, SX, block_size=7)
     for A in (K, C):
         assert isinstance(A, np.ndarray) and A.dtype == np.float64
-    assert _rel(K, K0) <= TOL
-    assert _rel(C, C0) <= TOL
+    assert rel_error(K, K0) <= TOL
+    assert rel_error(C, C0) <= TOL
     np.testing.assert_array_equal(K, K.T)  # exactly symmetric
     np.testing.assert_array_equal(np.diag(K), ref.diagonal(SX0))
     # one block gives the same as many (up to the tolerance: the degrees follow the blocks)
-    assert _rel(eng.kernel(SX), K) <= TOL
+    assert rel_error(eng.kernel(SX), K) <= TOL
     # duplicates are the diagonal, as in the numpy engine
     np.testing.assert_allclose(K[3, 7], K[3, 3], rtol=1e-12)
     np.testing.assert_allclose(C[2, 5], K[5, 5], rtol=1e-12)
 
 
-def test_prepared_samples_serve_both_engines():
+def test_prepared_samples_serve_both_engines(rows, rel_error):
     # samples prepared without a device (erf: closed form, no Hermite data) work on one, and conversely
-    X, Y = _data(1)
+    X, Y = rows(1)
     ref = ImplicitKernelEngine("erf", 0.4, 1.0, kernel="ntk")
     eng = ref.with_device("cpu")
     assert eng is not ref and eng.device == torch.device("cpu") and ref.device is None
     assert eng.with_device(torch.device("cpu")) is eng and ref.with_device(None) is ref
     S0 = ref.prepare(X)
     assert "H" not in S0.arrays and "H" in eng.prepare(X).arrays
-    assert _rel(eng.kernel(S0), ref.kernel(S0)) <= TOL
-    assert _rel(ref.kernel(eng.prepare(Y), eng.prepare(X)), ref.kernel(ref.prepare(Y), S0)) <= 1e-13
+    assert rel_error(eng.kernel(S0), ref.kernel(S0)) <= TOL
+    assert rel_error(ref.kernel(eng.prepare(Y), eng.prepare(X)), ref.kernel(ref.prepare(Y), S0)) <= 1e-13
 
 
-def test_entries_no_hermite_degree_resolves_go_to_quadrature(monkeypatch):
+def test_entries_no_hermite_degree_resolves_go_to_quadrature(monkeypatch, rel_error):
     from sk_deq.kernels._mehler import MehlerDual
 
     calls = []
@@ -112,12 +116,12 @@ def test_entries_no_hermite_degree_resolves_go_to_quadrature(monkeypatch):
     for kernel in KERNELS:
         ref = ImplicitKernelEngine(_bumpy, 0.3, 1.0, kernel=kernel)
         eng = ImplicitKernelEngine(_bumpy, 0.3, 1.0, kernel=kernel, device="cpu")
-        assert _rel(eng.kernel(eng.prepare(X)), ref.kernel(ref.prepare(X))) <= TOL
+        assert rel_error(eng.kernel(eng.prepare(X)), ref.kernel(ref.prepare(X))) <= TOL
     assert calls and min(calls) >= 1
 
 
-def test_out_and_n_jobs():
-    X, Y = _data(2)
+def test_out_and_n_jobs(rows):
+    X, Y = rows(2)
     eng = ImplicitKernelEngine("tanh", 0.2, 1.0, device="cpu")
     SX, SY = eng.prepare(X), eng.prepare(Y)
     out = np.full((len(Y), len(X)), np.nan)
@@ -142,25 +146,26 @@ def test_sklearn_compatible_with_a_device(estimator, check):
 
 @pytest.mark.parametrize("kernel", KERNELS)
 @pytest.mark.parametrize("act", ["relu", "tanh", "gelu"])
-def test_transformer_on_a_device_equals_the_default(act, kernel):
+def test_transformer_on_a_device_equals_the_default(act, kernel, rel_error):
     rng = np.random.default_rng(0)
     X, Z = rng.standard_normal((50, 5)) * 2 + 1, rng.standard_normal((13, 5)) * 2 + 1
     ref = ImplicitCKTransformer(act, 0.3, kernel=kernel, block_size=16)
     tr = ImplicitCKTransformer(act, 0.3, kernel=kernel, block_size=16, device="cpu")
     assert tr.get_params()["device"] == "cpu" and ref.get_params()["device"] is None
     K0, K = ref.fit_transform(X), tr.fit_transform(X)
-    assert _rel(K, K0) <= TOL
-    assert _rel(tr.transform(Z), ref.transform(Z)) <= TOL
+    assert rel_error(K, K0) <= TOL
+    assert rel_error(tr.transform(Z), ref.transform(Z)) <= TOL
     # the device of now is used: set back to None, the numpy engine
-    assert _rel(tr.set_params(device=None).transform(Z), ref.transform(Z)) <= 1e-13
+    assert rel_error(tr.set_params(device=None).transform(Z), ref.transform(Z)) <= 1e-13
     assert (
-        _rel(ref.set_params(device=torch.device("cpu")).transform(Z), ref.set_params(device=None).transform(Z)) <= TOL
+        rel_error(ref.set_params(device=torch.device("cpu")).transform(Z), ref.set_params(device=None).transform(Z))
+        <= TOL
     )
 
 
 @pytest.mark.parametrize("landmarks", ["kmeans++", "rpcholesky"])
 @pytest.mark.parametrize("act", ["relu", "tanh"])
-def test_nystroem_on_a_device_equals_the_default(act, landmarks):
+def test_nystroem_on_a_device_equals_the_default(act, landmarks, rel_error):
     rng = np.random.default_rng(1)
     X = rng.standard_normal((60, 6))
     kw = dict(kernel="ntk", n_components=20, landmarks=landmarks, random_state=0, block_size=25)
@@ -169,11 +174,11 @@ def test_nystroem_on_a_device_equals_the_default(act, landmarks):
     np.testing.assert_array_equal(nys.component_indices_, ref.component_indices_)
     np.testing.assert_allclose(nys.normalization_, ref.normalization_, rtol=1e-7, atol=1e-9)
     Phi0, Phi = ref.transform(X), nys.transform(X)
-    assert _rel(Phi @ Phi.T, Phi0 @ Phi0.T) <= 1e-9
-    assert _rel(nys.set_params(device=None).transform(X), Phi) <= 1e-8
+    assert rel_error(Phi @ Phi.T, Phi0 @ Phi0.T) <= 1e-9
+    assert rel_error(nys.set_params(device=None).transform(X), Phi) <= 1e-8
 
 
-def test_gp_kernel_on_a_device_equals_the_default():
+def test_gp_kernel_on_a_device_equals_the_default(rel_error):
     rng = np.random.default_rng(2)
     X, Z = rng.standard_normal((25, 3)) / 2, rng.standard_normal((6, 3)) / 2
     y = np.sin(X[:, 0])
@@ -181,8 +186,8 @@ def test_gp_kernel_on_a_device_equals_the_default():
     assert k.get_params()["device"] == "cpu"
     K0, G0 = k0(X, eval_gradient=True)
     K, G = k(X, eval_gradient=True)
-    assert _rel(K, K0) <= TOL and _rel(G, G0) <= 1e-6  # a finite difference of kernels agreeing to 1e-12
-    assert _rel(k(Z, X), k0(Z, X)) <= TOL
+    assert rel_error(K, K0) <= TOL and rel_error(G, G0) <= 1e-6  # a finite difference of kernels agreeing to 1e-12
+    assert rel_error(k(Z, X), k0(Z, X)) <= TOL
     np.testing.assert_allclose(k.diag(X), np.diag(K), rtol=1e-12)
     gp0 = GaussianProcessRegressor(k0 + WhiteKernel(1e-2), random_state=0).fit(X, y)
     gp = GaussianProcessRegressor(k + WhiteKernel(1e-2), random_state=0).fit(X, y)
@@ -219,7 +224,7 @@ def test_cuda_without_cuda_is_an_error_at_fit():
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="CUDA is available here")
-def test_fitted_on_a_gpu_and_loaded_without_one():
+def test_fitted_on_a_gpu_and_loaded_without_one(rel_error):
     # what a transformer fitted with device='cuda' is on a CPU-only machine: its device says cuda,
     # which transform refuses as fit does (sk_deq.resolve_device), until set_params names the CPU
     rng = np.random.default_rng(4)
@@ -234,7 +239,7 @@ def test_fitted_on_a_gpu_and_loaded_without_one():
         warnings.simplefilter("error")
         KZ = tr.set_params(device="cpu").transform(Z)
         np.testing.assert_array_equal(KZ, ref.transform(Z))
-        assert _rel(tr.set_params(device=None).transform(Z), KZ) <= TOL
+        assert rel_error(tr.set_params(device=None).transform(Z), KZ) <= TOL
 
 
 def test_pickles():
@@ -259,14 +264,14 @@ def test_no_torch_without_a_device():
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
-def test_dask_arrays_on_a_device():
+def test_dask_arrays_on_a_device(rel_error):
     da = pytest.importorskip("dask.array")
     rng = np.random.default_rng(6)
     X, Z = rng.standard_normal((40, 4)), rng.standard_normal((25, 4))
     tr = ImplicitCKTransformer("tanh", device="cpu").fit(X)
     lazy = tr.transform(da.from_array(Z, chunks=(10, 4)))
     # row blocks of 10 and one of 25: the Hermite degrees follow the blocks, equal to the tolerance
-    assert _rel(lazy.compute(scheduler="synchronous"), tr.transform(Z)) <= TOL
+    assert rel_error(lazy.compute(scheduler="synchronous"), tr.transform(Z)) <= TOL
 
 
 def test_benchmark_collects_json_records(monkeypatch):
@@ -274,7 +279,7 @@ def test_benchmark_collects_json_records(monkeypatch):
     import json
     from pathlib import Path
 
-    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2] / "benchmarks"))
     from bench_torch_engine import collect
 
     res = collect(repeats=1, n=40)

