@@ -11,18 +11,6 @@ from sk_deq.nn.readout import train_readout
 from sk_deq.nn.readout import ReadoutObjective, _Preconditioner, fit_readout, ridge_readout
 
 
-def _problem(n=300, m=40, k=4, seed=0, dtype=torch.float64, shift=0.5, separation=0.3):
-    g = torch.Generator().manual_seed(seed)
-    # overlapping classes (separation 0.3), as real data; 1.0 makes them nearly separable
-    centres = separation * torch.randn(k, m, generator=g, dtype=torch.float64)
-    y = torch.randint(0, k, (n,), generator=g)
-    # features with a common mean and unequal scales: badly conditioned, as random features are
-    Z = centres[y] + torch.randn(n, m, generator=g, dtype=torch.float64)
-    Z = (Z * torch.logspace(-2, 0, m, dtype=torch.float64) + shift).to(dtype)
-    w = torch.rand(n, generator=g, dtype=torch.float64) * 2
-    return Z, y, w * (n / w.sum())
-
-
 def _autograd(Z, y, k, alpha, w, W, b):
     W = W.clone().requires_grad_(True)
     b = b.clone().requires_grad_(True)
@@ -39,8 +27,8 @@ def _autograd(Z, y, k, alpha, w, W, b):
 @pytest.mark.parametrize("k", [1, 3])
 @pytest.mark.parametrize("weighted", [False, True])
 @pytest.mark.parametrize("chunk", [None, 37])
-def test_loss_and_gradient_match_autograd(k, weighted, chunk):
-    Z, y, w = _problem(k=max(k, 2))
+def test_loss_and_gradient_match_autograd(k, weighted, chunk, readout_problem):
+    Z, y, w = readout_problem(k=max(k, 2))
     y = y % 2 if k == 1 else y % k
     w = w if weighted else None
     g = torch.Generator().manual_seed(1)
@@ -53,8 +41,8 @@ def test_loss_and_gradient_match_autograd(k, weighted, chunk):
     torch.testing.assert_close(gb, ref_gb, rtol=1e-12, atol=1e-14)
 
 
-def test_float32_features_give_float64_accumulated_values_near_the_exact_ones():
-    Z, y, _ = _problem()
+def test_float32_features_give_float64_accumulated_values_near_the_exact_ones(readout_problem):
+    Z, y, _ = readout_problem()
     W = torch.full((Z.shape[1], 4), 0.1, dtype=torch.float64)
     b = torch.zeros(4, dtype=torch.float64)
     exact = ReadoutObjective(Z, y, 4, alpha=1e-3)(W, b)
@@ -65,8 +53,8 @@ def test_float32_features_give_float64_accumulated_values_near_the_exact_ones():
     torch.testing.assert_close(single[1], exact[1], rtol=1e-4, atol=1e-6)
 
 
-def test_gram_is_the_weighted_second_moment_with_a_column_of_ones():
-    Z, y, w = _problem(n=50, m=6)
+def test_gram_is_the_weighted_second_moment_with_a_column_of_ones(readout_problem):
+    Z, y, w = readout_problem(n=50, m=6)
     G = ReadoutObjective(Z, y, 4, weight=w, chunk_size=7).gram()
     Z1 = torch.cat([Z, torch.ones(len(Z), 1, dtype=Z.dtype)], dim=1)
     torch.testing.assert_close(G, Z1.T @ (Z1 * w[:, None]) / len(Z), rtol=1e-13, atol=1e-14)
@@ -84,8 +72,8 @@ def _fit(Z, y, k, alpha, w=None, precondition=None, tol=1e-10, max_iter=5000):
 
 @pytest.mark.parametrize("k", [1, 4])
 @pytest.mark.parametrize("separation", [0.3, 1.0])
-def test_preconditioned_and_plain_solvers_reach_the_same_optimum(k, separation):
-    Z, y, w = _problem(separation=separation)
+def test_preconditioned_and_plain_solvers_reach_the_same_optimum(k, separation, readout_problem):
+    Z, y, w = readout_problem(separation=separation)
     y = y % 2 if k == 1 else y
     plain, info_p = _fit(Z, y, k, 1e-2, w, precondition=False, tol=1e-8)
     pre, info_q = _fit(Z, y, k, 1e-2, w, precondition=True, tol=1e-8)
@@ -102,17 +90,17 @@ def test_preconditioned_and_plain_solvers_reach_the_same_optimum(k, separation):
     assert float(gW.abs().max()) < 1e-8 and float(gb.abs().max()) < 1e-8
 
 
-def test_preconditioning_cuts_the_iterations_on_badly_conditioned_features():
+def test_preconditioning_cuts_the_iterations_on_badly_conditioned_features(readout_problem):
     # overlapping classes, features with a large common mean and scales over two decades
-    Z, y, _ = _problem(n=600, m=60, shift=3.0)
+    Z, y, _ = readout_problem(n=600, m=60, shift=3.0)
     _, plain = _fit(Z, y, 4, 1e-4, precondition=False, tol=1e-6, max_iter=3000)
     _, pre = _fit(Z, y, 4, 1e-4, precondition=True, tol=1e-6)
     assert pre.converged and pre.grad_max <= 1e-6
     assert pre.n_iter < plain.n_iter / 10
 
 
-def test_preconditioner_maps_variables_and_gradients_consistently():
-    Z, y, w = _problem(n=80, m=9)
+def test_preconditioner_maps_variables_and_gradients_consistently(readout_problem):
+    Z, y, w = readout_problem(n=80, m=9)
     obj = ReadoutObjective(Z, y, 4, alpha=0.1, weight=w)
     pre = _Preconditioner(obj)
     g = torch.Generator().manual_seed(3)
@@ -131,8 +119,8 @@ def test_preconditioner_maps_variables_and_gradients_consistently():
     )
 
 
-def test_weights_equal_repeated_rows_at_a_tight_tolerance():
-    Z, y, _ = _problem(n=120, m=30)
+def test_weights_equal_repeated_rows_at_a_tight_tolerance(readout_problem):
+    Z, y, _ = readout_problem(n=120, m=30)
     reps = torch.from_numpy(np.random.default_rng(0).integers(0, 4, len(y)))
     keep = reps > 0
     Zr, yr = Z.repeat_interleave(reps, dim=0), y.repeat_interleave(reps)
@@ -143,8 +131,8 @@ def test_weights_equal_repeated_rows_at_a_tight_tolerance():
     torch.testing.assert_close(a.weight, b.weight, rtol=0, atol=2e-6)
 
 
-def test_train_readout_runs_the_fused_solver_with_one_epoch_per_iteration():
-    Z, y, w = _problem()
+def test_train_readout_runs_the_fused_solver_with_one_epoch_per_iteration(readout_problem):
+    Z, y, w = readout_problem()
     lin = torch.nn.Linear(Z.shape[1], 4, dtype=torch.float64)
     with torch.no_grad():
         lin.weight.zero_()
@@ -158,8 +146,8 @@ def test_train_readout_runs_the_fused_solver_with_one_epoch_per_iteration():
     assert _autograd(Z, y, 4, 1e-2, w, lin.weight.detach().T, lin.bias.detach())[0] == pytest.approx(losses[-1])
 
 
-def test_validation_stopping_restores_the_best_iterate_with_the_fused_solver():
-    Z, y, _ = _problem(n=400)
+def test_validation_stopping_restores_the_best_iterate_with_the_fused_solver(readout_problem):
+    Z, y, _ = readout_problem(n=400)
     lin = torch.nn.Linear(Z.shape[1], 4, dtype=torch.float64)
     res = train_readout(
         lin,
@@ -179,8 +167,8 @@ def test_validation_stopping_restores_the_best_iterate_with_the_fused_solver():
     assert float(F.cross_entropy(logits, y[300:])) == pytest.approx(best, rel=1e-9)
 
 
-def test_ridge_readout_solves_the_normal_equations():
-    Z, y, w = _problem(n=90, m=12)
+def test_ridge_readout_solves_the_normal_equations(readout_problem):
+    Z, y, w = readout_problem(n=90, m=12)
     W, b, loss = ridge_readout(ReadoutObjective(Z, y, 4, alpha=0.05, weight=w))
     T = 2.0 * F.one_hot(y, 4).double() - 1.0
     Z1 = torch.cat([Z, torch.ones(len(Z), 1, dtype=Z.dtype)], dim=1)

@@ -13,7 +13,6 @@ from sk_deq.nn._fit import minimize_lbfgs
 from sk_deq.nn import readout
 from sk_deq.nn.readout import ReadoutObjective, fit_readout, use_preconditioner
 
-from tests.test_readout import _problem
 
 BACKENDS = ("scipy", "torch")
 
@@ -40,8 +39,8 @@ CASES = [
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: "-".join(f"{v}" for v in c.values()))
-def test_the_torch_back_end_reaches_scipys_loss_and_accuracy(case):
-    Z, y, w = _problem(n=200, m=15)
+def test_the_torch_back_end_reaches_scipys_loss_and_accuracy(case, readout_problem):
+    Z, y, w = readout_problem(n=200, m=15)
     k, loss = case["k"], case["loss"]
     if loss == "squared":
         y = torch.stack([Z[:, 0] - 2 * Z[:, 3], Z[:, 1] * Z[:, 2]], dim=1) + 0.1 * y[:, None]
@@ -68,18 +67,18 @@ def test_the_torch_back_end_reaches_scipys_loss_and_accuracy(case):
         assert torch.equal(pred(out_t), pred(out_s))
 
 
-def _fit_both(**kw):
-    Z, y, _ = _problem(n=200, m=15)
+def _fit_both(readout_problem, **kw):
+    Z, y, _ = readout_problem(n=200, m=15)
     return {be: _readout(Z, y, 4, 1e-3, None, "cross_entropy", backend=be, **kw) for be in BACKENDS}
 
 
-def test_a_start_that_meets_the_test_runs_no_iteration():
-    for lin, info in _fit_both(tol=10.0).values():
+def test_a_start_that_meets_the_test_runs_no_iteration(readout_problem):
+    for lin, info in _fit_both(readout_problem, tol=10.0).values():
         assert (info.n_iter, info.n_eval, info.converged, info.message) == (0, 1, True, "converged at the start")
         assert float(lin.weight.detach().abs().max()) == 0.0
 
 
-def test_the_callback_stops_the_run_on_both_back_ends():
+def test_the_callback_stops_the_run_on_both_back_ends(readout_problem):
     for be in BACKENDS:
         seen = []
 
@@ -87,14 +86,14 @@ def test_the_callback_stops_the_run_on_both_back_ends():
             seen.append(loss)
             return len(seen) == 3
 
-        Z, y, _ = _problem(n=200, m=15)
+        Z, y, _ = readout_problem(n=200, m=15)
         _, info = _readout(Z, y, 4, 1e-3, None, "cross_entropy", tol=1e-12, backend=be, callback=callback)
         assert (info.n_iter, info.stopped, info.converged) == (3, True, True)
         assert seen == sorted(seen, reverse=True) and info.loss == seen[-1]
 
 
-def test_max_iter_ends_both_back_ends_unconverged_at_the_same_loss():
-    fits = _fit_both(tol=1e-12, max_iter=5)
+def test_max_iter_ends_both_back_ends_unconverged_at_the_same_loss(readout_problem):
+    fits = _fit_both(readout_problem, tol=1e-12, max_iter=5)
     for _, info in fits.values():
         assert (info.n_iter, info.converged, info.stopped) == (5, False, False)
         assert "ITERATIONS REACHED LIMIT" in info.message
@@ -123,8 +122,8 @@ def test_the_line_search_handles_rosenbrock_and_backs_off_an_infinite_loss():
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_a_nan_loss_is_a_clear_error(backend):
-    Z, y, _ = _problem(n=50, m=5)
+def test_a_nan_loss_is_a_clear_error(backend, readout_problem):
+    Z, y, _ = readout_problem(n=50, m=5)
     Z[3, 2] = torch.nan
     with pytest.raises(FloatingPointError, match="loss became nan at the starting point"):
         _readout(Z, y, 4, 0.0, None, "cross_entropy", backend=backend)
@@ -164,9 +163,9 @@ def test_the_preconditioner_rule_follows_the_device():
     assert not use_preconditioner(100, 100, "cpu") and not use_preconditioner(100, 100, "cuda")
 
 
-def test_fit_readout_asks_the_rule_with_the_features_device(monkeypatch):
+def test_fit_readout_asks_the_rule_with_the_features_device(monkeypatch, readout_problem):
     asked = []
     monkeypatch.setattr(readout, "use_preconditioner", lambda n, m, device: asked.append((n, m, device)) or True)
-    Z, y, _ = _problem(n=50, m=5)
+    Z, y, _ = readout_problem(n=50, m=5)
     _, info = _readout(Z, y, 4, 1e-3, None, "cross_entropy")
     assert asked == [(50, 5, torch.device("cpu"))] and info.converged
