@@ -28,7 +28,8 @@ SINGLE_ROWS = 16
 
 
 @pytest.fixture(scope="module")
-def digits():
+def digits_and_pool():
+    """300 digits to fit on and the next 300 to predict."""
     X, y = load_digits(return_X_y=True)
     return X[:300], y[:300], X[300:600]
 
@@ -50,9 +51,9 @@ def _models(width, dtype):
     params=[(32, "float32"), (32, "float64"), (1024, "float32"), (1024, "float64")],
     ids=lambda p: f"w{p[0]}-{p[1]}",
 )
-def fitted(request, digits):
+def fitted_by_width(request, digits_and_pool):
     width, dtype = request.param
-    X, y, _ = digits
+    X, y, _ = digits_and_pool
     out = {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
@@ -61,27 +62,21 @@ def fitted(request, digits):
     return out
 
 
-def _outputs(model, X):
-    if hasattr(model, "target_scale_"):
-        return model.predict(X)
-    return np.hstack([model.decision_function(X), model.predict_proba(X)])
-
-
 @pytest.mark.heavy
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("name", ["deq", "deq_tanh_anderson", "matched", "explicit"])
-def test_outputs_do_not_depend_on_batch_size_or_row_order(fitted, digits, name, threads):
-    if name not in fitted:
+def test_outputs_do_not_depend_on_batch_size_or_row_order(fitted_by_width, digits_and_pool, outputs, name, threads):
+    if name not in fitted_by_width:
         pytest.skip(f"{name} is swept at the small width only")
-    model, pool = fitted[name], digits[2]
+    model, pool = fitted_by_width[name], digits_and_pool[2]
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
-        full = _outputs(model, pool)
+        full = outputs(model, pool)
         rng = np.random.default_rng(threads)
         for size in SIZES:
             order = rng.permutation(len(pool))[: SINGLE_ROWS if size == 1 else None]
-            parts = [_outputs(model, pool[order[i : i + size]]) for i in range(0, len(order), size)]
+            parts = [outputs(model, pool[order[i : i + size]]) for i in range(0, len(order), size)]
             np.testing.assert_array_equal(np.concatenate(parts), full[order], err_msg=f"batches of {size} rows")
     finally:
         torch.set_num_threads(before)
@@ -151,3 +146,31 @@ def test_predict_one_row_equals_the_batch_on_the_reproducer():
     full = c.decision_function(X[1000:1100])
     one = np.vstack([c.decision_function(X[i : i + 1]) for i in range(1000, 1100)])
     np.testing.assert_array_equal(one, full)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: DEQClassifier(n_hidden=256, random_state=0),
+        lambda: DEQClassifier(n_hidden=256, random_state=0, fixed_point_solver="anderson"),
+        lambda: ExplicitClassifier(("relu", "tanh"), n_hidden=256, random_state=0),
+        lambda: MatchedExplicitClassifier(n_hidden=256, random_state=0),
+        lambda: MatchedExplicitClassifier("tanh", n_hidden=256, random_state=0, input_scaling="none"),
+    ],
+)
+def test_float32_predictions_do_not_depend_on_the_batch(digits, make):
+    """Bitwise: alone, in random subsets, in any order (float32, default parameters)."""
+    X_train, X_test, y_train, _ = digits
+    est = make().fit(X_train[:600], y_train[:600])
+    assert est.dtype == "float32"
+    X = X_test[:45]
+    full = est.decision_function(X)
+    proba = est.predict_proba(X)
+    alone = np.vstack([est.decision_function(X[i : i + 1]) for i in range(len(X))])
+    np.testing.assert_array_equal(alone, full)
+    rng = np.random.default_rng(0)
+    for size in (2, 3, 7, 16, 17, 33):
+        idx = rng.permutation(len(X))[:size]
+        np.testing.assert_array_equal(est.decision_function(X[idx]), full[idx])
+        np.testing.assert_array_equal(est.predict_proba(X[idx]), proba[idx])
+    np.testing.assert_array_equal(est.features(X[5:6]), est.features(X)[5:6])

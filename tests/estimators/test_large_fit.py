@@ -20,7 +20,8 @@ ESTIMATORS = CLASSIFIERS
 
 
 @pytest.fixture(scope="module")
-def blobs():
+def blobs_300():
+    """300 samples of three blobs in 6 features (``make_blobs``, ``random_state=0``)."""
     return make_blobs(n_samples=300, centers=3, n_features=6, random_state=0)
 
 
@@ -42,8 +43,8 @@ def _spy_on_train(monkeypatch, upcast_first: bool):
 
 @pytest.mark.parametrize("cls", ESTIMATORS)
 @pytest.mark.parametrize("params", [{}, {"solver": "adam", "max_iter": 5, "early_stopping": True}])
-def test_float32_features_are_cached_as_float32_and_fit_as_a_float64_copy_would(cls, params, blobs, monkeypatch):
-    X, y = blobs
+def test_float32_features_are_cached_as_float32_and_fit_as_a_float64_copy_would(cls, params, blobs_300, monkeypatch):
+    X, y = blobs_300
     make = lambda: cls(**{"n_hidden": 48, "max_iter": 40, "random_state": 0, **params})
     seen = _spy_on_train(monkeypatch, upcast_first=False)
     cached = make().fit(X, y)
@@ -54,8 +55,8 @@ def test_float32_features_are_cached_as_float32_and_fit_as_a_float64_copy_would(
     assert cached.history_ == [dict(h, dur=c["dur"]) for h, c in zip(reference.history_, cached.history_)]
 
 
-def test_features_that_do_not_fit_in_memory_are_a_clear_error(blobs, monkeypatch):
-    X, y = blobs
+def test_features_that_do_not_fit_in_memory_are_a_clear_error(blobs_300, monkeypatch):
+    X, y = blobs_300
     monkeypatch.setattr(network, "available_memory_bytes", lambda: 300 * 48 * 4 - 1)
     est = DEQClassifier(n_hidden=48, random_state=0)
     with pytest.raises(MemoryError, match=r"300 x 48 float32 values need: .* Train in chunks with partial_fit"):
@@ -78,8 +79,8 @@ def test_features_that_do_not_fit_in_memory_are_a_clear_error(blobs, monkeypatch
         ({"readout": "ridge"}, "partial_fit (with readout='logistic' and solver='auto' or 'adam') (it holds"),
     ],
 )
-def test_the_memory_error_advises_partial_fit_with_what_it_needs(blobs, monkeypatch, params, needs):
-    X, y = blobs
+def test_the_memory_error_advises_partial_fit_with_what_it_needs(blobs_300, monkeypatch, params, needs):
+    X, y = blobs_300
     monkeypatch.setattr(network, "available_memory_bytes", lambda: 300 * 48 * 4 - 1)
     est = DEQClassifier(n_hidden=48, random_state=0, **params)
     with pytest.raises(MemoryError, match="Train in chunks with") as info:
@@ -88,8 +89,8 @@ def test_the_memory_error_advises_partial_fit_with_what_it_needs(blobs, monkeypa
 
 
 @pytest.mark.parametrize("cls", ESTIMATORS)
-def test_a_frozen_network_sees_the_inputs_one_chunk_at_a_time(cls, blobs, monkeypatch):
-    X, y = blobs
+def test_a_frozen_network_sees_the_inputs_one_chunk_at_a_time(cls, blobs_300, monkeypatch):
+    X, y = blobs_300
     whole = cls(n_hidden=48, max_iter=40, random_state=0).fit(X, y)
     seen = []
     scaled_on = TorchClassifierBase._scaled_on  # scales one chunk (the range is checked once, on the raw X)

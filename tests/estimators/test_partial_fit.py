@@ -5,8 +5,7 @@ import pickle
 import numpy as np
 import pytest
 import torch
-from sklearn.datasets import load_diabetes, load_digits, make_blobs
-from sklearn.model_selection import train_test_split
+from sklearn.datasets import load_diabetes, load_digits
 
 from sk_deq import (
     DEQClassifier,
@@ -31,12 +30,6 @@ def _small(cls, **kw):
     params = dict(n_hidden=32, learning_rate_init=0.05, batch_size=16, random_state=0)
     params.update(kw)
     return cls(**params)
-
-
-@pytest.fixture(scope="module")
-def blobs():
-    X, y = make_blobs(n_samples=150, centers=3, n_features=5, random_state=0)
-    return X, y
 
 
 def _hidden_weights(est):
@@ -282,12 +275,6 @@ def test_early_stopping_is_ignored_and_verbose_reports_each_call(blobs, capsys):
 
 # ---------------------------------------------------------------------------
 # accuracy
-
-
-@pytest.fixture(scope="module")
-def digits():
-    X, y = load_digits(return_X_y=True)
-    return train_test_split(X, y, test_size=0.3, random_state=0, stratify=y)
 
 
 @pytest.mark.parametrize("cls", ESTIMATORS)

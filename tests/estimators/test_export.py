@@ -1,4 +1,4 @@
-"""``to_torch()``: a fitted network as a standalone torch module (sk_deq/_export.py)."""
+"""``to_torch()``: a fitted network as a standalone torch module (sk_deq/estimators/_export.py)."""
 
 import io
 import subprocess
@@ -46,10 +46,6 @@ def _reference(est, X):
     return est.decision_function(X) if hasattr(est, "decision_function") else est.predict(X)
 
 
-def _rel(out, ref):
-    return float(np.max(np.abs(np.asarray(out) - ref)) / np.max(np.abs(ref)))
-
-
 def _kinds(cls):
     return ("binary", "multiclass") if cls in CLASSIFIERS else ("single", "multi")
 
@@ -59,7 +55,7 @@ CASES = [(cls, kind) for cls in ESTIMATORS for kind in _kinds(cls)]
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize(("cls", "kind"), CASES, ids=[f"{c.__name__}-{k}" for c, k in CASES])
-def test_to_torch_equals_decision_function_or_predict(cls, kind, dtype, data):
+def test_to_torch_equals_decision_function_or_predict(cls, kind, dtype, data, rel_error):
     est, X = _fit(cls, data, kind, dtype)
     ref = _reference(est, X)
     module = est.to_torch()
@@ -67,21 +63,21 @@ def test_to_torch_equals_decision_function_or_predict(cls, kind, dtype, data):
         out = module(torch.as_tensor(X)).numpy()
         out32 = module(torch.as_tensor(X, dtype=torch.float32)).numpy()  # float32 inputs are cast, not refused
     assert out.shape == ref.shape and out.dtype == np.float64
-    assert _rel(out, ref) <= 1e-5
-    assert _rel(out32, ref) <= 1e-5
+    assert rel_error(out, ref) <= 1e-5
+    assert rel_error(out32, ref) <= 1e-5
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("cls", EXPLICIT)
-def test_torch_export_accepts_the_explicit_and_matched_nets(cls, dtype, data):
+def test_torch_export_accepts_the_explicit_and_matched_nets(cls, dtype, data, rel_error):
     est, X = _fit(cls, data, _kinds(cls)[1], dtype)
     x = torch.as_tensor(X)
     program = torch.export.export(est.to_torch(), (x,), dynamic_shapes=({0: torch.export.Dim("batch")},))
     for rows in (slice(None), slice(0, 7)):
-        assert _rel(program.module()(x[rows]).numpy(), _reference(est, X[rows])) <= 1e-5
+        assert rel_error(program.module()(x[rows]).numpy(), _reference(est, X[rows])) <= 1e-5
 
 
-def test_an_exported_program_loads_and_runs_without_sk_deq(data, tmp_path):
+def test_an_exported_program_loads_and_runs_without_sk_deq(data, tmp_path, rel_error):
     est, X = _fit(MatchedExplicitRegressor, data, "multi")
     path = tmp_path / "net.pt2"
     torch.export.save(torch.export.export(est.to_torch(), (torch.as_tensor(X),)), str(path))
@@ -94,7 +90,7 @@ def test_an_exported_program_loads_and_runs_without_sk_deq(data, tmp_path):
     )
     run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr
-    assert _rel(np.array(eval(run.stdout)), est.predict(X)) <= 1e-5
+    assert rel_error(np.array(eval(run.stdout)), est.predict(X)) <= 1e-5
 
 
 @pytest.mark.parametrize("cls", [DEQClassifier, MatchedExplicitRegressor])
@@ -116,18 +112,20 @@ def test_the_module_is_frozen_in_eval_mode_on_the_cpu_and_pickles(cls, data):
     assert torch.equal(loaded(x), module(x))
 
 
-def test_input_scaling_none_and_a_float32_net_are_folded_in(data):
+def test_input_scaling_none_and_a_float32_net_are_folded_in(data, rel_error):
     est, X = _fit(ExplicitRegressor, data, "single", input_scaling="none", layers=("tanh", "relu"))
     assert est.input_mean_ is None
-    assert _rel(est.to_torch()(torch.as_tensor(X)).numpy(), est.predict(X)) <= 1e-5
+    assert rel_error(est.to_torch()(torch.as_tensor(X)).numpy(), est.predict(X)) <= 1e-5
 
 
-def test_the_deq_module_runs_plain_iteration_to_the_estimators_settings(data):
+def test_the_deq_module_runs_plain_iteration_to_the_estimators_settings(data, rel_error):
     est, X = _fit(DEQClassifier, data, "multiclass", fixed_point_tol=1e-6, fixed_point_max_iter=80)
     features = est.to_torch().features
     assert (features.tol, features.max_iter) == (1e-6, 80)
     ref = est.features(X)
-    assert _rel(features(torch.as_tensor((X - est.input_mean_) / est.input_scale_, dtype=torch.float32)), ref) <= 1e-5
+    assert (
+        rel_error(features(torch.as_tensor((X - est.input_mean_) / est.input_scale_, dtype=torch.float32)), ref) <= 1e-5
+    )
 
 
 def test_the_deq_module_refuses_non_finite_iterates(data):
@@ -172,7 +170,7 @@ def test_bad_inputs_get_clear_errors(data):
 
 @pytest.mark.parametrize("kind", ["binary", "multiclass", "single", "multi"])
 @pytest.mark.parametrize("solver", ["iteration", "anderson"])
-def test_a_deq_exports_with_fixed_iterations_and_matches_predict(kind, solver, data):
+def test_a_deq_exports_with_fixed_iterations_and_matches_predict(kind, solver, data, rel_error):
     cls = DEQClassifier if kind in ("binary", "multiclass") else DEQRegressor
     est, X = _fit(cls, data, kind, dtype="float64", fixed_point_solver=solver)
     x = torch.as_tensor(X)
@@ -186,18 +184,18 @@ def test_a_deq_exports_with_fixed_iterations_and_matches_predict(kind, solver, d
     with torch.no_grad():
         exported, eager = program.module()(x).numpy(), est.to_torch()(x).numpy()
     np.testing.assert_array_equal(module(x).numpy(), eager)  # every sample stops within fixed_point_max_iter
-    assert _rel(exported, _reference(est, X)) <= est.fixed_point_tol  # the documented agreement with predict
-    assert _rel(exported, eager) <= 1e-12
+    assert rel_error(exported, _reference(est, X)) <= est.fixed_point_tol  # the documented agreement with predict
+    assert rel_error(exported, eager) <= 1e-12
     with pytest.raises(RuntimeError, match="non-finite values"):  # a torch assertion in the program
         program.module()(torch.full((2, X.shape[1]), float("inf"), dtype=torch.float64))
 
 
-def test_fixed_iterations_fewer_than_needed_keep_the_last_iterate_and_bad_values_are_refused(data):
+def test_fixed_iterations_fewer_than_needed_keep_the_last_iterate_and_bad_values_are_refused(data, rel_error):
     est, X = _fit(DEQRegressor, data, "single", fixed_point_tol=1e-6, fixed_point_max_iter=80)
     x = torch.as_tensor(X)
     few = est.to_torch(fixed_iterations=3)
     assert "fixed_iterations=3" in repr(few.features)
-    assert 1e-6 < _rel(few(x).numpy(), est.predict(X)) < 1.0
+    assert 1e-6 < rel_error(few(x).numpy(), est.predict(X)) < 1.0
     for bad, error in ((0, ValueError), (-2, ValueError), (2.5, TypeError), (True, TypeError)):
         with pytest.raises(error, match="fixed_iterations"):
             est.to_torch(fixed_iterations=bad)
