@@ -1,6 +1,6 @@
 """The figures of sk_deq.plotting, drawn from small hand-made results with matplotlib's Agg backend.
 
-The experiments' own tests (test_experiments.py, test_spectrum.py) draw the
+The experiments' own tests (tests/experiments/) draw the
 figures of real runs; here every panel, line and label is checked against the
 numbers it was given.
 """

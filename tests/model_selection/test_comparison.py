@@ -1,4 +1,4 @@
-"""Cross-validated comparisons (:mod:`sk_deq.model_selection`), their figure and the significance in ``sk-deq compare``."""
+"""Cross-validated comparisons (:func:`sk_deq.model_selection.compare_estimators`) and their figure."""
 
 import json
 import math
@@ -6,7 +6,6 @@ import warnings
 
 import numpy as np
 import pytest
-from scipy import stats
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.datasets import load_diabetes, load_iris
 from sklearn.dummy import DummyClassifier, DummyRegressor
@@ -18,7 +17,6 @@ from sklearn.tree import DecisionTreeClassifier
 
 from sk_deq.model_selection import (
     ComparisonResult,
-    CorrectedTTestResult,
     compare_estimators,
     corrected_resampled_ttest,
 )
@@ -48,98 +46,6 @@ class _FoldRecorder(ClassifierMixin, BaseEstimator):
 
     def score(self, X, y):
         return self.fingerprint_ + float(np.sum(X[:, 0])) * 1e-9
-
-
-# ---------------------------------------------------------------------------
-# the corrected resampled t-test
-
-
-def test_ttest_matches_an_independent_computation():
-    rng = np.random.default_rng(0)
-    a = 0.9 + 0.02 * rng.standard_normal(10)
-    b = a - 0.01 + 0.015 * rng.standard_normal(10)
-    n_train, n_test = 900, 100
-    res = corrected_resampled_ttest(a, b, n_train, n_test)
-    assert isinstance(res, CorrectedTTestResult)
-    J, ratio = 10, n_test / n_train
-    # the corrected statistic is the ordinary paired t divided by sqrt(1 + J n_test / n_train)
-    paired = stats.ttest_rel(a, b)
-    assert res.statistic == pytest.approx(paired.statistic / math.sqrt(1 + J * ratio), rel=1e-12)
-    assert res.df == J - 1 == int(paired.df)
-    assert res.pvalue == pytest.approx(2 * stats.t.sf(abs(res.statistic), J - 1), rel=1e-12)
-    # and the formula written out
-    d = a - b
-    se = math.sqrt((1 / J + ratio) * np.var(d, ddof=1))
-    assert res.mean_difference == pytest.approx(d.mean(), rel=1e-14)
-    assert res.std_difference == pytest.approx(np.std(d, ddof=1), rel=1e-12)
-    assert res.standard_error == pytest.approx(se, rel=1e-12)
-    assert res.statistic == pytest.approx(d.mean() / se, rel=1e-12)
-    assert res.test_train_ratio == pytest.approx(ratio) and res.n_folds == J
-
-
-def test_ttest_is_more_conservative_than_the_paired_test():
-    rng = np.random.default_rng(1)
-    for _ in range(20):
-        a = rng.normal(0.8, 0.02, 5)
-        b = rng.normal(0.79, 0.02, 5)
-        res = corrected_resampled_ttest(a, b, 800, 200)
-        paired = stats.ttest_rel(a, b)
-        assert abs(res.statistic) < abs(paired.statistic)
-        assert res.pvalue > paired.pvalue
-    # a ratio of test to training sizes of zero gives back the ordinary paired test
-    res = corrected_resampled_ttest(a, b, 1e12, 1e-12)
-    assert res.pvalue == pytest.approx(stats.ttest_rel(a, b).pvalue, rel=1e-6)
-
-
-def test_ttest_one_sided_alternatives_and_reversal():
-    a, b = [0.9, 0.92, 0.91, 0.95], [0.88, 0.9, 0.91, 0.9]
-    two = corrected_resampled_ttest(a, b, 300, 100)
-    greater = corrected_resampled_ttest(a, b, 300, 100, alternative="greater")
-    less = corrected_resampled_ttest(a, b, 300, 100, alternative="less")
-    assert greater.pvalue == pytest.approx(two.pvalue / 2) and less.pvalue == pytest.approx(1 - two.pvalue / 2)
-    rev = corrected_resampled_ttest(b, a, 300, 100)
-    assert two.reversed().statistic == pytest.approx(rev.statistic) and two.reversed().pvalue == pytest.approx(
-        rev.pvalue
-    )
-    assert greater.reversed().alternative == "less"
-    assert two.significant(0.5) is (two.pvalue < 0.5)
-    assert json.loads(json.dumps(two.to_dict()))["df"] == 3
-
-
-def test_ttest_per_fold_sizes_use_their_means():
-    a, b = [0.9, 0.92, 0.91], [0.88, 0.9, 0.91]
-    res = corrected_resampled_ttest(a, b, [100, 101, 102], [34, 33, 32])
-    assert res.test_train_ratio == pytest.approx(33 / 101)
-
-
-def test_ttest_zero_variance():
-    same = corrected_resampled_ttest([0.9, 0.8, 0.7], [0.9, 0.8, 0.7], 10, 5)
-    assert same.statistic == 0.0 and same.pvalue == 1.0 and same.mean_difference == 0.0
-    up = corrected_resampled_ttest([0.9, 0.8, 0.7], [0.8, 0.7, 0.6], 10, 5)  # equal non-zero differences
-    assert up.statistic == math.inf and up.pvalue == 0.0
-    down = corrected_resampled_ttest([0.8, 0.7, 0.6], [0.9, 0.8, 0.7], 10, 5, alternative="greater")
-    assert down.statistic == -math.inf and down.pvalue == 1.0
-
-
-def test_ttest_nan_scores_give_nan():
-    res = corrected_resampled_ttest([0.9, np.nan, 0.7], [0.9, 0.8, 0.6], 10, 5)
-    assert math.isnan(res.statistic) and math.isnan(res.pvalue) and not res.significant()
-
-
-@pytest.mark.parametrize(
-    "args,kwargs,message",
-    [
-        (([0.9], [0.8], 10, 5), {}, "at least two folds"),
-        (([0.9, 0.8], [0.8], 10, 5), {}, "one score per fold"),
-        (([[0.9, 0.8]], [[0.8, 0.7]], 10, 5), {}, "1-D"),
-        (([0.9, 0.8], [0.8, 0.7], 0, 5), {}, "n_train must be positive"),
-        (([0.9, 0.8], [0.8, 0.7], 10, [5, 5, 5]), {}, "n_test must be one number or one per fold"),
-        (([0.9, 0.8], [0.8, 0.7], 10, 5), {"alternative": "bigger"}, "alternative must be one of"),
-    ],
-)
-def test_ttest_bad_inputs(args, kwargs, message):
-    with pytest.raises(ValueError, match=message):
-        corrected_resampled_ttest(*args, **kwargs)
 
 
 # ---------------------------------------------------------------------------
@@ -506,58 +412,6 @@ def test_plot_paired_scores_names_the_plot_extra_without_matplotlib(monkeypatch,
         plot_paired_scores(res)
 
 
-# ---------------------------------------------------------------------------
-# significance in compare_widths and sk-deq compare
-
-
-def test_compare_widths_reports_the_corrected_test():
-    from sklearn.datasets import load_digits
-
-    from sk_deq.experiments import compare_widths
-
-    X, y = load_digits(return_X_y=True)
-    res = compare_widths([("d", X[:200], y[:200])], ["tanh"], [8], repeats=3, random_state=1)
-    row = res.summary()[0]
-    n_train, n_test = res.datasets["d"]["n_train"], res.datasets["d"]["n_test"]
-    for model in ("matched", "plain"):
-        expected = corrected_resampled_ttest(
-            row["models"]["deq"]["accuracies"], row["models"][model]["accuracies"], n_train, n_test
-        )
-        assert row["tests"][model] == expected.to_dict()
-    table = res.format_table()
-    assert "p matched" in table and "Nadeau & Bengio" in table and "DEQ vs matched: significant" in table
-    assert json.loads(res.to_json())["summary"][0]["tests"]["matched"]["df"] == 2
-    one = compare_widths([("d", X[:200], y[:200])], ["tanh"], [8], repeats=1)
-    assert one.summary()[0]["tests"] == {"matched": None, "plain": None}
-    assert "DEQ vs matched: significant" not in one.format_table()
-
-
-def test_cli_compare_prints_and_writes_the_significance(capsys, tmp_path):
-    from sk_deq.cli import main
-
-    argv = ["compare", "--datasets", "digits", "--activations", "tanh", "--widths", "8", "--repeats", "2"]
-    assert main([*argv, "--n-samples", "200", "--no-progress"]) == 0
-    out = capsys.readouterr().out
-    assert "p matched" in out and "p plain" in out and "DEQ vs matched: significant (p < 0.05) in" in out
-    assert main([*argv, "--n-samples", "200", "--no-progress", "--json"]) == 0
-    data = json.loads(capsys.readouterr().out)
-    test = data["summary"][0]["tests"]["matched"]
-    assert test["df"] == 1 and 0.0 <= test["pvalue"] <= 1.0 and test["test_train_ratio"] == pytest.approx(0.25)
-
-
-def test_compare_widths_verbose_line_has_the_p_value():
-    import io
-
-    from sklearn.datasets import load_digits
-
-    from sk_deq.experiments import compare_widths
-
-    X, y = load_digits(return_X_y=True)
-    buf = io.StringIO()
-    compare_widths([("d", X[:150], y[:150])], ["relu"], [8], repeats=2, verbose=1, stream=buf)
-    assert "d relu width 8: DEQ" in buf.getvalue() and "DEQ vs matched p = " in buf.getvalue()
-
-
 def test_to_frame_holds_every_fold_of_every_estimator(iris):
     pd = pytest.importorskip("pandas")
     X, y = iris
@@ -588,8 +442,3 @@ def test_bad_splits_verbose_and_missing_targets_are_named(iris, kwargs, message)
     kwargs = {"y": y, "cv": 3, **kwargs}
     with pytest.raises(ValueError, match=message):
         compare_estimators({"a": DummyClassifier()}, X, **kwargs)
-
-
-def test_ttest_rejects_scores_that_are_not_numbers():
-    with pytest.raises(ValueError, match="scores_a and scores_b must be numbers"):
-        corrected_resampled_ttest(["a", "b"], [1, 3], 10, 5)

@@ -1,11 +1,10 @@
-"""The spectral-equivalence experiment (the paper's Fig. 1-2) and its command."""
+"""The spectral-equivalence experiment (the paper's Fig. 1-2, :func:`sk_deq.experiments.spectrum`) and its figures."""
 
 import json
 
 import numpy as np
 import pytest
 
-from sk_deq.cli import main
 from sk_deq.experiments import SpectrumResult, spectrum
 
 
@@ -79,36 +78,3 @@ def test_bad_arguments():
         spectrum(sizes=(2,))
     with pytest.raises(ValueError, match="matched_kernels"):
         spectrum(sizes=(40,), matched_kernels=("nngp",))
-
-
-def test_cli_writes_figures_and_json(tmp_path, capsys):
-    pytest.importorskip("matplotlib")
-    rc = main(
-        [
-            "spectrum",
-            "--quick",
-            "--sizes",
-            "40,80",
-            "--activations",
-            "relu",
-            "--matched",
-            "tanh",
-            "--no-mnist",
-            "--out",
-            str(tmp_path),
-            "--no-progress",
-        ]
-    )
-    assert rc == 0
-    out = capsys.readouterr().out
-    assert "relu" in out and "matched hard_tanh" in out
-    names = sorted(p.name for p in tmp_path.iterdir())
-    assert names == ["spectrum.json", "spectrum_eigenvalues.png", "spectrum_errors.png", "spectrum_matched.png"]
-    assert json.loads((tmp_path / "spectrum.json").read_text())["settings"]["sizes"] == [40, 80]
-
-
-def test_cli_errors(capsys):
-    assert main(["spectrum", "--sizes", "2", "--no-histograms"]) == 2
-    assert "sizes" in capsys.readouterr().err
-    with pytest.raises(SystemExit):
-        main(["spectrum", "--method", "mean_field"])

@@ -1,4 +1,4 @@
-"""Accuracy-versus-width experiment (:mod:`sk_deq.experiments`), its figure and ``sk-deq compare``."""
+"""Accuracy-versus-width experiment (:func:`sk_deq.experiments.compare_widths`) and its figure."""
 
 import io
 import json
@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 from sklearn.datasets import load_digits
 
-from sk_deq.cli import main
 from sk_deq.experiments import MODELS, CompareResult, compare_widths
 
 pytest.importorskip("matplotlib")
@@ -166,92 +165,3 @@ def test_missing_matplotlib_names_the_plot_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib.pyplot", None)
     with pytest.raises(ImportError, match=r"sk_deq\[plot\]"):
         require_matplotlib()
-
-
-# ---------------------------------------------------------------------------
-# command line
-
-
-def test_cli_compare_quick_writes_png_and_json(tmp_path, capsys):
-    out = tmp_path / "fig"
-    assert main(["compare", "--quick", "--datasets", "digits", "--activations", "relu,tanh", "--out", str(out)]) == 0
-    captured = capsys.readouterr()
-    assert "scikit-learn digits" in captured.out and "DEQ/matched" in captured.out
-    assert "done" in captured.err  # progress display on stderr
-    png = (out / "compare_widths.png").read_bytes()
-    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
-    data = json.loads((out / "compare_widths.json").read_text())
-    assert data["config"]["widths"] == [32, 128, 512] and data["config"]["repeats"] == 1
-    assert data["config"]["n_samples"] == 1000
-    assert len(data["summary"]) == 2 * 3
-    for row in data["summary"]:
-        for stats in row["models"].values():
-            assert 0.0 <= stats["accuracy_mean"] <= 1.0
-        assert row["time_ratio_median"] > 0
-
-
-def test_cli_compare_json_output(capsys):
-    argv = ["compare", "--datasets", "digits", "--activations", "tanh", "--widths", "8", "--repeats", "1"]
-    assert main([*argv, "--n-samples", "200", "--json", "--no-progress"]) == 0
-    captured = capsys.readouterr()
-    assert captured.err == ""
-    data = json.loads(captured.out)
-    assert data["summary"][0]["width"] == 8 and data["config"]["n_samples"] == 200
-
-
-@pytest.mark.parametrize(
-    "argv,message",
-    [
-        (["--widths", "32,0"], "argument --widths: expected comma-separated positive integers"),
-        (["--widths=-8"], "argument --widths: expected comma-separated positive integers"),
-        (["--widths", "32,abc"], "argument --widths: expected comma-separated positive integers"),
-        (["--repeats", "0"], "positive integer"),
-        (["--datasets", ""], "comma-separated list"),
-        (["--datasets", "cifar"], "unknown dataset 'cifar'"),
-        (["--activations", "relu,cosh2"], "unknown activation 'cosh2'"),
-        (["--test-size", "2"], "argument --test-size"),
-        (["--threads", "-1"], "argument --threads"),
-    ],
-)
-def test_cli_compare_bad_arguments_are_usage_errors(capsys, argv, message):
-    with pytest.raises(SystemExit) as info:
-        main(["compare", *argv])
-    assert info.value.code == 2
-    assert message in capsys.readouterr().err
-
-
-def test_cli_out_must_be_a_directory(tmp_path, capsys):
-    f = tmp_path / "file.txt"
-    f.write_text("x")
-    with pytest.raises(SystemExit) as exit_:  # an argument error, before the run
-        main(["compare", "--quick", "--datasets", "digits", "--out", str(f)])
-    assert exit_.value.code == 2
-    assert "--out must be a directory" in capsys.readouterr().err
-
-
-def test_demo_reports_medians_of_repeats_and_latency_apart_from_fit():
-    from sk_deq.experiments import demo
-
-    res = demo("digits", "relu", 0.2, 64, repeats=3, latency_samples=5)
-    assert [r["model"] for r in res.rows] == ["DEQ", "matched explicit", "plain explicit"]
-    assert res.n_train + res.n_test == 1797 and res.torch_threads == 1 and res.repeats == 3
-    deq = res.rows[0]
-    for r in res.rows:
-        assert len(r["fit_seconds_all"]) == len(r["predict_seconds_all"]) == len(r["latency_seconds_all"]) == 3
-        assert r["fit_seconds"] == sorted(r["fit_seconds_all"])[1]  # the median
-        assert r["fit_speedup"] == pytest.approx(deq["fit_seconds"] / r["fit_seconds"])
-        assert r["latency_speedup"] == pytest.approx(deq["latency_seconds"] / r["latency_seconds"])
-        assert 0.8 < r["accuracy"] <= 1.0
-        # no timed comparison (the machine is shared): at width 64 one sample and the whole test set both
-        # go through one block of 1024 rows, so their times differ by noise only
-        assert r["latency_seconds"] > 0 and r["latency_seconds"] == sorted(r["latency_seconds_all"])[1]
-    assert res.match["family"] == "leaky_relu" and res.match_seconds >= 0
-    table = res.table()
-    assert "median of 3 timed runs after a warm-up" in table and "1 sample" in table and "solved once" in table
-    assert json.loads(res.to_json())["rows"][1]["model"] == "matched explicit"
-
-
-def test_cli_demo_json(capsys):
-    assert main(["demo", "--n-hidden", "32", "--repeats", "1", "--json"]) == 0
-    data = json.loads(capsys.readouterr().out)
-    assert data["repeats"] == 1 and data["n_hidden"] == 32 and len(data["rows"]) == 3

@@ -1,4 +1,5 @@
-"""The ``sk-deq`` command."""
+"""The ``sk-deq`` command (:func:`sk_deq.cli.main`): the parser, ``match`` and ``demo``, the options every
+subcommand shares and their errors."""
 
 import json
 import shutil
@@ -196,35 +197,8 @@ def test_match_defaults_are_the_demos_matched_network():
         assert options[name] == inspect.signature(match_explicit).parameters[name].default, name
 
 
-def test_compare_cv_runs_compare_estimators_per_width(capsys, tmp_path):
-    pytest.importorskip("matplotlib")
-    args = ["compare", "--cv", "3", "--datasets", "digits", "--activations", "tanh", "--widths", "32,64"]
-    args += ["--n-samples", "300", "--no-progress"]
-    assert main([*args, "--json"]) == 0
-    records = json.loads(capsys.readouterr().out)
-    assert [(r["dataset"], r["activation"], r["width"]) for r in records] == [
-        ("digits", "tanh", 32),
-        ("digits", "tanh", 64),
-    ]
-    for r in records:
-        assert r["names"] == ["deq", "matched", "plain"]
-        assert len(r["scores"][0]) == 3  # three folds
-        assert sum(r["n_test"]) == 300  # the folds partition the subsample
-    assert main([*args, "-v", "--out", str(tmp_path)]) == 0
-    out = capsys.readouterr().out
-    assert out.count("corrected resampled t-test") == 2 and "deq - matched" in out
-    assert (tmp_path / "compare_cv.json").exists()
-    assert (tmp_path / "compare_cv_digits_tanh_64.png").stat().st_size > 0
-    assert "DEQ vs matched: significant (p < 0.05) in " in out and out.index("DEQ vs matched") > out.rindex(
-        "deq - matched"
-    )
-
-
 # ---------------------------------------------------------------------------
 # --out, options that do not apply, and errors in the command's spelling
-
-_TINY_COMPARE = ["compare", "--datasets", "digits", "--activations", "tanh", "--widths", "8", "--n-samples", "100"]
-_TINY_COMPARE += ["--repeats", "1", "--no-progress"]
 
 
 @pytest.mark.parametrize("command", [["compare", "--quick"], ["spectrum", "--quick"], ["spectrum", "--data", "sphere"]])
@@ -245,20 +219,6 @@ def test_an_unwritable_out_is_refused_before_the_run(capsys, tmp_path, command, 
     for out in ("/proc/forbidden", str(tmp_path / "a_file" / "sub"), str(tmp_path / "a_file")):
         err = _argument_error(capsys, [*command, "--out", out])
         assert "error: --out" in err and "Traceback" not in err
-
-
-def test_the_table_is_printed_before_the_files_are_written(capsys, tmp_path, monkeypatch):
-    pytest.importorskip("matplotlib")
-    from sk_deq.cli import _args
-
-    def disk_full(*args, **kwargs):
-        raise OSError(28, "No space left on device")
-
-    monkeypatch.setattr(_args, "write_outputs", disk_full)
-    assert main([*_TINY_COMPARE, "--out", str(tmp_path)]) == 2
-    captured = capsys.readouterr()
-    assert "Total run time" in captured.out and "p matched" in captured.out
-    assert "sk-deq compare: error: [Errno 28] No space left on device" in captured.err
 
 
 INAPPLICABLE = [
@@ -291,23 +251,6 @@ def test_options_that_do_not_apply_are_errors(capsys, argv, message):
     assert f"sk-deq {argv[0]}: error: {message}" in err and "Traceback" not in err
 
 
-def test_the_options_the_sphere_run_uses_are_accepted(capsys):
-    argv = ["spectrum", "--data", "sphere", "--sizes", "8,16", "--sigma-a2", "0.3", "--method", "monte_carlo"]
-    assert main([*argv, "--n-hidden", "64", "--random-state", "1", "--quick", "--no-progress", "--json"]) == 0
-    data = json.loads(capsys.readouterr().out)
-    assert data["settings"]["sizes"] == [8, 16] and data["settings"]["n_hidden"] == 64
-
-
-def test_sizes_that_cannot_fit_are_refused_before_allocating(capsys, monkeypatch):
-    import sk_deq._runtime as memory
-
-    monkeypatch.setattr(memory, "available_memory_bytes", lambda: 2**30)
-    for argv in (["spectrum", "--data", "sphere"], ["spectrum"]):
-        assert main([*argv, "--sizes", "100,20000", "--no-progress"]) == 2
-        err = capsys.readouterr().err
-        assert "error: The size n = 20000" in err and "GiB of memory available. Use smaller sizes." in err
-
-
 def test_compare_help_names_the_files_of_cv():
     text = _help("compare")
     assert "compare_widths.json" in text and "compare_cv.json" in text
@@ -327,3 +270,9 @@ def test_library_errors_of_compare_and_spectrum_name_the_options(capsys):
     assert main(["spectrum", "--sizes", "8", "--no-histograms", "--no-progress"]) == 2
     err = capsys.readouterr().err
     assert "error: The size n = 8 with --ratio 0.8 gives p = 6 features" in err and "Traceback" not in err
+
+
+def test_cli_demo_json(capsys):
+    assert main(["demo", "--n-hidden", "32", "--repeats", "1", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["repeats"] == 1 and data["n_hidden"] == 32 and len(data["rows"]) == 3
