@@ -1,4 +1,6 @@
-"""One ``device`` rule for every estimator, transformer and kernel (:func:`sk_deq.resolve_device`).
+"""The machine (``sk_deq._runtime``): one ``device`` rule for every estimator, transformer and kernel
+(:func:`sk_deq.resolve_device`), one BLAS thread for a block of code, full float32 precision (no TF32); the
+memory guard in ``test_runtime_memory.py``.
 
 The CUDA branches are exercised without a GPU by patching ``torch.cuda.is_available``
 and ``torch.cuda.device_count``: every refusal happens in the resolver, before torch
@@ -7,22 +9,30 @@ touches a device.
 
 import os
 import pickle
+import sys
+import types
+import warnings
 
 import numpy as np
 import pytest
 import torch
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import InvalidParameterError
+from threadpoolctl import threadpool_info, threadpool_limits
 
 import sk_deq
+import sk_deq._runtime as threads
 from sk_deq import (
     DEQClassifier,
+    DEQRegressor,
+    ExplicitClassifier,
     ImplicitCKKernel,
     ImplicitCKNystroem,
     ImplicitCKTransformer,
     resolve_device,
 )
 from sk_deq._validation import DEVICE_CONSTRAINTS
-from sk_deq.kernels import ImplicitKernelEngine, implicit_kernel
+from sk_deq.kernels import ImplicitKernelEngine, implicit_kernel, torch_engine
 from tests._networks import NETWORKS
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
@@ -335,3 +345,144 @@ def test_a_model_fitted_with_auto_on_a_gpu_predicts_on_the_cpu(fitted, data, mon
 
 def test_resolve_device_is_public():
     assert "resolve_device" in sk_deq.__all__ and sk_deq.resolve_device is resolve_device
+
+
+# -- BLAS threads: one_blas_thread holds the limit inside, the caller's setting comes back, one scan is reused ------
+
+
+def _blas_threads():
+    return sorted({lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"})
+
+
+def test_one_blas_thread_inside_and_the_callers_setting_after():
+    assert _blas_threads(), "numpy's BLAS is loaded"
+    with threadpool_limits(limits=2, user_api="blas"):  # the session runs at 1; a caller of 2 threads
+        assert _blas_threads() == [2]
+        with threads.one_blas_thread():
+            assert _blas_threads() == [1]
+        assert _blas_threads() == [2]
+
+
+def test_the_libraries_are_scanned_once_until_a_module_is_imported(monkeypatch):
+    monkeypatch.setitem(threads._cached, "controller", None)
+    first = threads._controller()
+    assert threads._controller() is first  # no import since: the same scan
+    monkeypatch.setitem(sys.modules, "sk_deq_test_new_module", types.ModuleType("sk_deq_test_new_module"))
+    again = threads._controller()
+    assert again is not first  # a new module may have brought a new BLAS: scanned again
+    assert threads._controller() is again
+
+
+# -- TF32 -----------------------------------------------------------------------------------------------------------
+# Float32 products run in full precision (no TF32) inside fit, predict and the kernels, whatever the caller set.
+#
+# A program may call ``torch.set_float32_matmul_precision('high')`` for its own
+# models; on an Ampere or later GPU every float32 product of sk_deq would then
+# run in TF32 (about 1e-3 relative error, five times the solver tolerances).
+# sk_deq pins ``'highest'`` (and ``cudnn.allow_tf32 = False``) inside its calls
+# and restores the caller's settings afterwards (:func:`sk_deq._runtime.full_float32_precision`);
+# ``SK_DEQ_ALLOW_TF32=1`` opts out.  Checked on the CPU by reading the settings
+# from inside the torch calls.
+
+
+#: What the float32 calls saw: (matmul precision, cuBLAS TF32 flag, cuDNN TF32 flag).
+SEEN = []
+PINNED = ("highest", False, False)
+
+
+def _settings():
+    return torch.get_float32_matmul_precision(), torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+
+
+class SpyTanh(torch.nn.Module):
+    """tanh, recording the precision settings of every float32 call (the network's, not the theory's)."""
+
+    def forward(self, x):
+        if x.dtype == torch.float32:
+            SEEN.append(_settings())
+        return torch.tanh(x)
+
+
+@pytest.fixture
+def caller_allows_tf32():
+    """The caller's settings: TF32 allowed ('high'); sk_deq's own restored afterwards."""
+    before = _settings()
+    torch.set_float32_matmul_precision("high")
+    torch.backends.cudnn.allow_tf32 = True
+    SEEN.clear()
+    yield ("high", True, True)
+    torch.set_float32_matmul_precision(before[0])
+    torch.backends.cudnn.allow_tf32 = before[2]
+
+
+@pytest.fixture(scope="module")
+def tf32_data():
+    """40 samples of 3 features, labelled by the sign of the first."""
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((40, 3))
+    return X, (X[:, 0] > 0).astype(int)
+
+
+def _calls(est, X, y):
+    """Every public call of an estimator that runs its network."""
+    yield "fit", lambda: est.fit(X, y)
+    if hasattr(est, "partial_fit"):
+        yield "partial_fit", lambda: est.partial_fit(X, y)
+    yield "features", lambda: est.features(X)
+    yield "predict", lambda: est.predict(X)
+    if hasattr(est, "predict_proba"):
+        yield "decision_function", lambda: est.decision_function(X)
+        yield "predict_proba", lambda: est.predict_proba(X)
+
+
+@pytest.mark.parametrize("make", [DEQClassifier, DEQRegressor, ExplicitClassifier], ids=lambda c: c.__name__)
+def test_fit_and_predict_run_without_tf32_and_restore_the_callers_settings(make, tf32_data, caller_allows_tf32):
+    X, y = tf32_data
+    activation = (SpyTanh(),) if make is ExplicitClassifier else SpyTanh()
+    est = make(activation, n_hidden=8, max_iter=3, solver="adam", random_state=0, device="cpu")
+    y = y.astype(float) if make is DEQRegressor else y
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        for name, call in _calls(est, X, y):
+            SEEN.clear()
+            call()
+            assert SEEN and set(SEEN) == {PINNED}, name
+            assert _settings() == caller_allows_tf32, name
+
+
+def test_the_kernels_torch_engine_runs_without_tf32(tf32_data, caller_allows_tf32, monkeypatch):
+    X, _ = tf32_data
+    block = torch_engine._HermiteBlocks.block
+
+    def spy(self, *args):
+        SEEN.append(_settings())
+        return block(self, *args)
+
+    monkeypatch.setattr(torch_engine._HermiteBlocks, "block", spy)
+    ImplicitCKTransformer("tanh", device="cpu").fit(X).transform(X[:5])
+    assert SEEN and set(SEEN) == {PINNED}
+    assert _settings() == caller_allows_tf32
+
+
+class FailingTanh(torch.nn.Module):
+    """tanh that fails in the network (float32), not in the theory (float64)."""
+
+    def forward(self, x):
+        if x.dtype == torch.float32:
+            raise RuntimeError("the network failed")
+        return torch.tanh(x)
+
+
+def test_the_callers_settings_are_restored_when_fit_fails(tf32_data, caller_allows_tf32):
+    X, y = tf32_data
+    with pytest.raises(RuntimeError, match="the network failed"):
+        DEQClassifier(FailingTanh(), n_hidden=8, random_state=0, device="cpu").fit(X, y)
+    assert _settings() == caller_allows_tf32
+
+
+def test_sk_deq_allow_tf32_leaves_the_callers_settings(tf32_data, caller_allows_tf32, monkeypatch):
+    X, y = tf32_data
+    monkeypatch.setenv("SK_DEQ_ALLOW_TF32", "1")
+    est = DEQClassifier(SpyTanh(), n_hidden=8, random_state=0, device="cpu").fit(X, y)
+    est.predict(X)
+    assert SEEN and set(SEEN) == {caller_allows_tf32}

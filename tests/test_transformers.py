@@ -1,4 +1,5 @@
-"""ImplicitCKTransformer and ImplicitCKKernel inside scikit-learn."""
+"""ImplicitCKTransformer (``sk_deq.transformers``) inside scikit-learn, and ImplicitCKKernel in its Gaussian processes
+(the kernel itself: ``tests/test_gaussian_process.py``)."""
 
 import functools
 import math
@@ -260,67 +261,7 @@ def test_too_large_kernel_is_refused_before_allocation():
         tr.transform(np.broadcast_to(big[:1], (n, 2)))
 
 
-# -- Gaussian-process kernel ----------------------------------------------------------
-
-
-def test_gp_kernel_values_diag_and_gradient():
-    rng = np.random.default_rng(0)
-    X = rng.standard_normal((25, 4)) / 2.0
-    Y = rng.standard_normal((7, 4)) / 2.0
-    k = ImplicitCKKernel(activation="tanh", sigma_a2=0.3, kernel="ntk", tau0=1.0)
-    # the implicit kernel plus the default readout bias variance, 1
-    np.testing.assert_allclose(
-        k(X), implicit_kernel(X, activation="tanh", sigma_a2=0.3, kernel="ntk", tau0=1.0) + 1.0, atol=1e-14
-    )
-    np.testing.assert_allclose(
-        k(X, Y), implicit_kernel(X, Y, activation="tanh", sigma_a2=0.3, kernel="ntk", tau0=1.0) + 1.0, atol=1e-14
-    )
-    np.testing.assert_allclose(k.diag(X), np.diag(k(X)), rtol=1e-13)
-    _, grad = k(X, eval_gradient=True)
-    assert grad.shape == (25, 25, 1)
-    # gradient in log(sigma_a2) against an independent coarser difference
-    h = 1e-3
-    fd = (k.clone_with_theta(k.theta + h)(X) - k.clone_with_theta(k.theta - h)(X)) / (2 * h)
-    np.testing.assert_allclose(grad[:, :, 0], fd, atol=1e-6)
-    assert not k.is_stationary()
-    fixed = ImplicitCKKernel(sigma_a2_bounds="fixed")
-    assert fixed(X, eval_gradient=True)[1].shape == (25, 25, 0)
-    with pytest.raises(ValueError):
-        k(X, Y, eval_gradient=True)
-
-
-@pytest.mark.parametrize(
-    "bounds,fault",
-    [
-        ((float("nan"), 0.5), "not finite"),
-        ((1e-3, float("inf")), "not finite"),
-        ((-0.1, 0.5), "lower bound must be positive"),
-        ((0.0, 0.5), "lower bound must be positive"),
-        ((0.1, 1.0), "upper bound must be below 1"),
-        ((0.5, 0.1), "lower bound must be below the upper one"),
-        ((0.3, 0.3), "lower bound must be below the upper one"),
-        ("fxed", "got the string 'fxed'"),
-        ((0.1, 0.2, 0.3), "not two numbers"),
-        (0.5, "not two numbers"),
-        (("a", "b"), "got \\('a', 'b'\\)"),
-    ],
-)
-def test_gp_kernel_rejects_bad_sigma_a2_bounds_at_construction_and_after_set_params(bounds, fault):
-    with pytest.raises(ValueError, match=f"sigma_a2_bounds must be 'fixed' or a pair .*{fault}"):
-        ImplicitCKKernel(sigma_a2_bounds=bounds)
-    k = ImplicitCKKernel().set_params(sigma_a2_bounds=bounds)  # set_params does not run __init__
-    X = np.random.default_rng(0).standard_normal((12, 3)) / 2.0
-    with pytest.raises(ValueError, match=fault):
-        GaussianProcessRegressor(k).fit(X, X[:, 0])
-
-
-def test_gp_kernel_with_valid_bounds_clones_and_reports_its_params():
-    for bounds in [(1e-3, 0.9), [0.05, 0.5], np.array([0.05, 0.5]), np.array([[0.05, 0.5]]), "fixed"]:
-        k = ImplicitCKKernel(sigma_a2=0.2, sigma_a2_bounds=bounds)
-        assert k.get_params()["sigma_a2_bounds"] is bounds  # stored as given: clone() accepts it
-        assert np.array_equal(np.asarray(clone(k).get_params()["sigma_a2_bounds"]), np.asarray(bounds))
-        assert k.hyperparameter_sigma_a2.fixed == (isinstance(bounds, str))
-    assert np.allclose(ImplicitCKKernel(sigma_a2_bounds=(0.05, 0.5)).bounds, np.log([[0.05, 0.5]]))
+# -- the Gaussian-process kernel in scikit-learn's Gaussian processes ---------------------
 
 
 @pytest.mark.filterwarnings("ignore:The optimal value found:sklearn.exceptions.ConvergenceWarning")

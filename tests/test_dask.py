@@ -1,4 +1,5 @@
-"""Dask arrays in ``transform`` and in the classifiers' predictions.
+"""Dask (``sk_deq._dask``): Dask arrays in ``transform`` and in the classifiers' predictions, and the kernels' blocks
+and grid searches on a Dask cluster through joblib's dask backend.
 
 The quick tests use dask's synchronous scheduler (no cluster); the ``heavy``
 ones the two-process loopback cluster of the ``dask_client`` fixture
@@ -8,9 +9,13 @@ ones the two-process loopback cluster of the ``dask_client`` fixture
 import pickle
 import warnings
 
+import joblib
 import numpy as np
 import pytest
 from sklearn.base import clone
+from sklearn.kernel_ridge import KernelRidge
+from sklearn.model_selection import GridSearchCV
+from sklearn.pipeline import make_pipeline
 
 da = pytest.importorskip("dask.array")
 dask = pytest.importorskip("dask")
@@ -241,6 +246,53 @@ def test_parallel_post_fit_on_cluster_equals_in_memory(dask_client):
         labels, proba = dask.compute(model.predict(Xd), model.predict_proba(Xd))
         np.testing.assert_array_equal(labels, clf.predict(X))
         np.testing.assert_allclose(proba, clf.predict_proba(X), rtol=1e-10, atol=1e-10)
+
+
+# ------------------------------------------- kernel blocks and grid searches through joblib's dask backend
+# The cluster's two worker processes listen on the loopback interface only.
+
+
+def _ran_on_cluster(ts):
+    # joblib batches several calls into one task, so only check that work ran
+    # on the cluster's worker processes (listening on the loopback interface)
+    workers = {t["worker"] for t in ts.data}
+    assert workers and all(w.startswith("tcp://127.0.0.1:") for w in workers)
+
+
+def _regression_data():
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((120, 6))
+    return X, np.sin(X[:, 0]) + 0.1 * rng.standard_normal(120)
+
+
+@pytest.mark.heavy
+def test_transform_on_dask_matches_serial(dask_client):
+    import distributed
+
+    X, _ = _regression_data()
+    serial = ImplicitCKTransformer("tanh", kernel="ntk", block_size=16).fit(X[:80])
+    ref_t, ref_sq = serial.transform(X[80:]), serial.fit_transform(X[:80])
+    with distributed.get_task_stream(dask_client) as ts, joblib.parallel_config(backend="dask"):
+        tr = ImplicitCKTransformer("tanh", kernel="ntk", block_size=16, n_jobs=2).fit(X[:80])
+        K_t, K_sq = tr.transform(X[80:]), tr.fit_transform(X[:80])
+    _ran_on_cluster(ts)
+    np.testing.assert_allclose(K_t, ref_t, rtol=1e-13, atol=1e-14)
+    np.testing.assert_allclose(K_sq, ref_sq, rtol=1e-13, atol=1e-14)
+
+
+@pytest.mark.heavy
+def test_grid_search_on_dask_matches_serial(dask_client):
+    import distributed
+
+    X, y = _regression_data()
+    pipe = make_pipeline(ImplicitCKTransformer(block_size=32), KernelRidge(kernel="precomputed"))
+    grid = {"implicitcktransformer__sigma_a2": [0.1, 0.3], "kernelridge__alpha": [0.1, 1.0]}
+    ref = GridSearchCV(pipe, grid, cv=3).fit(X, y)
+    with distributed.get_task_stream(dask_client) as ts, joblib.parallel_config(backend="dask"):
+        gs = GridSearchCV(pipe, grid, cv=3, n_jobs=2).fit(X, y)
+    _ran_on_cluster(ts)
+    np.testing.assert_allclose(gs.cv_results_["mean_test_score"], ref.cv_results_["mean_test_score"], rtol=1e-12)
+    assert gs.best_params_ == ref.best_params_
 
 
 # ------------------------------------------------------- the documentation page

@@ -1,4 +1,4 @@
-"""The memory guard: every limit on the process (machine, cgroups, rlimits) and the errors it gives."""
+"""The memory guard of ``sk_deq._runtime``: every limit on the process (machine, cgroups, rlimits) and the errors it gives."""
 
 import os
 import subprocess
