@@ -9,8 +9,14 @@ import torch
 from sklearn.base import clone
 from sklearn.gaussian_process import GaussianProcessRegressor
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
+
 from sk_deq.gaussian_process import ImplicitCKKernel
 from sk_deq.kernels import implicit_kernel
+from sk_deq import ImplicitCKTransformer
+from tests._properties import ANY_FLOATS, SETTINGS, _clear_error_or_finite, _close, two_samples
 
 
 def test_gp_kernel_values_diag_and_gradient():
@@ -134,3 +140,27 @@ def test_kernel_at_every_scale_is_finite_and_symmetric_psd(rows, activation, tau
     w = np.linalg.eigvalsh(K)
     assert w.min() >= -1e-10 * w.max()
     np.testing.assert_allclose(ImplicitCKKernel(activation=activation, tau0=tau0).diag(rows * tau0), np.diag(K))
+
+
+# -- properties (hypothesis) ---------------------------------------------------------------------------------------
+
+
+@settings(max_examples=30, **SETTINGS)
+@given(XY=two_samples(), tau0=st.floats(1e-3, 1e3), activation=st.sampled_from(["relu", "tanh", "gelu"]))
+def test_kernel_object_matches_the_function_and_is_symmetric(XY, tau0, activation):
+    X, Y = XY
+    k = ImplicitCKKernel(activation=activation, tau0=tau0, bias_variance=0.0)
+    K = k(X * tau0, Y * tau0)
+    _close(K, k(Y * tau0, X * tau0).T)
+    _close(K, implicit_kernel(X * tau0, Y * tau0, activation=activation, tau0=tau0))
+
+
+# scikit-learn's check_array sums the array first: [inf, -inf] warns inside numpy before its clear error
+@pytest.mark.filterwarnings("ignore:invalid value encountered in reduce:RuntimeWarning:numpy")
+@settings(max_examples=60, **SETTINGS)
+@given(X=arrays(np.float64, st.tuples(st.integers(0, 4), st.integers(0, 3)), elements=ANY_FLOATS))
+def test_kernels_on_arbitrary_arrays(X):
+    _clear_error_or_finite(lambda: implicit_kernel(X, activation="tanh"))
+    _clear_error_or_finite(lambda: ImplicitCKKernel()(X))
+    _clear_error_or_finite(lambda: ImplicitCKKernel().diag(X))
+    _clear_error_or_finite(lambda: ImplicitCKTransformer(input_scaling="none").fit_transform(X))

@@ -18,6 +18,9 @@ from sklearn.preprocessing import StandardScaler
 from sklearn.svm import SVC
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
 from sk_deq import ImplicitCKTransformer
 from sk_deq._runtime import available_memory_bytes
 from sk_deq.datasets import load_mnist_digits, make_gaussian_mixture
@@ -28,6 +31,7 @@ from sk_deq.kernels import (
     relative_spectral_error,
 )
 from sk_deq.gaussian_process import ImplicitCKKernel
+from tests._properties import KERNELS, SETTINGS, _close, _psd, samples
 
 
 def _global_scale(X, ref):
@@ -276,3 +280,24 @@ def test_gp_regressor_and_classifier():
     assert np.mean(np.sign(gpr.predict(Xs[120:])) == y[120:]) > 0.85
     gpc = GaussianProcessClassifier(ImplicitCKKernel(sigma_a2_bounds="fixed"), random_state=0).fit(Xs[:120], y[:120])
     assert gpc.score(Xs[120:], y[120:]) > 0.85
+
+
+# -- properties (hypothesis) ---------------------------------------------------------------------------------------
+
+
+@settings(max_examples=25, **SETTINGS)
+@given(
+    X=samples(min_rows=2, max_rows=7),
+    method=st.sampled_from(["exact", "linearized", "monte_carlo"]),
+    kernel=st.sampled_from(KERNELS),
+    activation=st.sampled_from(["relu", "tanh", "gelu"]),
+)
+def test_transform_equals_fit_transform(X, method, kernel, activation):
+    assume(np.ptp(X, axis=0).max() > 1e-3)  # the global scaling needs samples that differ
+    if method == "linearized" and kernel == "feature":
+        kernel = "ck"
+    width = {"n_hidden": 64} if method == "monte_carlo" else {}  # the other methods warn about an n_hidden
+    t = ImplicitCKTransformer(activation, kernel=kernel, method=method, random_state=0, **width)
+    K = t.fit_transform(X)
+    _close(t.transform(X), K)
+    _psd(K) if kernel != "ntk" or method != "monte_carlo" else None

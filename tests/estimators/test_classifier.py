@@ -12,8 +12,13 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.utils._param_validation import InvalidParameterError
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
+
 from sk_deq import DEQClassifier, ExplicitClassifier, MatchedExplicitClassifier
 from tests._networks import CLASSIFIERS, small
+from tests._properties import ANY_FLOATS, SETTINGS, _clear_error_or_finite
 
 ESTIMATORS = CLASSIFIERS
 
@@ -302,3 +307,19 @@ def test_class_weight_multiplies_sample_weight_and_rejects_unknown_labels(monkey
     monkeypatch.undo()
     with pytest.raises(ValueError, match=r"not in class_weight|classes"):
         small(DEQClassifier, class_weight={7: 2.0}).fit(X, y)
+
+
+# -- properties (hypothesis) ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered in reduce:RuntimeWarning:numpy")
+@settings(max_examples=40, **{**SETTINGS, "suppress_health_check": [HealthCheck.function_scoped_fixture]})
+@given(X=arrays(np.float64, st.tuples(st.integers(0, 3), st.integers(63, 65)), elements=ANY_FLOATS))
+def test_fitted_classifiers_on_arbitrary_arrays(fitted, X):
+    models, _, _ = fitted
+    for m in models:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            proba = _clear_error_or_finite(lambda m=m: m.predict_proba(X))
+        if proba is not None:
+            np.testing.assert_allclose(proba.sum(axis=1), 1.0, rtol=1e-12)

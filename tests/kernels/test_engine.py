@@ -12,6 +12,9 @@ import numpy as np
 import pytest
 from scipy import integrate, stats
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from sk_deq.activations import gaussian
 from sk_deq.activations import HardTanh, LeakyReLU, Quadratic, get_activation
 from sk_deq.datasets import make_gaussian_mixture
@@ -26,6 +29,7 @@ from sk_deq.kernels import (
 from sk_deq.kernels._numerics import polar_expectation
 from sk_deq._runtime import available_memory_bytes
 from sk_deq.theory import deq_ck_coefficients, implicit_kernel_entry
+from tests._properties import ACTIVATIONS, KERNELS, SETTINGS, _close, _psd, _scale, samples, two_samples
 
 SA = 0.2
 
@@ -271,3 +275,23 @@ def test_gelu_kernel_tends_to_the_relu_kernel_at_large_scale():
     K = implicit_kernel(X, activation="gelu", sigma_a2=0.2, tau0=tau0)
     R = implicit_kernel(X, activation="relu", sigma_a2=0.2, tau0=tau0)
     assert np.abs(K - R).max() / np.abs(R).max() < 1e-9
+
+
+# -- properties (hypothesis) ---------------------------------------------------------------------------------------
+
+
+@settings(max_examples=40, **SETTINGS)
+@given(XY=two_samples(), activation=st.sampled_from(ACTIVATIONS), kernel=st.sampled_from(KERNELS))
+def test_exact_kernel_is_symmetric_in_its_arguments(XY, activation, kernel):
+    X, Y = XY
+    K = implicit_kernel(X, Y, activation=activation, kernel=kernel, tau0=1.0)
+    Kt = implicit_kernel(Y, X, activation=activation, kernel=kernel, tau0=1.0)
+    assert np.isfinite(K).all()
+    _close(K, Kt.T)
+
+
+@settings(max_examples=40, **SETTINGS)
+@given(X=samples(max_rows=7), activation=st.sampled_from(ACTIVATIONS), kernel=st.sampled_from(KERNELS))
+def test_exact_gram_matrix_is_symmetric_psd(X, activation, kernel):
+    K = implicit_kernel(_scale(X), activation=activation, kernel=kernel, tau0=1.0)
+    _psd(K)

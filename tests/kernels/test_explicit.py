@@ -6,10 +6,14 @@ import numpy as np
 import pytest
 from scipy import integrate
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from sk_deq.activations import HardTanh, LeakyReLU, Quadratic
 from sk_deq.datasets import make_gaussian_mixture
 from sk_deq.kernels import explicit_kernel
 from sk_deq.theory import explicit_kernel_entry
+from tests._properties import SETTINGS, _check_kernel_function, two_samples
 
 
 @pytest.mark.parametrize(
@@ -112,3 +116,25 @@ def test_explicit_hard_tanh_kernel_with_zero_and_collinear_samples():
             ]
         )
         np.testing.assert_allclose(K, ref, rtol=1e-9, atol=1e-12)
+
+
+# -- properties (hypothesis) ---------------------------------------------------------------------------------------
+
+
+@settings(max_examples=30, **SETTINGS)
+@given(
+    XY=two_samples(),
+    layers=st.sampled_from(
+        [
+            ("relu",),
+            ("relu", "relu"),
+            ("erf", "relu"),
+            (LeakyReLU(1.2, 0.4), "gelu"),
+            (HardTanh(0.8, 1.2),),
+            (Quadratic(0.2, 0.9), LeakyReLU(1.0, 0.5)),
+        ]
+    ),
+    kernel=st.sampled_from(["ck", "ntk"]),
+)
+def test_explicit_kernel_is_symmetric_and_its_gram_matrix_psd(XY, layers, kernel):
+    _check_kernel_function(lambda A, B: explicit_kernel(A, B, layers=layers, kernel=kernel, tau0=1.0), *XY)

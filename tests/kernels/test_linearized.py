@@ -5,9 +5,13 @@ import math
 import numpy as np
 import pytest
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from sk_deq.datasets import load_mnist_digits, make_gaussian_mixture
 from sk_deq.kernels import implicit_kernel, linearized_implicit_kernel, relative_spectral_error
 from sk_deq.theory import deq_ck_coefficients
+from tests._properties import SETTINGS, _check_kernel_function, two_samples
 
 SA = 0.2
 
@@ -44,3 +48,16 @@ def test_linearized_on_real_digits_statement():
     E = implicit_kernel(X, activation="relu", kernel="feature", tau0=1.0)
     L = linearized_implicit_kernel(X, activation="relu", kernel="feature", tau0=1.0)
     assert relative_spectral_error(E, L) < 0.08  # documented: 0.053
+
+
+# -- properties (hypothesis) ---------------------------------------------------------------------------------------
+
+
+@settings(max_examples=30, **SETTINGS)
+@given(
+    XY=two_samples(), activation=st.sampled_from(["relu", "tanh", "gelu", "erf"]), kernel=st.sampled_from(["ck", "ntk"])
+)
+def test_linearized_kernel_is_symmetric_and_its_gram_matrix_psd(XY, activation, kernel):
+    _check_kernel_function(
+        lambda A, B: linearized_implicit_kernel(A, B, activation=activation, kernel=kernel, tau0=1.0), *XY
+    )

@@ -5,11 +5,15 @@ import json
 import numpy as np
 import pytest
 
-from sk_deq.activations import Activation, HardTanh, LeakyReLU, Quadratic
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sk_deq.activations import Activation, HardTanh, LeakyReLU, Quadratic, get_activation
 from sk_deq.matching import FAMILIES, MatchingError, match_explicit
 from sk_deq.matching._match import matching_targets
 from sk_deq.matching._problem import _Problem, equation_scales
 from sk_deq.theory import explicit_coefficients
+from tests._properties import SETTINGS
 
 
 def natural_scales(targets):
@@ -25,7 +29,7 @@ def recomputed_residuals(m):
     return (achieved - target) / np.maximum(np.abs(target), 1e-3 * natural_scales(m.targets))
 
 
-def params(m):
+def _params(m):
     return np.concatenate([list(p.values()) for p in m.params])
 
 
@@ -215,7 +219,7 @@ def test_unhashable_activations_are_matched_without_the_cache(solves):
     assert a is not b and len(solves) == 2 and match_explicit.cache_info() == (0, 0, 256, 0)
     assert a.family == b.family == "hard_tanh" and [dict(p) for p in a.params] == [dict(p) for p in b.params]
     ref = match_explicit("tanh", 0.2, 1.0)
-    np.testing.assert_allclose(params(a), params(ref), rtol=1e-6)
+    np.testing.assert_allclose(_params(a), _params(ref), rtol=1e-6)
 
 
 @pytest.mark.parametrize(
@@ -286,7 +290,7 @@ def test_positively_homogeneous_deq_gets_the_same_net_at_every_scale(activation,
     for tau0 in TAU0S:
         m = match_explicit(activation, 0.2, tau0, kernel)
         assert m.family == ref.family
-        np.testing.assert_allclose(params(m), params(ref), rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(_params(m), _params(ref), rtol=1e-9, atol=1e-12)
         assert m.max_residual < 1e-9, (tau0, m.residuals)
         np.testing.assert_allclose(recomputed_residuals(m), m.residuals, atol=1e-12)
 
@@ -329,7 +333,7 @@ def test_digits_times_a_million_train_the_same_matched_net():
         a = MatchedExplicitClassifier(**kw).fit(X, y)
         b = MatchedExplicitClassifier(**kw).fit(X * 1e6, y)
     assert b.tau0_ == pytest.approx(1e6 * a.tau0_, rel=1e-12)
-    np.testing.assert_allclose(params(b.match_), params(a.match_), rtol=1e-9)
+    np.testing.assert_allclose(_params(b.match_), _params(a.match_), rtol=1e-9)
     assert b.match_.max_residual < 1e-9
 
 
@@ -359,7 +363,7 @@ def test_the_chosen_root_does_not_depend_on_the_solvers_path(activation, kernel)
     for m in runs[1:]:
         assert m.family == runs[0].family
         # exact roots to 1e-9; least-squares fits to 1e-5 (elu's fit is flat in one direction)
-        np.testing.assert_allclose(params(m), params(runs[0]), atol=1e-9 if exact else 1e-5)
+        np.testing.assert_allclose(_params(m), _params(runs[0]), atol=1e-9 if exact else 1e-5)
 
 
 def test_a_linear_layer_sits_in_one_place_whatever_the_path():
@@ -379,7 +383,7 @@ def test_a_linear_layer_sits_in_one_place_whatever_the_path():
     a, b = runs[0].params[1]["a"], runs[0].params[1]["b"]
     assert abs(a - b) < 1e-5 * a  # the linear layer is the second
     for m in runs[1:]:
-        np.testing.assert_allclose(params(m), params(runs[0]), atol=1e-5)
+        np.testing.assert_allclose(_params(m), _params(runs[0]), atol=1e-5)
 
 
 def test_canonical_point_is_a_function_of_the_orbit():
@@ -435,7 +439,7 @@ def test_every_activation_matches_deterministically_from_1e_minus_6_to_1e6(activ
         # and the parameters to 1e-6, except where the fit is flat and they are not determined (a nearly
         # linear DEQ at small tau0, where the slopes' asymmetry is free; a saturated sigmoid at large tau0,
         # where only a * c matters): measured 3.6e-4 at worst
-        np.testing.assert_allclose(params(a), params(b), atol=1e-3)
+        np.testing.assert_allclose(_params(a), _params(b), atol=1e-3)
         np.testing.assert_allclose(recomputed_residuals(a), a.residuals, atol=1e-10)
 
 
@@ -445,3 +449,37 @@ def test_saturated_odd_deq_matches_a_sign_like_hard_tanh_at_large_scale(activati
     m = match_explicit(activation, 0.2, 6e7)
     assert m.family == "hard_tanh" and m.max_residual < 1e-6
     np.testing.assert_allclose(recomputed_residuals(m), m.residuals, atol=1e-10)
+
+
+# -- properties (hypothesis) ---------------------------------------------------------------------------------------
+
+
+def _variant(name, how, c):
+    """A DEQ activation related to ``name`` by a symmetry of the DEQ: -phi, phi(-x) or phi + c."""
+    act = get_activation(name)
+    f = act.__call__
+    if how == "negated":
+        return Activation(lambda x: -f(x), f"-{name}", breakpoints=act.breakpoints)
+    if how == "reflected":
+        return Activation(lambda x: f(-x), f"{name}(-x)", breakpoints=tuple(-b for b in act.breakpoints))
+    return Activation(lambda x: f(x) + c, f"{name}+c", breakpoints=act.breakpoints)
+
+
+@settings(max_examples=12, **SETTINGS)
+@given(
+    name=st.sampled_from(["relu", "tanh", "erf"]),
+    how=st.sampled_from(["negated", "reflected", "shifted"]),
+    c=st.floats(-2, 2),
+    sigma_a2=st.floats(0.05, 0.4),
+    log_tau0=st.floats(-2, 2),
+    kernel=st.sampled_from(["ck", "ntk"]),
+)
+def test_matching_is_invariant_under_the_symmetries_of_the_activation(name, how, c, sigma_a2, log_tau0, kernel):
+    """-phi, phi(-x) and phi + c (centred away) give the DEQ the same kernel: the same matched network."""
+    tau0 = 10.0**log_tau0
+    ref = match_explicit(name, sigma_a2, tau0, kernel)
+    other = match_explicit(_variant(name, how, c), sigma_a2, tau0, kernel)
+    assert other.family == ref.family
+    # the same targets, up to the quadrature of a callable (measured in each equation's own scale)
+    np.testing.assert_allclose((other.targets.equations() - ref.targets.equations()) / ref.scales, 0.0, atol=1e-6)
+    np.testing.assert_allclose(_params(other), _params(ref), atol=1e-5)

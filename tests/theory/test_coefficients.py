@@ -14,6 +14,9 @@ import math
 import numpy as np
 import pytest
 
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
 from sk_deq.activations import HardTanh, LeakyReLU, Quadratic, get_activation
 from sk_deq.theory import (
     KernelCoefficients,
@@ -24,6 +27,7 @@ from sk_deq.theory import (
     implicit_kernel_entry,
     tau_fixed_point,
 )
+from tests._properties import ANY_FLOATS, SETTINGS, _clear_error_or_finite
 
 ACTS = ["relu", "tanh", "erf", "sigmoid", "gelu", "silu", "softplus", "elu", "leaky_relu"]
 
@@ -378,3 +382,47 @@ def test_feature_kernel_coefficients_keep_their_precision_at_large_scale(activat
     assert f1.linear == pytest.approx((c.alpha1 - c.sigma_b2) / c.sigma_a2, rel=1e-13)
     assert f1.diagonal == pytest.approx((c.tau**2 - c.sigma_b2) / c.sigma_a2, rel=1e-12)
     assert c.implicit_kernel().identity == pytest.approx(c.tau**2 - c.alpha1, rel=1e-12)
+
+
+# -- properties (hypothesis) ---------------------------------------------------------------------------------------
+
+
+COEFFICIENTS = ["tau", "alpha1", "alpha2", "alpha3", "alpha4"]
+
+
+NTK_COEFFICIENTS = ["beta1", "beta2", "beta3", "kappa"]
+
+
+@settings(max_examples=40, **SETTINGS)
+@given(
+    activation=st.sampled_from(["relu", "tanh", "gelu", "erf", "silu", "softplus", "elu", "sigmoid"]),
+    sigma_a2=st.floats(0.02, 0.9),
+    log_tau0=st.floats(-3, 3),
+    direction=st.sampled_from(["sigma_a2", "tau0"]),
+)
+def test_theory_coefficients_are_continuous_in_sigma_a2_and_tau0(activation, sigma_a2, log_tau0, direction):
+    """A relative step of 1e-7 in either argument moves every coefficient by at most 1e-5 (relative)."""
+    tau0 = 10.0**log_tau0
+    try:
+        a = deq_ntk_coefficients(activation, sigma_a2, tau0)
+    except ValueError:
+        assume(False)  # this DEQ has no stable kernel; covered by the rejection tests
+    h = 1e-7
+    s2, t2 = (sigma_a2 * (1 + h), tau0) if direction == "sigma_a2" else (sigma_a2, tau0 * (1 + h))
+    b = deq_ntk_coefficients(activation, s2, t2)
+    for name in COEFFICIENTS:
+        x, y = getattr(a.ck, name), getattr(b.ck, name)
+        assert abs(y - x) <= 1e-5 * max(abs(x), 1e-12 * a.ck.tau**2), (name, x, y)
+    for name in NTK_COEFFICIENTS:
+        x, y = getattr(a, name), getattr(b, name)
+        assert abs(y - x) <= 1e-5 * max(abs(x), 1e-12 * a.ck.tau**2), (name, x, y)
+
+
+@settings(max_examples=60, **SETTINGS)
+@given(sigma_a2=ANY_FLOATS, tau0=ANY_FLOATS, activation=st.sampled_from(["relu", "tanh", "gelu", "sigmoid"]))
+def test_theory_on_arbitrary_parameters(sigma_a2, tau0, activation):
+    def coefficients():
+        c = deq_ck_coefficients(activation, sigma_a2, tau0)
+        return [c.tau, c.alpha1, c.alpha2, c.alpha3, c.alpha4, *c.feature_kernel().equations()]
+
+    _clear_error_or_finite(coefficients)
