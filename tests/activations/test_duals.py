@@ -155,13 +155,10 @@ def _custom(with_formula=True):
     )
 
 
-def _data(n=9, p=6, seed=2):
-    rng = np.random.default_rng(seed)
-    X = rng.standard_normal((n, p))
-    X /= np.sqrt((X * X).sum(1).mean())
+def _near_one(X, rng):
+    """A correlation near 1 and a larger norm, added to the rows of ``unit_rows``."""
     X[1] = 0.97 * X[0] + 0.03 * X[2]  # correlation near 1
     X[3] *= 1.6
-    return X
 
 
 def test_custom_formula_matches_quadrature():
@@ -171,11 +168,11 @@ def test_custom_formula_matches_quadrature():
 
 
 @pytest.mark.parametrize("kernel", ["ck", "feature", "ntk"])
-def test_implicit_engine_uses_a_custom_formula(kernel):
+def test_implicit_engine_uses_a_custom_formula(kernel, unit_rows):
     act, plain = _custom(), _custom(with_formula=False)
     assert ImplicitKernelEngine(act, 0.3, 1.0).method == "scaled erf (closed form)"
     assert ImplicitKernelEngine(plain, 0.3, 1.0).method == "Hermite expansion"
-    X = _data()
+    X = unit_rows(9, 6, 2, then=_near_one)
     K = implicit_kernel(X, activation=act, sigma_a2=0.3, kernel=kernel, tau0=1.0)
     H = implicit_kernel(X, activation=plain, sigma_a2=0.3, kernel=kernel, tau0=1.0)
     np.testing.assert_allclose(K, H, rtol=1e-9, atol=1e-10)
@@ -185,10 +182,10 @@ def test_implicit_engine_uses_a_custom_formula(kernel):
 
 
 @pytest.mark.parametrize("kernel", ["ck", "ntk"])
-def test_explicit_kernel_uses_a_custom_formula(kernel):
+def test_explicit_kernel_uses_a_custom_formula(kernel, unit_rows):
     act = _custom()
     layers = [act, "relu"]
-    X = _data()
+    X = unit_rows(9, 6, 2, then=_near_one)
     K = explicit_kernel(X, layers=layers, kernel=kernel, tau0=1.0)
     for i, j in [(0, 1), (0, 2), (3, 4), (5, 5)]:
         ref = explicit_kernel_entry(layers, 1.0, X[i] @ X[i], X[j] @ X[j], X[i] @ X[j], kernel=kernel)
