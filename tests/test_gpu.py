@@ -142,7 +142,7 @@ def test_a_fit_on_cuda_matches_a_fit_on_the_cpu(cls, data, monkeypatch, outputs)
 
     X = data[0]
     # CUDA fits the readout with the torch L-BFGS; the CPU, by default, with scipy's, whose line search takes
-    # another path (tests/test_lbfgs.py compares the two): here the CPU runs the CUDA fit's back end
+    # another path (tests/nn/test_fit.py compares the two): here the CPU runs the CUDA fit's back end
     monkeypatch.setattr(base, "train_readout", functools.partial(base.train_readout, lbfgs_backend="torch"))
     cpu, gpu = _fit(cls, "float64", "cpu", data), _fit(cls, "float64", CUDA, data)
     assert gpu.device_.startswith("cuda") and cpu.device_ == "cpu"

@@ -190,7 +190,7 @@ def test_predictions_do_not_depend_on_row_order_or_batch_size(fitted, data):
     i = data.draw(st.integers(0, len(models) - 1))
     idx = data.draw(st.permutations(range(len(X))).flatmap(lambda p: st.integers(1, len(p)).map(lambda k: p[:k])))
     got, want = models[i].decision_function(X[list(idx)]), full[i][list(idx)]
-    # Bitwise, by design (tests/test_batch_invariance.py).  On a GPU host this once came 2.3e-7 apart: the
+    # Bitwise, by design (the tests above).  On a GPU host this once came 2.3e-7 apart: the
     # module fixture above ran before the function-scoped CPU pin and fitted (and predicted ``full``) on CUDA;
     # the root conftest now pins the CPU for the whole session.
     np.testing.assert_array_equal(got, want)
