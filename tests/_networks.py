@@ -1,4 +1,5 @@
-"""The package's six network estimators, listed once for the tests that sweep them."""
+"""The package's six network estimators, listed once for the tests that sweep them, and the quick network the
+estimator tests fit (``small``)."""
 
 from sk_deq import (
     DEQClassifier,
