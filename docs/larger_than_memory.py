@@ -1,6 +1,6 @@
 """The code of the page "Data larger than memory" (``docs/larger_than_memory.rst``).
 
-The page shows these functions; ``tests/test_dask_arrays.py`` runs them on a
+The page shows these functions; ``tests/test_dask.py`` runs them on a
 small Dask array on a local cluster and compares their results with in-memory
 computations.
 """

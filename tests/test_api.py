@@ -22,7 +22,7 @@ from sk_deq._validation import ActivationName
 from sk_deq.activations import ACTIVATION_NAMES, get_activation
 from sk_deq.kernels import monte_carlo_implicit_kernel
 from sk_deq.gaussian_process import ImplicitCKKernel
-from _networks import NETWORKS
+from tests._networks import NETWORKS
 
 #: The parameters that name the model: the only ones that may be given by position.
 POSITIONAL = {
@@ -119,7 +119,8 @@ def test_validation_accepts_exactly_the_names_the_lookup_resolves():
 
 
 @pytest.fixture(scope="module")
-def digits():
+def digits120():
+    """The first 120 of scikit-learn's digits."""
     from sklearn.datasets import load_digits
 
     X, y = load_digits(return_X_y=True)
@@ -129,8 +130,8 @@ def digits():
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")  # 5 epochs
 @pytest.mark.parametrize(("name", "canonical"), NAMES)
 @pytest.mark.parametrize("cls", [DEQClassifier, MatchedExplicitClassifier, ExplicitClassifier])
-def test_activation_names_in_any_case_in_the_classifiers(cls, name, canonical, digits):
-    X, y = digits
+def test_activation_names_in_any_case_in_the_classifiers(cls, name, canonical, digits120):
+    X, y = digits120
 
     def fitted(act):
         model = {"layers": (act, act)} if cls is ExplicitClassifier else {"activation": act}
@@ -157,14 +158,14 @@ def test_activation_names_in_any_case_in_the_kernels(name, canonical):
 
 
 @pytest.mark.parametrize("cls", [DEQClassifier, MatchedExplicitClassifier, ImplicitCKTransformer, ImplicitCKNystroem])
-def test_unknown_activation_names_are_refused_in_any_case(cls, digits):
-    X, y = digits
+def test_unknown_activation_names_are_refused_in_any_case(cls, digits120):
+    X, y = digits120
     with pytest.raises(InvalidParameterError, match="'relu'"):
         cls(activation="ReLU6").fit(X, y)
 
 
-def test_unknown_layer_names_are_refused(digits):
-    X, y = digits
+def test_unknown_layer_names_are_refused(digits120):
+    X, y = digits120
     with pytest.raises(ValueError, match="Unknown activation 'ReLU6'"):
         ExplicitClassifier(("ReLU", "ReLU6"), n_hidden=8).fit(X, y)
 

@@ -1,4 +1,4 @@
-"""Every estimator, and ImplicitCKKernel called directly, on bad or unusual input.
+"""Every estimator on bad or unusual input (ImplicitCKKernel called directly: ``tests/test_gaussian_process.py``).
 
 Each case ends in a clear error naming the problem or in a correct result;
 never a crash inside torch or numpy, never a silent NaN.
@@ -11,7 +11,6 @@ import warnings
 import numpy as np
 import pytest
 import scipy.sparse as sp
-import torch
 from sklearn.base import clone
 from sklearn.datasets import load_digits
 from sklearn.exceptions import ConvergenceWarning
@@ -23,7 +22,6 @@ from sk_deq import (
     DEQRegressor,
     ExplicitClassifier,
     ExplicitRegressor,
-    ImplicitCKKernel,
     ImplicitCKNystroem,
     ImplicitCKTransformer,
     MatchedExplicitClassifier,
@@ -502,66 +500,3 @@ def test_grid_search_in_two_processes(data, name):
     serial = GridSearchCV(CLASSIFIERS[name](), grid, cv=2, n_jobs=1).fit(X, y)
     np.testing.assert_allclose(search.cv_results_["mean_test_score"], serial.cv_results_["mean_test_score"])
     assert search.best_estimator_.score(X, y) > 0.8
-
-
-# ---------------------------------------------------------------------------
-# ImplicitCKKernel called directly
-
-
-@pytest.fixture(scope="module")
-def unit_rows():
-    X = np.random.default_rng(0).standard_normal((12, 5))
-    return X / np.sqrt((X**2).sum(1).mean())
-
-
-@pytest.mark.parametrize(
-    "call,error,message",
-    [
-        (lambda K, X: K(np.where(X > 0.5, np.nan, X)), ValueError, "Input X contains NaN"),
-        (lambda K, X: K(np.where(X > 0.5, np.inf, X)), ValueError, "Input X contains infinity"),
-        (lambda K, X: K(X, np.where(X > 0.5, np.nan, X)), ValueError, "Input Y contains NaN"),
-        (lambda K, X: K(sp.csr_matrix(X)), TypeError, "Sparse data was passed for X"),
-        (lambda K, X: K(X, X[:, :3]), ValueError, "Y has 3 features, but X has 5"),
-        (lambda K, X: K(X[0]), ValueError, "Expected 2D array"),
-        (lambda K, X: K(X[:0]), ValueError, "0 sample"),
-        (lambda K, X: K([["a", "b"]]), ValueError, "could not convert string to float"),
-        (lambda K, X: K.diag(np.where(X > 0.5, np.nan, X)), ValueError, "Input X contains NaN"),
-        (lambda K, X: K(X * 1e300), ValueError, "overflow float64"),
-        (lambda K, X: K(X, X, eval_gradient=True), ValueError, "only be evaluated when Y is None"),
-    ],
-)
-def test_kernel_called_directly_validates_its_input(unit_rows, call, error, message):
-    with pytest.raises(error, match=message):
-        call(ImplicitCKKernel(), unit_rows)
-
-
-def test_kernel_overflow_does_not_advise_a_parameter_the_kernel_lacks(unit_rows):
-    assert "input_scaling" not in ImplicitCKKernel().get_params()
-    with pytest.raises(ValueError, match="overflow float64") as info:
-        ImplicitCKKernel()(unit_rows * 1e300)
-    assert "input_scaling='global', where an estimator or transformer has it," in str(info.value)
-
-
-@pytest.mark.parametrize(
-    "params,message",
-    [
-        ({"sigma_a2": 1.5}, "sigma_a2 must lie in the open interval"),
-        ({"tau0": -1.0}, "tau0 must be positive"),
-        ({"kernel": "nngp"}, "kernel must be "),
-        ({"activation": "cosh2"}, "Unknown activation 'cosh2'"),
-    ],
-)
-def test_kernel_rejects_bad_parameters(unit_rows, params, message):
-    with pytest.raises(ValueError, match=message):
-        ImplicitCKKernel(**params)(unit_rows)
-
-
-@pytest.mark.parametrize("activation", ["relu", torch.tanh, np.sin])
-@pytest.mark.parametrize("tau0", [1e-6, 1.0, 1e6])
-def test_kernel_at_every_scale_is_finite_and_symmetric_psd(unit_rows, activation, tau0):
-    K = ImplicitCKKernel(activation=activation, tau0=tau0)(unit_rows * tau0)
-    assert np.isfinite(K).all()
-    np.testing.assert_allclose(K, K.T, rtol=1e-12)
-    w = np.linalg.eigvalsh(K)
-    assert w.min() >= -1e-10 * w.max()
-    np.testing.assert_allclose(ImplicitCKKernel(activation=activation, tau0=tau0).diag(unit_rows * tau0), np.diag(K))

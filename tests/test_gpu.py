@@ -69,7 +69,7 @@ from sk_deq import (  # noqa: E402
     MatchedExplicitRegressor,
 )
 from sk_deq.kernels import implicit_kernel  # noqa: E402
-from _networks import NETWORKS  # noqa: E402
+from tests._networks import NETWORKS  # noqa: E402
 
 pytestmark = [pytest.mark.gpu, pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")]
 
@@ -110,13 +110,6 @@ def _fit(cls, dtype, device, data, **kw):
         return _make(cls, dtype, device, **kw).fit(X, values if cls.__name__.endswith("Regressor") else labels)
 
 
-def _outputs(est, X) -> np.ndarray:
-    """Predictions of a regressor; decision function and probabilities of a classifier."""
-    if _is_regressor(est):
-        return np.asarray(est.predict(X)).reshape(len(X), -1)
-    return np.hstack([est.decision_function(X), est.predict_proba(X)])
-
-
 def _close(got, ref, tol, what):
     np.testing.assert_allclose(got, ref, rtol=tol, atol=tol * np.abs(ref).max(), err_msg=what)
 
@@ -131,11 +124,11 @@ def _same_labels_away_from_ties(est_ref, est, X, atol):
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("cls", ESTIMATORS, ids=lambda c: c.__name__)
-def test_the_same_model_predicts_alike_on_cuda_and_cpu(cls, dtype, data):
+def test_the_same_model_predicts_alike_on_cuda_and_cpu(cls, dtype, data, outputs):
     X = data[0]
     cpu = _fit(cls, dtype, "cpu", data)
     gpu = pickle.loads(pickle.dumps(cpu)).set_params(device=CUDA)
-    ref, got = _outputs(cpu, X), _outputs(gpu, X)
+    ref, got = outputs(cpu, X), outputs(gpu, X)
     assert next(gpu.module_.parameters()).device.type == "cuda"
     tol = PREDICT_TOL[dtype]
     _close(got, ref, tol, f"{cls.__name__} {dtype}")
@@ -144,18 +137,18 @@ def test_the_same_model_predicts_alike_on_cuda_and_cpu(cls, dtype, data):
 
 
 @pytest.mark.parametrize("cls", ESTIMATORS, ids=lambda c: c.__name__)
-def test_a_fit_on_cuda_matches_a_fit_on_the_cpu(cls, data, monkeypatch):
+def test_a_fit_on_cuda_matches_a_fit_on_the_cpu(cls, data, monkeypatch, outputs):
     import sk_deq.estimators._base as base
 
     X = data[0]
     # CUDA fits the readout with the torch L-BFGS; the CPU, by default, with scipy's, whose line search takes
-    # another path (tests/test_lbfgs.py compares the two): here the CPU runs the CUDA fit's back end
+    # another path (tests/nn/test_fit.py compares the two): here the CPU runs the CUDA fit's back end
     monkeypatch.setattr(base, "train_readout", functools.partial(base.train_readout, lbfgs_backend="torch"))
     cpu, gpu = _fit(cls, "float64", "cpu", data), _fit(cls, "float64", CUDA, data)
     assert gpu.device_.startswith("cuda") and cpu.device_ == "cpu"
     for name, value in cpu.module_.features.state_dict().items():  # drawn on the CPU for both
         assert torch.equal(gpu.module_.features.state_dict()[name].cpu(), value), name
-    _close(_outputs(gpu, X), _outputs(cpu, X), FIT_TOL, cls.__name__)
+    _close(outputs(gpu, X), outputs(cpu, X), FIT_TOL, cls.__name__)
     cpu32, gpu32 = _fit(cls, "float32", "cpu", data), _fit(cls, "float32", CUDA, data)
     if _is_regressor(cpu32):
         assert abs(gpu32.score(X, data[2]) - cpu32.score(X, data[2])) < 0.01
@@ -191,20 +184,20 @@ def fitted_on_cuda(data):
     return {cls: _fit(cls, "float64", CUDA, data) for cls in ESTIMATORS}
 
 
-def test_a_model_pickled_on_cuda_predicts_on_the_cpu(fitted_on_cuda, data):
+def test_a_model_pickled_on_cuda_predicts_on_the_cpu(fitted_on_cuda, data, outputs):
     X = data[0]
     for cls, est in fitted_on_cuda.items():
         loaded = pickle.loads(pickle.dumps(est)).set_params(device="cpu")
-        got = _outputs(loaded, X)
+        got = outputs(loaded, X)
         assert next(loaded.module_.parameters()).device.type == "cpu"
-        _close(got, _outputs(est, X), PREDICT_TOL["float64"], cls.__name__)
+        _close(got, outputs(est, X), PREDICT_TOL["float64"], cls.__name__)
 
 
-def test_a_model_pickled_on_cuda_loads_in_a_process_without_cuda(fitted_on_cuda, data, tmp_path):
+def test_a_model_pickled_on_cuda_loads_in_a_process_without_cuda(fitted_on_cuda, data, tmp_path, outputs):
     X = data[0]
     for i, est in enumerate(fitted_on_cuda.values()):
         (tmp_path / f"{i}.pkl").write_bytes(pickle.dumps(est))
-        np.save(tmp_path / f"{i}.npy", _outputs(est, X))
+        np.save(tmp_path / f"{i}.npy", outputs(est, X))
     np.save(tmp_path / "X.npy", X)
     code = f"""
 import pickle, numpy as np, torch
@@ -232,14 +225,14 @@ for i in range({len(fitted_on_cuda)}):
 @pytest.mark.parametrize(
     "cls", [DEQClassifier, ExplicitClassifier, MatchedExplicitClassifier], ids=lambda c: c.__name__
 )
-def test_predict_on_cuda_does_not_depend_on_the_batch(cls, dtype, data):
+def test_predict_on_cuda_does_not_depend_on_the_batch(cls, dtype, data, outputs):
     X = data[0]
     est = _fit(cls, dtype, CUDA, data)
-    full = _outputs(est, X)
+    full = outputs(est, X)
     order = np.random.default_rng(0).permutation(len(X))
     for size in BATCH_SIZES:
         rows = order[: 16 if size == 1 else None]
-        parts = np.concatenate([_outputs(est, X[rows[i : i + size]]) for i in range(0, len(rows), size)])
+        parts = np.concatenate([outputs(est, X[rows[i : i + size]]) for i in range(0, len(rows), size)])
         _close(parts, full[rows], BATCH_TOL[dtype], f"batches of {size} rows")
 
 
@@ -298,21 +291,21 @@ def test_the_readout_lbfgs_on_cuda_runs_on_the_device_and_reaches_scipys_loss(co
 
 
 @pytest.mark.parametrize("cls", [DEQClassifier, MatchedExplicitRegressor], ids=lambda c: c.__name__)
-def test_a_cuda_tensor_fits_and_predicts_as_numpy_on_cuda(cls, data):
+def test_a_cuda_tensor_fits_and_predicts_as_numpy_on_cuda(cls, data, outputs):
     X, labels, values = data
     y = values if cls.__name__.endswith("Regressor") else labels
     T = torch.tensor(X, device=CUDA)
     ref, est = _make(cls, "float64", CUDA).fit(X, y), _make(cls, "float64", CUDA).fit(T, y)
     np.testing.assert_allclose(est.input_mean_, ref.input_mean_, rtol=0, atol=1e-15)
-    out = _outputs(est, T)
+    out = outputs(est, T)
     assert isinstance(out, np.ndarray)
-    _close(out, _outputs(ref, X), PREDICT_TOL["float64"], cls.__name__)
+    _close(out, outputs(ref, X), PREDICT_TOL["float64"], cls.__name__)
     cpu = pickle.loads(pickle.dumps(est)).set_params(device="cpu")  # a CUDA tensor on a CPU estimator: moved
-    _close(_outputs(cpu, T), _outputs(ref, X), PREDICT_TOL["float64"], cls.__name__)
+    _close(outputs(cpu, T), outputs(ref, X), PREDICT_TOL["float64"], cls.__name__)
 
 
 @pytest.mark.parametrize("cls", [DEQClassifier, MatchedExplicitRegressor], ids=lambda c: c.__name__)
-def test_numpy_inputs_of_a_cuda_fit_are_moved_there_once(monkeypatch, cls, data):
+def test_numpy_inputs_of_a_cuda_fit_are_moved_there_once(monkeypatch, cls, data, outputs):
     """``stage_inputs``: one copy of ``X`` to the GPU, then the CUDA-tensor path, whose results it gives."""
     import sk_deq.estimators._base as tb
 
@@ -325,21 +318,21 @@ def test_numpy_inputs_of_a_cuda_fit_are_moved_there_once(monkeypatch, cls, data)
     assert len(staged) == 1 and isinstance(staged[0], torch.Tensor) and staged[0].device.type == "cuda"
     ref = _make(cls, "float64", CUDA).fit(torch.tensor(X, device=CUDA), y)
     np.testing.assert_array_equal(est.input_mean_, ref.input_mean_)
-    _close(_outputs(est, X), _outputs(ref, X), PREDICT_TOL["float64"], cls.__name__)
+    _close(outputs(est, X), outputs(ref, X), PREDICT_TOL["float64"], cls.__name__)
 
 
 @pytest.mark.parametrize("cls", [DEQClassifier, MatchedExplicitRegressor], ids=lambda c: c.__name__)
-def test_numpy_inputs_of_a_cuda_predict_are_moved_there_once(monkeypatch, cls, data):
+def test_numpy_inputs_of_a_cuda_predict_are_moved_there_once(monkeypatch, cls, data, outputs):
     """``stage_inputs`` in predict: one copy of ``X`` per call, then the CUDA-tensor path, whose outputs it gives."""
     import sk_deq.estimators._base as tb
 
     X, labels, values = data
     est = _make(cls, "float64", CUDA).fit(X, values if cls.__name__.endswith("Regressor") else labels)
-    want = _outputs(est, torch.tensor(X, device=CUDA))
+    want = outputs(est, torch.tensor(X, device=CUDA))
     staged = []
     stage = tb.stage_inputs
     monkeypatch.setattr(tb, "stage_inputs", lambda X, device: staged.append(stage(X, device)) or staged[-1])
-    got = _outputs(est, X)
+    got = outputs(est, X)
     assert staged and all(isinstance(t, torch.Tensor) and t.device.type == "cuda" for t in staged)
     _close(got, want, PREDICT_TOL["float64"], cls.__name__)
 

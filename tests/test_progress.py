@@ -77,3 +77,13 @@ def test_templates_and_one_class_for_training_and_experiments():
     fields = dict(desc="d", bar="##", n=1, total=2, elapsed=1.0, eta=", ~1s left")
     assert BAR.format(**fields) == "d |##| 1/2 [1.0s]"
     assert STEPS.format(**fields) == "[##] 1/2 d (1s, ~1s left)"
+
+
+def test_feature_progress_bar_on_long_computations(capsys):
+    from sk_deq._progress import ProgressBar
+
+    stream = io.StringIO()
+    with ProgressBar(4, "features", stream=stream) as bar:
+        for _ in range(4):
+            bar.update()
+    assert "4/4" in stream.getvalue() and stream.getvalue().endswith("\n")

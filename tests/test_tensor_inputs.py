@@ -22,7 +22,7 @@ from sk_deq import (
     MatchedExplicitClassifier,
 )
 from sk_deq._scaling import apply_input_scaling, fit_input_scaling
-from _networks import NETWORKS
+from tests._networks import NETWORKS
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 

@@ -1,0 +1,149 @@
+"""The network component of the estimators (``sk_deq.estimators._network``), on the classifiers: pickling and
+copies without drawing weights, float32 and float64, numpy and torch callables as activations."""
+
+import copy
+import pickle
+import warnings
+
+import joblib
+import numpy as np
+import pytest
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from sklearn.base import clone
+from sklearn.exceptions import ConvergenceWarning
+
+from sk_deq import DEQClassifier, ExplicitClassifier, MatchedExplicitClassifier
+from tests._networks import CLASSIFIERS, small
+
+ESTIMATORS = CLASSIFIERS
+
+
+def _walk(obj, seen=None):
+    seen = set() if seen is None else seen
+    if id(obj) in seen:
+        return
+    seen.add(id(obj))
+    yield obj
+    if isinstance(obj, dict):
+        for v in obj.values():
+            yield from _walk(v, seen)
+    elif isinstance(obj, (list, tuple)):
+        for v in obj:
+            yield from _walk(v, seen)
+
+
+@pytest.mark.parametrize("cls", ESTIMATORS)
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_pickle_and_joblib_round_trip_predict_identically(cls, dtype, blobs, tmp_path):
+    X, y = blobs
+    est = small(cls, dtype=dtype).fit(X, y)
+    state = est.__getstate__()
+    assert not any(isinstance(o, torch.Tensor) or isinstance(o, torch.nn.Module) for o in _walk(state))
+    for loaded in (pickle.loads(pickle.dumps(est)), _joblib_round_trip(est, tmp_path)):
+        np.testing.assert_array_equal(loaded.decision_function(X), est.decision_function(X))
+        np.testing.assert_array_equal(loaded.predict(X), est.predict(X))
+        assert loaded.history_ == est.history_
+
+
+class _RandomDraws(TorchDispatchMode):
+    """Records the random draws into real (not ``meta``) tensors."""
+
+    def __init__(self):
+        super().__init__()
+        self.draws = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        name = func.overloadpacket.__name__
+        if name.startswith(("rand", "normal", "uniform", "bernoulli")) and out.device.type != "meta":
+            self.draws.append(name)
+        return out
+
+
+@pytest.mark.parametrize("cls", ESTIMATORS)
+@pytest.mark.parametrize("trainable", ["readout", "all"])
+def test_unpickling_and_deepcopy_draw_no_weights(cls, trainable, blobs):
+    X, y = blobs
+    est = small(cls, trainable=trainable, max_iter=5, solver="adam").fit(X, y)
+    blob = pickle.dumps(est)
+    with _RandomDraws() as seen:
+        loaded = [pickle.loads(blob), copy.deepcopy(est)]
+    assert seen.draws == []  # the network of a saved state is built on the meta device: shapes only
+    with _RandomDraws() as seen:
+        torch.randn(2, generator=torch.Generator())
+    assert seen.draws == ["randn"]  # what it would have seen: the draws of the weights it replaced
+    flags = lambda e: [(name, p.requires_grad, p.dtype, p.device) for name, p in e.module_.named_parameters()]
+    for copied in loaded:
+        np.testing.assert_array_equal(copied.decision_function(X), est.decision_function(X))
+        np.testing.assert_array_equal(copied.predict_proba(X), est.predict_proba(X))
+        assert flags(copied) == flags(est) and not copied.module_.training
+    # clone starts from the parameters alone: it fits the same network
+    np.testing.assert_array_equal(clone(est).fit(X, y).decision_function(X), est.decision_function(X))
+
+
+def _joblib_round_trip(est, tmp_path):
+    path = tmp_path / "model.joblib"
+    joblib.dump(est, path)
+    return joblib.load(path)
+
+
+def test_float32_and_float64_share_weights(blobs):
+    X, y = blobs
+    a = small(DEQClassifier, dtype="float32").fit(X, y)
+    b = small(DEQClassifier, dtype="float64").fit(X, y)
+    torch.testing.assert_close(a.module_.features.A, b.module_.features.A.float())
+    assert (a.predict(X) == b.predict(X)).mean() > 0.98
+
+
+def test_torch_and_numpy_callables_give_identical_classifiers(blobs):
+    from sk_deq.activations import Activation
+
+    X, y = blobs
+    forms = [torch.sin, np.sin, Activation(np.sin, derivative=np.cos, torch_func=torch.sin, odd=True)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)
+        probas = [small(DEQClassifier, activation=f).fit(X, y).predict_proba(X) for f in forms]
+    for p in probas[1:]:
+        np.testing.assert_array_equal(p, probas[0])
+
+
+@pytest.mark.parametrize("form", ["torch", "numpy"])
+def test_callables_train_hidden_weights_through_autograd(blobs, form):
+    """np.sin on a tensor that requires grad raised torch's RuntimeError before."""
+    X, y = blobs
+    f = torch.sin if form == "torch" else np.sin
+    kw = dict(trainable="all", solver="adam", learning_rate_init=0.05, max_iter=8)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        deq = small(DEQClassifier, activation=f, **kw).fit(X, y)
+        net = small(ExplicitClassifier, layers=(f, f), **kw).fit(X, y)
+    for est in (deq, net):
+        assert est.history_[-1]["train_loss"] < est.history_[0]["train_loss"]
+        assert est.score(X, y) > 0.8
+
+
+def test_matched_and_transformer_accept_torch_callables(blobs):
+    from sk_deq import ImplicitCKKernel, ImplicitCKTransformer
+
+    X, y = blobs
+    m = small(MatchedExplicitClassifier, activation=torch.tanh).fit(X, y)
+    assert m.match_.family == "hard_tanh" and m.match_.max_residual < 1e-8
+    ref = small(MatchedExplicitClassifier, activation="tanh").fit(X, y)
+    np.testing.assert_allclose(
+        [list(p.values()) for p in m.match_.params], [list(p.values()) for p in ref.match_.params], rtol=1e-10
+    )
+    K1 = ImplicitCKTransformer(activation=torch.nn.GELU()).fit_transform(X[:30])
+    K2 = ImplicitCKTransformer(activation="gelu").fit_transform(X[:30])
+    np.testing.assert_allclose(K1, K2, rtol=1e-9)
+    Xs = X[:20] / np.sqrt((X[:20] ** 2).sum(1).mean())
+    np.testing.assert_allclose(
+        ImplicitCKKernel(activation=torch.tanh)(Xs), ImplicitCKKernel(activation="tanh")(Xs), rtol=1e-10
+    )
+
+
+def test_classifier_with_a_torch_activation_pickles(blobs):
+    X, y = blobs
+    est = small(DEQClassifier, activation=torch.sin).fit(X, y)
+    back = pickle.loads(pickle.dumps(est))
+    np.testing.assert_array_equal(back.predict_proba(X), est.predict_proba(X))

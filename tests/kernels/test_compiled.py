@@ -1,0 +1,173 @@
+"""The compiled Hermite series (numba, optional) gives the bits of numpy's loops.
+
+:mod:`sk_deq.kernels._compiled` replaces the numpy engine's Horner sums and
+Newton equations of generic activations by compiled loops.  They perform the
+same operations in the same order, so every kernel must agree bitwise with
+``SK_DEQ_COMPILED=0``: odd and non-odd activations, the three kernels, the
+entries gathered near correlation one (and those left to quadrature),
+duplicate and zero-norm samples, one block and many, serial and threads.
+The loops are also run uncompiled (plain Python, no numba needed), so their
+logic is checked wherever the suite runs.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import pytest
+
+from sk_deq.kernels import ImplicitKernelEngine, _compiled, _series
+
+
+@pytest.fixture(scope="module")
+def rows(unit_rows):
+    """``rows(n=160, p=12, seed=0)``: Gaussian samples, a few duplicates, a zero row and near-duplicates
+    (correlations near one)."""
+
+    def duplicates_zero_and_near(X, rng):
+        p = X.shape[1]
+        near = X[:4] * (1.0 + 1e-9) + 1e-7 * rng.standard_normal((4, p))
+        return np.vstack([X, X[:3], np.zeros((1, p)), near])
+
+    return lambda n=160, p=12, seed=0: unit_rows(n, p, seed, scale="features", then=duplicates_zero_and_near)
+
+
+def _numpy_kernel(monkeypatch, eng, *samples, **kw):
+    monkeypatch.setenv(_compiled.COMPILED_ENV, "0")
+    assert _series.numpy_ops() is _series.NUMPY_OPS
+    out = eng.kernel(*samples, **kw)
+    monkeypatch.delenv(_compiled.COMPILED_ENV)
+    return out
+
+
+@pytest.fixture
+def plain_python_loops(monkeypatch):
+    """The compiled loops run as the Python they are written in (no numba needed)."""
+    loops = _compiled.CompiledSeries(_compiled._outer_sums, _compiled._paired_sums)
+    monkeypatch.setattr(_compiled, "_build", lambda: loops)
+    return loops
+
+
+@pytest.mark.parametrize("activation", ["tanh", "silu"])
+@pytest.mark.parametrize("kernel", ["ck", "feature", "ntk"])
+def test_uncompiled_loops_give_the_bits_of_numpy(monkeypatch, plain_python_loops, activation, kernel, rows):
+    X = rows(n=40, p=6)
+    eng = ImplicitKernelEngine(activation, 0.3, 1.0, kernel=kernel)
+    assert eng.method == "Hermite expansion"
+    S = eng.prepare(X)
+    Y = eng.prepare(X[::3] * 1.1)
+    ref = _numpy_kernel(monkeypatch, eng, S, n_jobs=1)
+    ref_xy = _numpy_kernel(monkeypatch, eng, Y, S, n_jobs=1)
+    assert _series.numpy_ops().compiled is plain_python_loops
+    np.testing.assert_array_equal(eng.kernel(S, n_jobs=1), ref)
+    np.testing.assert_array_equal(eng.kernel(Y, S, n_jobs=1), ref_xy)
+
+
+def test_the_environment_variable_and_a_missing_numba_keep_numpy(monkeypatch, rows):
+    monkeypatch.setenv(_compiled.COMPILED_ENV, "0")
+    assert _compiled.compiled_series() is None
+    assert _series.numpy_ops() is _series.NUMPY_OPS
+    monkeypatch.delenv(_compiled.COMPILED_ENV)
+    monkeypatch.setitem(sys.modules, "numba", None)  # import numba raises ImportError
+    _compiled._build.cache_clear()
+    try:
+        assert _compiled.compiled_series() is None
+        assert _series.numpy_ops() is _series.NUMPY_OPS
+        eng = ImplicitKernelEngine("tanh", 0.2, 1.0)
+        S = eng.prepare(rows(n=20, p=4))
+        K = eng.kernel(S)
+        assert np.all(np.isfinite(K))
+    finally:
+        _compiled._build.cache_clear()
+
+
+def _compiled_or_skip():
+    pytest.importorskip("numba")
+    loops = _compiled.compiled_series()
+    assert loops is not None, "numba is installed, so the compiled series must be used"
+    return loops
+
+
+@pytest.mark.parametrize("activation", ["tanh", "silu", "elu"])
+@pytest.mark.parametrize("kernel", ["ck", "feature", "ntk"])
+def test_compiled_gives_the_bits_of_numpy(monkeypatch, activation, kernel, rows):
+    _compiled_or_skip()
+    X = rows()
+    eng = ImplicitKernelEngine(activation, 0.25, 1.0, kernel=kernel)
+    S = eng.prepare(X)
+    for kw in ({"n_jobs": 1}, {"n_jobs": 1, "block_size": 64}):
+        ref = _numpy_kernel(monkeypatch, eng, S, **kw)
+        assert _series.numpy_ops().compiled is not None
+        got = eng.kernel(S, **kw)
+        np.testing.assert_array_equal(got, ref)
+    # threads give the bits of serial with the same blocks
+    np.testing.assert_array_equal(eng.kernel(S, n_jobs=2, block_size=64), got)
+
+
+def test_compiled_entries_near_one_and_quadrature_match_numpy(monkeypatch):
+    """Correlations near one: gathered groups at high degree, and entries no degree resolves (quadrature)."""
+    _compiled_or_skip()
+    rng = np.random.default_rng(3)
+    base = rng.standard_normal((6, 8)) / np.sqrt(8)
+    X = np.vstack([base + 10.0**-e * rng.standard_normal((6, 8)) for e in (1, 2, 3, 4, 6)])
+    eng = ImplicitKernelEngine("elu", 0.5, 1.0, kernel="ntk")  # a kink in phi0': slow Hermite decay
+    S = eng.prepare(X)
+    calls = []
+    polar = eng.dual.polar_solve
+
+    def counted(*a):
+        calls.append(len(a[0]))
+        return polar(*a)
+
+    monkeypatch.setattr(eng.dual, "polar_solve", counted)
+    ref = _numpy_kernel(monkeypatch, eng, S, n_jobs=1)
+    n_ref = len(calls)
+    got = eng.kernel(S, n_jobs=1)
+    assert n_ref > 0 and len(calls) == 2 * n_ref, "the data must reach the quadrature in both paths"
+    np.testing.assert_array_equal(got, ref)
+
+
+def test_compiled_loops_take_any_layout_of_their_inputs():
+    """Fortran-ordered or read-only samples are made contiguous, not misread."""
+    loops = _compiled_or_skip()
+    rng = np.random.default_rng(1)
+    Hr, Hc = rng.standard_normal((5, 9)), rng.standard_normal((7, 9))
+    rho = np.clip(rng.standard_normal((5, 7)) / 3, -0.9, 0.9)
+    terms = _series._OuterTerms(_series.NUMPY_OPS, Hr, Hc)
+    ks = list(range(9))
+    p, dp = loops.evaluate(rho, terms, ks, odd=False)
+    powers = rho[..., None] ** np.arange(9)
+    np.testing.assert_allclose(p, np.einsum("ik,jk,ijk->ij", Hr, Hc, powers), rtol=1e-12, atol=1e-14)
+    dpowers = np.arange(9) * rho[..., None] ** np.maximum(np.arange(9) - 1, 0)
+    np.testing.assert_allclose(dp, np.einsum("ik,jk,ijk->ij", Hr, Hc, dpowers), rtol=1e-12, atol=1e-14)
+    ro = np.asfortranarray(rho)
+    ro.flags.writeable = False
+    terms_f = _series._OuterTerms(_series.NUMPY_OPS, np.asfortranarray(Hr), Hc)
+    p2, dp2 = loops.evaluate(ro, terms_f, ks, odd=False)
+    np.testing.assert_array_equal(p2, p)
+    np.testing.assert_array_equal(dp2, dp)
+
+
+def test_threads_asking_at_once_get_one_set_of_loops(monkeypatch):
+    """The engine's worker threads call compiled_series() together at the first kernel: one build, shared."""
+    import threading
+    import time
+
+    builds = []
+
+    def slow_build():
+        builds.append(1)
+        time.sleep(0.05)
+        return "loops"
+
+    monkeypatch.delenv(_compiled.COMPILED_ENV, raising=False)
+    cached = _compiled.functools.cache(slow_build)
+    monkeypatch.setattr(_compiled, "_build", cached)
+    got = []
+    threads = [threading.Thread(target=lambda: got.append(_compiled.compiled_series())) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert got == ["loops"] * 4 and len(builds) == 1

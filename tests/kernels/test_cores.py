@@ -1,0 +1,137 @@
+"""The exact kernels on several cores: the same numbers as in serial, and ``n_jobs`` honoured.
+
+Timings are not asserted here (the machine is shared): the speed-up is
+measured by ``benchmarks/bench_kernel_cores.py``.
+"""
+
+import threading
+
+import joblib
+import numpy as np
+import pytest
+from joblib import Parallel, delayed
+
+from sk_deq import ImplicitCKNystroem, ImplicitCKTransformer
+from sk_deq.kernels import ImplicitKernelEngine, implicit_kernel
+from sk_deq.kernels.engine import kernel_workers
+
+
+@pytest.fixture(scope="module")
+def rows(unit_rows):
+    """``rows(n=300, p=10, seed=0)``: rows at ``tau0 = 1``, norms spread over [0.6, 1.5], a duplicate across blocks."""
+
+    def duplicate(X, rng):
+        X[7] = X[3]  # a duplicate across blocks
+
+    return lambda n=300, p=10, seed=0: unit_rows(n, p, seed, spread=(0.6, 1.5), then=duplicate)
+
+
+@pytest.mark.parametrize("act", ["tanh", "sigmoid", "gelu", "silu", "relu"])
+@pytest.mark.parametrize("kernel", ["ck", "ntk"])
+def test_parallel_blocks_equal_serial(act, kernel, rows):
+    X = rows()
+    Y = 1.2 * rows(90, seed=1)
+    for args in ((X,), (X, Y)):
+        serial = implicit_kernel(*args, activation=act, kernel=kernel, tau0=1.0, block_size=64, n_jobs=1)
+        for n_jobs in (2, -1, None):
+            par = implicit_kernel(*args, activation=act, kernel=kernel, tau0=1.0, block_size=64, n_jobs=n_jobs)
+            np.testing.assert_allclose(par, serial, rtol=0, atol=1e-12 * np.abs(serial).max())
+
+
+def test_feature_kernel_of_the_transformer_equals_serial(rows):
+    X = rows(200)
+    ref = ImplicitCKTransformer("softplus", kernel="feature", block_size=48, n_jobs=1).fit(X)
+    par = ImplicitCKTransformer("softplus", kernel="feature", block_size=48).fit(X)
+    np.testing.assert_allclose(par.transform(X[:70]), ref.transform(X[:70]), rtol=0, atol=1e-12)
+
+
+def test_kernel_workers_resolves_n_jobs():
+    assert kernel_workers(1) == 1
+    assert kernel_workers(None) == kernel_workers(-1) == joblib.cpu_count()
+    assert kernel_workers(3) == 3
+    with joblib.parallel_config(n_jobs=1):
+        assert kernel_workers(None) == 1
+    with joblib.parallel_config(n_jobs=3):
+        assert kernel_workers(None) == 3
+        assert kernel_workers(1) == 1
+    # inside a joblib worker the outer Parallel already uses the cores
+    assert Parallel(n_jobs=2, prefer="threads")(delayed(kernel_workers)() for _ in range(2)) == [1, 1]
+    with pytest.raises(ValueError, match="n_jobs"):
+        kernel_workers(0)
+
+
+def _record_threads(monkeypatch, dual):
+    seen = []
+    block = type(dual).block
+
+    def recording(self, R, C, kernel):
+        seen.append(threading.get_ident())
+        return block(self, R, C, kernel)
+
+    monkeypatch.setattr(type(dual), "block", recording)
+    return seen
+
+
+@pytest.mark.parametrize("n_jobs", [1, 2, None])
+def test_blocks_run_where_n_jobs_says(monkeypatch, n_jobs, rows):
+    eng = ImplicitKernelEngine("tanh", 0.2, 1.0)
+    seen = _record_threads(monkeypatch, eng.dual)
+    S = eng.prepare(rows(120))
+    eng.kernel(S, block_size=32, n_jobs=n_jobs)
+    assert len(seen) == 10  # 4 row blocks: the upper triangle's pairs
+    main = threading.get_ident()
+    if kernel_workers(n_jobs) == 1:
+        assert set(seen) == {main}
+    else:  # worker threads, never the caller's
+        assert main not in seen
+
+
+def test_single_block_and_context_stay_serial(monkeypatch, rows):
+    eng = ImplicitKernelEngine("gelu", 0.2, 1.0)
+    seen = _record_threads(monkeypatch, eng.dual)
+    S = eng.prepare(rows(60))
+    eng.kernel(S, n_jobs=2)  # one block: no threads started
+    with joblib.parallel_config(n_jobs=1):
+        eng.kernel(S, block_size=16)
+    assert set(seen) == {threading.get_ident()} and len(seen) == 1 + 10
+
+
+def test_nystroem_passes_n_jobs_to_the_landmark_kernels(monkeypatch, rows):
+    asked = []
+    kernel = ImplicitKernelEngine.kernel
+
+    def recording(self, *args, **kwargs):
+        asked.append(kwargs.get("n_jobs", "default"))
+        return kernel(self, *args, **kwargs)
+
+    monkeypatch.setattr(ImplicitKernelEngine, "kernel", recording)
+    X = rows(80)
+    ImplicitCKNystroem("tanh", n_components=20, random_state=0, n_jobs=1).fit(X)
+    assert asked and set(asked) == {1}
+
+
+def test_process_backend_sends_the_blocks_back(rows):
+    """Workers of another process cannot write into the caller's array: their blocks come back."""
+    X = rows(100)
+    serial = implicit_kernel(X, activation="tanh", kernel="ntk", tau0=1.0, block_size=32, n_jobs=1)
+    with joblib.parallel_config(backend="loky", n_jobs=2):
+        par = implicit_kernel(X, activation="tanh", kernel="ntk", tau0=1.0, block_size=32)
+    np.testing.assert_allclose(par, serial, rtol=0, atol=1e-12 * np.abs(serial).max())
+    np.testing.assert_array_equal(par, par.T)
+
+
+@pytest.mark.parametrize("blas_threads", [1, 2])
+def test_serial_equals_parallel_bitwise_whatever_the_blas_threads(blas_threads):
+    """The inner products of every block run on one BLAS thread, in serial too: a BLAS splits a
+    product among its threads by shape and may then sum an entry in another order (seen at 3e-16
+    with OpenBLAS on AVX-512), so only one thread gives the same bits for ``n_jobs=1`` and ``n_jobs=2``."""
+    from threadpoolctl import threadpool_limits
+
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((600, 784)) / np.sqrt(784)  # 784 features: 2 BLAS threads sum some entries otherwise
+    eng = ImplicitKernelEngine("tanh", 0.2, 1.0)
+    S = eng.prepare(X)
+    with threadpool_limits(limits=blas_threads, user_api="blas"):
+        serial = eng.kernel(S, block_size=512, n_jobs=1)
+    par = eng.kernel(S, block_size=512, n_jobs=2)
+    np.testing.assert_array_equal(par, serial)

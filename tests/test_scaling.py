@@ -1,0 +1,96 @@
+"""The input scaling and the data scale (``sk_deq._scaling``) against hand computations."""
+
+import math
+
+import numpy as np
+import pytest
+
+from sk_deq._scaling import apply_input_scaling, fit_input_scaling, squared_norms
+
+# three samples, two features: mean (2, 1); centred rows (-1, 1), (1, -2), (0, 1)
+X3 = np.array([[1.0, 2.0], [3.0, -1.0], [2.0, 2.0]])
+
+
+# -- input scaling ----------------------------------------------------------------------------------
+
+
+def test_global_scaling_by_hand():
+    mean, scale, tau0 = fit_input_scaling(X3, "global")
+    np.testing.assert_array_equal(mean, [2.0, 1.0])
+    # centred squared norms 2, 5, 1: mean 8/3
+    assert scale == pytest.approx(math.sqrt(8 / 3), rel=1e-15)
+    assert tau0 == 1.0
+    Xs = apply_input_scaling(X3, mean, scale)
+    np.testing.assert_allclose(Xs, (X3 - [2.0, 1.0]) / math.sqrt(8 / 3), rtol=1e-15)
+    assert np.mean(np.sum(Xs**2, axis=1)) == pytest.approx(1.0, rel=1e-14)
+
+
+def test_global_scaling_with_sample_weights_by_hand():
+    w = np.array([1.0, 2.0, 1.0])
+    mean, scale, tau0 = fit_input_scaling(X3, "global", sample_weight=w)
+    m = (1 * X3[0] + 2 * X3[1] + 1 * X3[2]) / 4  # (2.25, 0.5)
+    np.testing.assert_allclose(mean, [2.25, 0.5], rtol=1e-15)
+    sq = np.sum((X3 - m) ** 2, axis=1)
+    assert scale == pytest.approx(math.sqrt((sq[0] + 2 * sq[1] + sq[2]) / 4), rel=1e-14)
+    assert tau0 == 1.0
+    # integer weights act as repeated rows
+    rep_mean, rep_scale, _ = fit_input_scaling(X3[[0, 1, 1, 2]], "global")
+    np.testing.assert_allclose(mean, rep_mean, rtol=1e-14)
+    assert scale == pytest.approx(rep_scale, rel=1e-14)
+
+
+def test_zero_weights_drop_samples():
+    X = np.vstack([X3, [[100.0, -50.0]]])
+    got = fit_input_scaling(X, "global", sample_weight=[1.0, 1.0, 1.0, 0.0])
+    ref = fit_input_scaling(X3, "global")
+    np.testing.assert_allclose(got[0], ref[0], rtol=1e-15)
+    assert got[1] == pytest.approx(ref[1], rel=1e-15)
+
+
+def test_no_scaling_measures_tau0_by_hand():
+    mean, scale, tau0 = fit_input_scaling(X3, "none")
+    assert mean is None and scale == 1.0
+    # squared norms 5, 10, 8
+    assert tau0 == pytest.approx(math.sqrt(23 / 3), rel=1e-15)
+    _, _, tau0_w = fit_input_scaling(X3, "none", sample_weight=[0.0, 1.0, 3.0])
+    assert tau0_w == pytest.approx(math.sqrt((10 + 3 * 8) / 4), rel=1e-15)
+    np.testing.assert_array_equal(apply_input_scaling(X3, mean, scale), X3)
+
+
+@pytest.mark.parametrize("factor", [1e-150, 1e200])
+def test_scaling_of_tiny_and_huge_inputs_does_not_overflow(factor):
+    mean, scale, _ = fit_input_scaling(X3 * factor, "global")
+    assert scale == pytest.approx(factor * math.sqrt(8 / 3), rel=1e-14)
+    np.testing.assert_allclose(
+        apply_input_scaling(X3 * factor, mean, scale), apply_input_scaling(X3, [2, 1], math.sqrt(8 / 3))
+    )
+
+
+def test_input_scaling_errors():
+    with pytest.raises(ValueError, match="identical"):
+        fit_input_scaling(np.ones((4, 3)), "global")
+    with pytest.raises(ValueError, match="identical"):
+        fit_input_scaling(X3, "global", sample_weight=[0.0, 1.0, 0.0])  # one sample with positive weight
+    with pytest.raises(ValueError, match="are zero"):
+        fit_input_scaling(np.zeros((4, 3)), "none")
+    with pytest.raises(ValueError, match="too large for the theory"):
+        fit_input_scaling(X3 * 1e151, "none")
+    with pytest.raises(ValueError, match=r"input_scaling must be one of \('global', 'none'\), got 'standard'"):
+        fit_input_scaling(X3, "standard")
+
+
+# -- squared norms ----------------------------------------------------------------------------------
+
+
+def test_squared_norms():
+    np.testing.assert_array_equal(squared_norms(X3), [5.0, 10.0, 8.0])
+    assert squared_norms(np.zeros((0, 2))).shape == (0,)
+    assert np.isfinite(squared_norms([[1e153, 1e153]])).all()
+
+
+def test_squared_norms_overflow_is_a_clear_error():
+    X = np.array([[1.0, 2.0], [3e154, 0.0]])
+    with pytest.raises(
+        ValueError, match=r"samples of Y overflow float64 \(largest \|value\| 3e\+154, after any input scaling\)"
+    ):
+        squared_norms(X, "Y")
