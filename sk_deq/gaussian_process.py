@@ -59,7 +59,7 @@ class ImplicitCKKernel(Kernel):
         high < 1`` (anything else is a ``ValueError`` at construction, and
         after ``set_params`` where the GP reads them).  The CK is
         computed across them for every named activation, at any input scale
-        (``tests/test_kernel_solvers.py``).  The NTK needs ``sigma_a2 * E[phi'(u)^2] < 1`` at every sample's
+        (``tests/kernels/test_solvers.py``).  The NTK needs ``sigma_a2 * E[phi'(u)^2] < 1`` at every sample's
         pre-activation scale: for ``'erf'`` (``E[phi'^2] -> 4/pi`` at small
         inputs) keep the upper bound below ``pi/4`` when inputs come near
         zero; beyond it the kernel raises a ``ValueError`` naming the

@@ -37,7 +37,7 @@ _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 # tensor's last elements, and each thread's, with a scalar loop whose result
 # differs from the vector loop's in the last bit; the forms here are written
 # with ``tanh``, ``erf``, ``exp``, ``log1p`` and ``expm1``, whose kernels do
-# not (``tests/test_batch_invariance.py`` checks every name).
+# not (``tests/estimators/test_batch_invariance.py`` checks every name).
 
 
 def _t_sigmoid(t, inplace=False):

@@ -10,7 +10,7 @@ pass that holds no interpreter lock, so the threads truly run side by side.
 
 The compiled loops perform the numpy code's operations on every entry in the
 same order, each rounded once (numba does not fuse a product and a sum unless
-asked to), so both give the same bits; ``tests/test_kernel_compiled.py``
+asked to), so both give the same bits; ``tests/kernels/test_compiled.py``
 checks it.  numba is optional (``pip install sk_deq[fast]``): without it, or
 with the environment variable ``SK_DEQ_COMPILED=0``, the engine runs the
 numpy code.  The loops are compiled at their first use (about two seconds)
