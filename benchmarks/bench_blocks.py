@@ -18,21 +18,32 @@ Reported: median seconds over the repeats (the block sizes interleaved,
 after one untimed round), and each time's ratio to the ``batch`` run
 (throughput) or to the 16-row block (latency).
 
+``--fit`` measures the blocks of a fit's training features instead
+(``sk_deq.estimators._network.FIT_BLOCK_ENTRIES``): a ``DEQClassifier('relu',
+0.2)`` on the 4,000 training digits of the MNIST split
+(``_data.mnist_split``), for several block sizes side by side: the seconds of
+the training features, their ratio to the float32 GEMMs they need (mean
+fixed-point iterations + 1 products of 4,000 x m by m x m, timed in the same
+rounds) and the seconds of the whole ``fit``.
+
 Usage::
 
     python benchmarks/bench_blocks.py              # widths 32, 256, 1024, 4096
     python benchmarks/bench_blocks.py --quick      # widths 32, 256
     python benchmarks/bench_blocks.py --threads 1 --json blocks.json
+    python benchmarks/bench_blocks.py --fit --widths 1024,4096 --threads 2
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import warnings
 from unittest import mock
 
 import numpy as np
 import torch
+from _data import load_digits_once, mnist_split
 from _harness import finish, interleaved, parser
 from sklearn.datasets import load_digits
 from sklearn.exceptions import ConvergenceWarning
@@ -42,6 +53,8 @@ from sk_deq import DEQClassifier, MatchedExplicitClassifier
 from sk_deq.estimators._network import block_rows, map_row_blocks
 
 BLOCKS = (16, 32, 64, 256, 1024)
+#: Entries of a fit's blocks compared by ``--fit``.
+FIT_ENTRIES = (1 << 16, 1 << 18, 1 << 20, 1 << 22)
 
 
 def _fit(model, X, y):
@@ -62,7 +75,7 @@ def _blocks(model, block):
         with mock.patch.object(torch_network, "map_row_blocks", _whole_batch):
             yield
         return
-    model._block_rows = lambda device=None: block  # an instance attribute: the class's method is untouched
+    model._block_rows = lambda device=None, fit=False: block  # an instance attribute: the class's method is untouched
     try:
         yield
     finally:
@@ -114,6 +127,80 @@ def collect(quick: bool = False, repeats: int = 3, widths=None, show=None) -> di
     }
 
 
+def _fit_features(model, X):
+    """The training features of ``X`` as ``fit`` computes them; returns the solves' mean iterations."""
+    from sk_deq.nn.solvers import SolverLog
+
+    with SolverLog(model.module_) as log:
+        model._compute_features(X, torch.device("cpu"), "fit", log)
+    return log.summary()["mean_iter"]
+
+
+def _gemms(n: int, width: int, count: int):
+    """``count`` float32 products of ``n x width`` by ``width x width``, as a callable."""
+    a = torch.randn(n, width, generator=torch.Generator().manual_seed(0))
+    b = torch.randn(width, width, generator=torch.Generator().manual_seed(1))
+
+    def run():
+        for _ in range(count):
+            torch.mm(a, b)
+
+    return run
+
+
+def _fit_blocks(width: int, X, y, repeats: int) -> list[dict]:
+    """The records of one width: features, GEMMs and fit, every fit block size interleaved."""
+    model = _fit(DEQClassifier("relu", 0.2, n_hidden=width, random_state=0), X, y)
+    iters = _fit_features(model, X)
+    runs = {"gemm": _gemms(len(X), width, round(iters) + 1)}
+    for e in FIT_ENTRIES:
+        runs[f"features:{e}"] = functools.partial(_fit_features, model, X)
+        runs[f"fit:{e}"] = functools.partial(_fit, model, X, y)
+
+    def patched(label):
+        entries = torch_network.FIT_BLOCK_ENTRIES if label == "gemm" else int(label.split(":")[1])
+        return mock.patch.object(torch_network, "FIT_BLOCK_ENTRIES", entries)
+
+    med = interleaved(runs, repeats, rotate=True, context=patched).medians
+    records = []
+    for e in FIT_ENTRIES:
+        with mock.patch.object(torch_network, "FIT_BLOCK_ENTRIES", e):
+            rows = block_rows(width, fit=True)
+        r = {"model": "deq", "width": width, "entries": e, "rows": rows, "mean_iter": iters,
+             "default": e == torch_network.FIT_BLOCK_ENTRIES, "gemm_s": med["gemm"],
+             "features_s": med[f"features:{e}"], "fit_s": med[f"fit:{e}"]}  # fmt: skip
+        r["features_gemm_ratio"] = r["features_s"] / r["gemm_s"]
+        records.append(r)
+    return records
+
+
+def collect_fit(repeats: int = 3, widths=None, show=None) -> dict:
+    """A fit's training features and the whole fit against the fit block size; see the module docstring."""
+    X, y = load_digits_once()
+    train, _ = mnist_split()
+    X, y = X[train], y[train]
+    widths = widths or (1024,)
+    records = []
+    for width in widths:
+        for r in _fit_blocks(width, X, y, repeats):
+            records.append(r)
+            if show:
+                show(r)
+    config = {"widths": list(widths), "entries": list(FIT_ENTRIES), "repeats": repeats, "rows": len(X)}
+    return {"config": {**config, "threads": torch.get_num_threads()}, "records": records}
+
+
+FIT_HEADER = f"{'width':>5} {'entries':>8} {'rows':>5} {'features s':>11} {'x GEMMs':>8} {'fit s':>7}"
+
+
+def _fit_row(r: dict) -> str:
+    mark = "*" if r["default"] else " "
+    return (
+        f"{r['width']:>5} {r['entries']:>8} {r['rows']:>4}{mark} {r['features_s']:>11.3f} "
+        f"{r['features_gemm_ratio']:>8.2f} {r['fit_s']:>7.3f}"
+    )
+
+
 HEADER = f"{'model':8} {'width':>5} {'block':>6} {'4096 rows s':>12} {'x batch':>8} {'1 row ms':>9} {'x 16':>6}"
 
 
@@ -129,9 +216,17 @@ def main(argv=None) -> dict:
     ap = parser(__doc__, quick="widths 32 and 256 only", repeats=3)
     ap.add_argument("--widths", type=lambda s: tuple(int(w) for w in s.split(",")), default=None)
     ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
+    ap.add_argument("--fit", action="store_true", help="the blocks of a fit's training features (MNIST, 4,000 rows)")
     args = ap.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
+    if args.fit:
+        print(FIT_HEADER)
+        result = collect_fit(args.repeats, widths=args.widths, show=lambda r: print(_fit_row(r), flush=True))
+        print(
+            "* the default (FIT_BLOCK_ENTRIES); x GEMMs: the features' seconds over those of the float32 GEMMs they need"
+        )
+        return finish(result, args)
     print(HEADER)
     result = collect(args.quick, args.repeats, widths=args.widths, show=lambda r: print(_row(r), flush=True))
     print(

@@ -127,7 +127,7 @@ def test_predict_needs_the_memory_of_its_outputs_and_one_chunk_not_of_all_featur
         est.features(X),
     )
     block = est._block_rows()  # 1024 rows at width 32: chunks are whole blocks, as _chunk_rows makes them
-    monkeypatch.setattr(TorchEstimatorBase, "_chunk_rows", lambda self, device=None: block)
+    monkeypatch.setattr(TorchEstimatorBase, "_chunk_rows", lambda self, device=None, fit=False: block)
     monkeypatch.setattr(network, "available_memory_bytes", lambda: 3000 * 8 + block * 32 * 4 + 100)
     # all the features (384,000 bytes) do not fit, the outputs and one chunk's features do
     got = est.decision_function(X) if task == "Classifier" else est.predict(X)

@@ -58,6 +58,7 @@ __all__ = [
     "BLOCK_ENTRIES",
     "GPU_BLOCK_ENTRIES",
     "GPU_ONE_PASS_BLOCK_ENTRIES",
+    "FIT_BLOCK_ENTRIES",
     "block_rows",
     "map_row_blocks",
     "Network",
@@ -68,6 +69,14 @@ __all__ = [
 #: blocks cost throughput, larger ones one-sample latency (each row of a block
 #: is computed); ``benchmarks/bench_blocks.py`` measures both.
 BLOCK_ENTRIES = 1 << 16
+#: The blocks of the training features on the CPU (2^20 entries: 1,024 rows at
+#: width 1024).  ``fit`` computes the features of its whole training set at
+#: once and no latency is at stake, so its blocks are larger than predict's:
+#: the products run near the GEMM rate.  They are as fixed as predict's, so a
+#: fit's features do not depend on the number of training rows either (a
+#: weighted sample and its repeated rows get the same features).
+#: ``benchmarks/bench_blocks.py --fit`` measures the choice.
+FIT_BLOCK_ENTRIES = 1 << 20
 #: The fewest and most rows in a block: below 64 rows a wide product is bound
 #: by reading the weights; above 1024 rows the padding of a short batch costs
 #: more than the calls it saves.
@@ -89,14 +98,15 @@ GPU_BLOCK_ENTRIES = 1 << 20
 GPU_ONE_PASS_BLOCK_ENTRIES = 1 << 22
 
 
-def block_rows(width: int, device=None, one_pass: bool = False) -> int:
+def block_rows(width: int, device=None, one_pass: bool = False, fit: bool = False) -> int:
     """The number of rows in a block of a network of width ``width`` on ``device``.
 
     A power of two near ``BLOCK_ENTRIES / width`` (on a GPU,
-    ``GPU_BLOCK_ENTRIES / width``), between ``MIN_BLOCK_ROWS`` and
-    ``MAX_BLOCK_ROWS``: it depends on the width and the kind of device only,
-    so every batch a fitted network sees on one device is cut into blocks
-    of one shape.
+    ``GPU_BLOCK_ENTRIES / width``; for a fit's training features on the
+    CPU, ``FIT_BLOCK_ENTRIES / width``), between ``MIN_BLOCK_ROWS`` and
+    ``MAX_BLOCK_ROWS``: it depends on the width, the kind of device and
+    whether a fit or a predict asks only, so every batch a fitted network
+    sees on one device is cut into blocks of one shape.
 
     Parameters
     ----------
@@ -109,6 +119,9 @@ def block_rows(width: int, device=None, one_pass: bool = False) -> int:
         network) rather than iterating on it (a DEQ): on a GPU its blocks
         hold :data:`GPU_ONE_PASS_BLOCK_ENTRIES`.  On the CPU it changes
         nothing.
+    fit : bool, default=False
+        Whether the blocks are a fit's training features (on the CPU:
+        :data:`FIT_BLOCK_ENTRIES`; on a GPU it changes nothing).
 
     Returns
     -------
@@ -120,13 +133,15 @@ def block_rows(width: int, device=None, one_pass: bool = False) -> int:
     >>> from sk_deq.estimators._network import block_rows
     >>> block_rows(32), block_rows(256), block_rows(1024), block_rows(4096)
     (1024, 256, 64, 64)
+    >>> block_rows(1024, fit=True), block_rows(4096, fit=True)
+    (1024, 256)
     >>> block_rows(1024, "cuda"), block_rows(4096, "cuda"), block_rows(4096, "cuda", one_pass=True)
     (1024, 256, 1024)
     """
     if on_gpu(device):
         entries = GPU_ONE_PASS_BLOCK_ENTRIES if one_pass else GPU_BLOCK_ENTRIES
     else:
-        entries = BLOCK_ENTRIES
+        entries = FIT_BLOCK_ENTRIES if fit else BLOCK_ENTRIES
     rows = entries // max(int(width), 1)
     rows = 1 << max(rows.bit_length() - 1, 0)  # the power of two at or below
     return int(min(max(rows, MIN_BLOCK_ROWS), MAX_BLOCK_ROWS))
@@ -331,17 +346,17 @@ class NetworkMixin:
     def _torch_dtype(self):
         return DTYPES[self.dtype]
 
-    def _block_rows(self, device=None) -> int:
-        return block_rows(int(self.n_hidden), device, one_pass=self._network.one_pass)
+    def _block_rows(self, device=None, fit: bool = False) -> int:
+        return block_rows(int(self.n_hidden), device, one_pass=self._network.one_pass, fit=fit)
 
-    def _chunk_rows(self, device=None) -> int:
+    def _chunk_rows(self, device=None, fit: bool = False) -> int:
         """Rows scaled and moved to ``device`` at once: whole blocks, about 2^22 features (2^24 on a GPU).
 
         On a GPU every chunk costs a copy and a host read, and the readout's
         L-BFGS evaluates its loss chunk by chunk (kernel launches): fewer,
         larger chunks there.
         """
-        block = self._block_rows(device)
+        block = self._block_rows(device, fit=fit)
         entries = 1 << (24 if on_gpu(device) else 22)
         return max(1, entries // (max(int(self.n_hidden), 1) * block)) * block
 
@@ -427,7 +442,8 @@ class NetworkMixin:
         """
         feats = self.module_.features
         feats.eval()
-        chunk, block = self._chunk_rows(device), self._block_rows(device)
+        fit = where == "fit" and readout is None  # a fit's training features: no latency at stake
+        chunk, block = self._chunk_rows(device, fit=fit), self._block_rows(device, fit=fit)
         n = X.shape[0]
         self._check_features_fit(n, device, where, None if readout is None else readout.out_features)
         self._check_input_range(X, where)  # once for all chunks

@@ -117,6 +117,9 @@ def test_block_rows_depends_on_the_width_and_the_kind_of_device_only():
         # an explicit network computes a block in one pass: 2^22 entries on a GPU, at most 1024 rows
         assert [block_rows(m, gpu, one_pass=True) for m in widths] == [1024] * 7 + [64]
     assert [block_rows(m, "cpu", one_pass=True) for m in widths] == [block_rows(m) for m in widths]
+    # a fit's training features: 2^20 entries on the CPU; on a GPU the blocks of predict
+    assert [block_rows(m, fit=True) for m in widths] == [1024, 1024, 1024, 1024, 1024, 512, 256, 64]
+    assert [block_rows(m, "cuda", fit=True) for m in widths] == [block_rows(m, "cuda") for m in widths]
 
 
 @pytest.mark.parametrize("name", ["DEQ", "Explicit", "MatchedExplicit"])
@@ -126,6 +129,36 @@ def test_estimators_ask_for_the_blocks_of_their_kind_of_network(name):
     est = getattr(sk_deq, name + "Classifier")(n_hidden=4096)
     assert est._block_rows() == est._block_rows("cpu") == 64  # one block size on the CPU, whatever the network
     assert est._block_rows("cuda") == (256 if name == "DEQ" else 1024)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("make", [DEQClassifier, MatchedExplicitClassifier], ids=["deq", "matched"])
+def test_a_fits_training_features_do_not_depend_on_the_number_of_rows(make, threads, digits_and_pool):
+    """The training features come in blocks of their own fixed size (1,024 rows at width 1024, against
+    predict's 64): a row's features are the same whatever the rows it is fitted with, so that a weighted
+    sample and its repeated rows see the same features."""
+    from sk_deq.nn.solvers import SolverLog
+
+    X, y, pool = digits_and_pool
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        model = make("relu", 0.2, n_hidden=1024, random_state=0).fit(X, y)
+    assert model._block_rows(fit=True) == 1024 and model._block_rows() == 64
+
+    def training_features(rows):
+        with SolverLog(model.module_) as log:
+            return model._compute_features(rows, torch.device("cpu"), "fit", log).numpy()
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        whole = training_features(pool)
+        order = np.random.default_rng(threads).permutation(len(pool))
+        for size in (1, 17, 300):
+            part = training_features(np.concatenate([pool[order[:size]], X[: 1100 - size]]))[:size]
+            np.testing.assert_array_equal(part, whole[order[:size]], err_msg=f"{size} rows among others")
+    finally:
+        torch.set_num_threads(before)
 
 
 def test_map_row_blocks_calls_with_one_shape_and_pads_with_the_last_row():

@@ -99,7 +99,7 @@ def test_a_frozen_network_sees_the_inputs_one_chunk_at_a_time(cls, blobs_300, mo
         seen.append(len(X))
         return scaled_on(self, X, device, *args)
 
-    monkeypatch.setattr(TorchClassifierBase, "_chunk_rows", lambda self, device=None: 64)
+    monkeypatch.setattr(TorchClassifierBase, "_chunk_rows", lambda self, device=None, fit=False: 64)
     monkeypatch.setattr(TorchClassifierBase, "_scaled_on", spy)
     chunked = cls(n_hidden=48, max_iter=40, random_state=0).fit(X, y)
     assert seen == [64, 64, 64, 64, 44]  # no scaled copy of all 300 rows

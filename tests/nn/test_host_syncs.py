@@ -114,7 +114,7 @@ def test_features_of_a_tensor_read_the_host_once_whatever_the_chunks(name, count
     est = getattr(sk_deq, name)(n_hidden=16, random_state=0).fit(X, (X[:, 0] > 0).long())
     reads = []
     for rows in (1024, 64):  # one chunk, then five
-        monkeypatch.setattr(TorchEstimatorBase, "_chunk_rows", lambda self, device=None, rows=rows: rows)
+        monkeypatch.setattr(TorchEstimatorBase, "_chunk_rows", lambda self, device=None, fit=False, rows=rows: rows)
         with count_host_syncs() as syncs:
             est.features(X)
         reads.append(syncs.total)
