@@ -139,6 +139,7 @@ REGISTRY: dict[str, Benchmark] = {
     "forward": Benchmark("bench_forward", description="DEQ forward GFLOP/s vs float32 GEMM"),
     "kernels": Benchmark("bench_kernels", description="exact implicit kernels vs GEMM"),
     "kernel_cores": Benchmark("bench_kernel_cores", description="the exact kernel on one core and on all"),
+    "kernel_user_call": Benchmark("bench_kernel_user_call", description="fit(X).transform(X) on one core and on all"),
     "readout": Benchmark("bench_readout", description="readout solver speed"),
     "kernel_bias": Benchmark("bench_kernel_bias", description="kernel machines with and without the readout bias"),
     "torch_engine": Benchmark("bench_torch_engine", description="torch kernel engine"),

@@ -218,6 +218,31 @@ def test_n_jobs_threads_give_same_numbers():
 # -- errors ------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("kernel", ["ck", "ntk"])
+def test_transform_of_the_training_samples_is_fit_transforms_symmetric_kernel(kernel):
+    """fit(X).transform(X) computes the square kernel of fit_transform (each pair of blocks once): the same
+    bits, exactly symmetric; other rows, or the training rows in another order, take the rectangular path."""
+    X = np.random.default_rng(0).normal(size=(300, 20))
+    t = ImplicitCKTransformer("tanh", kernel=kernel, block_size=64)
+    K = t.fit_transform(X)
+    np.testing.assert_array_equal(t.transform(X.copy()), K)
+    np.testing.assert_array_equal(t.transform(X), t.transform(X).T)
+    calls = []
+    square = t._kernel
+
+    def spy(Xs, **kw):
+        calls.append(kw["square"])
+        return square(Xs, **kw)
+
+    t._kernel = spy
+    order = np.random.default_rng(1).permutation(len(X))
+    t.transform(X[order])
+    t.transform(X[:299])
+    t.transform(X)
+    assert calls == [False, False, True]
+    _close(square(t._fit_samples.X[order], square=False), K[order])
+
+
 def test_bad_input_errors():
     X, _ = make_gaussian_mixture(30, 10, random_state=0)
     tr = ImplicitCKTransformer().fit(X)

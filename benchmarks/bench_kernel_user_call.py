@@ -1,0 +1,78 @@
+"""The implicit kernel as users call it: ``fit(X).transform(X)`` on one core and on all, side by side.
+
+``ImplicitCKTransformer(activation="tanh", input_scaling="none")`` on
+Gaussian rows of 784 features, ``n`` = 2,000 and 4,000 (``--quick``: 500),
+timed whole (validation, the per-sample preparation, the kernel), four runs
+interleaved repeat after repeat after one untimed round, medians reported:
+
+* ``1 core``: ``n_jobs=1`` under a one-thread BLAS limit;
+* ``all cores``: the default ``n_jobs=None``;
+* each also with the rectangular path forced (``transform`` not told that
+  ``X`` is the training data, so every pair of blocks is computed twice), the
+  path of any other ``X``.
+
+Recorded: the speed-up of all cores over one on both paths, and what the
+square path saves at each thread count.
+
+Usage::
+
+    python benchmarks/bench_kernel_user_call.py
+    python benchmarks/bench_kernel_user_call.py --quick --json user_call.json
+"""
+
+from __future__ import annotations
+
+import contextlib
+from unittest import mock
+
+import numpy as np
+from _harness import finish, interleaved, parser
+from threadpoolctl import threadpool_limits
+
+from sk_deq import ImplicitCKTransformer
+
+RUNS = ("1 core", "all cores", "1 core, rectangular", "all cores, rectangular")
+
+
+def _context(label):
+    stack = contextlib.ExitStack()
+    if label.endswith("rectangular"):
+        stack.enter_context(mock.patch.object(ImplicitCKTransformer, "_is_training_data", lambda self, Xs: False))
+    if label.startswith("1 core"):
+        stack.enter_context(threadpool_limits(1))
+    return stack
+
+
+def _call(X, n_jobs):
+    return lambda: ImplicitCKTransformer(activation="tanh", input_scaling="none", n_jobs=n_jobs).fit(X).transform(X)
+
+
+def collect(quick: bool = False, repeats: int = 5, show=None) -> dict:
+    """Seconds of every run and the ratios, per ``n``; see the module docstring."""
+    records = []
+    for n in (500,) if quick else (2000, 4000):
+        X = np.random.default_rng(0).normal(size=(n, 784))
+        runs = {label: _call(X, 1 if label.startswith("1 core") else None) for label in RUNS}
+        med = interleaved(runs, repeats, rotate=True, context=_context).medians
+        r = {"n": n, **{f"{label} s": med[label] for label in RUNS}}
+        r["cores speed-up"] = med["1 core"] / med["all cores"]
+        r["cores speed-up, rectangular"] = med["1 core, rectangular"] / med["all cores, rectangular"]
+        r["square gain, all cores"] = med["all cores, rectangular"] / med["all cores"]
+        r["square gain, 1 core"] = med["1 core, rectangular"] / med["1 core"]
+        records.append(r)
+        if show:
+            show(r)
+    return {"config": {"activation": "tanh", "features": 784, "repeats": repeats}, "records": records}
+
+
+def main(argv=None) -> dict:
+    args = parser(__doc__, quick="n = 500 only", repeats=5).parse_args(argv)
+
+    def show(r):
+        print(", ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}" for k, v in r.items()), flush=True)
+
+    return finish(collect(args.quick, args.repeats, show=show), args)
+
+
+if __name__ == "__main__":
+    main()
