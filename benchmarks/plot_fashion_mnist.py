@@ -17,9 +17,9 @@ import json
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
-from sk_deq.plotting import plot_compare_widths  # noqa: E402
+from sk_deq.plotting import plot_compare_widths
 
 
 def draw(readout: dict, sgd: dict):
