@@ -69,13 +69,10 @@ __all__ = [
 #: blocks cost throughput, larger ones one-sample latency (each row of a block
 #: is computed); ``benchmarks/bench_blocks.py`` measures both.
 BLOCK_ENTRIES = 1 << 16
-#: The blocks of the training features on the CPU (2^20 entries: 1,024 rows at
-#: width 1024).  ``fit`` computes the features of its whole training set at
-#: once and no latency is at stake, so its blocks are larger than predict's:
-#: the products run near the GEMM rate.  They are as fixed as predict's, so a
-#: fit's features do not depend on the number of training rows either (a
-#: weighted sample and its repeated rows get the same features).
-#: ``benchmarks/bench_blocks.py --fit`` measures the choice.
+#: The blocks of a fit's training features on the CPU (2^20 entries: 1,024 rows
+#: at width 1024): no latency at stake, so larger than predict's, and as fixed (a
+#: weighted sample and its repeated rows get the same features).  Chosen with
+#: ``benchmarks/bench_blocks.py --fit``.
 FIT_BLOCK_ENTRIES = 1 << 20
 #: The fewest and most rows in a block: below 64 rows a wide product is bound
 #: by reading the weights; above 1024 rows the padding of a short batch costs
