@@ -4,30 +4,24 @@
 that deals with the torch module ``module_`` (a :class:`Model`: the feature
 module of the network mixin, a DEQ or an explicit net, and a float64
 readout).  The features of any number of rows are computed chunk by chunk,
-each chunk in blocks of exactly :func:`block_rows` rows (see below), so a sample's features do not depend on the other
-rows of its batch.
+each chunk in blocks of exactly :func:`block_rows` rows.
 
-**Row blocks.**  Row blocks of one fixed size, so that a sample's outputs do not depend on its batch.
-
-A BLAS library chooses its kernel, its blocking and its split between
-threads by the shape of a product: on some libraries and processors the
-same row multiplied by the same matrix differs in its last bits (float32)
-between a 16-row and a 128-row call.  Padding to a multiple of some row count is not
-enough; what holds by construction is that **every** operation on the
-predict path sees the same shapes whatever the batch: the rows go through
-the network in blocks of exactly :func:`block_rows` rows, the last block
-padded with copies of its last row, and each block is computed on its own.
-A sample's result then depends only on its own row and on its position in
-its block; the elementwise activations are written so that the position does
-not matter either (see :mod:`sk_deq.activations`, tested on every named
-activation).
+**Row blocks**, so that a sample's outputs do not depend on its batch.  A BLAS library chooses its kernel, its blocking and its split between
+threads by the shape of a product: the same float32 row times the same
+matrix may differ in its last bits between a 16-row and a 128-row call.
+So **every** operation on the predict path sees the same shapes whatever
+the batch: the rows go through the network in blocks of exactly
+:func:`block_rows` rows, the last padded with copies of its last row.  A
+sample's result depends only on its own row and its position in its block,
+and the elementwise activations make the position irrelevant (see
+:mod:`sk_deq.activations`).  A fit's training features, where no latency is
+at stake, take larger blocks (:data:`FIT_BLOCK_ENTRIES`), their last rows
+predict's.
 
 GPU libraries may choose kernels by more than the shape; there the outputs
-agree across batch sizes to a tolerance (see the user guide), not
-promised bitwise.  Blocks on a GPU are larger (:data:`GPU_BLOCK_ENTRIES`,
-and :data:`GPU_ONE_PASS_BLOCK_ENTRIES` for the explicit networks, which
-compute a block in one pass): one block size per kind of device and of
-network.
+agree across batch sizes to a tolerance (see the user guide).  Blocks on a
+GPU are larger (:data:`GPU_BLOCK_ENTRIES`; :data:`GPU_ONE_PASS_BLOCK_ENTRIES`
+for the explicit networks, which compute a block in one pass).
 
 """
 
@@ -42,27 +36,14 @@ from typing import ClassVar
 import numpy as np
 import torch
 
-from .._runtime import on_gpu
-from .._scaling import apply_input_scaling
 from .._progress import ProgressBar
-from .._runtime import available_memory_bytes, check_fits_in_memory
+from .._runtime import available_memory_bytes, check_fits_in_memory, on_gpu
+from .._scaling import apply_input_scaling
 from ._stream import partial_fit_available, picklable
 from .._validation import is_tensor
 
-__all__ = [
-    "DTYPES",
-    "STAGE_SHARE",
-    "Model",
-    "NetworkMixin",
-    "stage_inputs",
-    "BLOCK_ENTRIES",
-    "GPU_BLOCK_ENTRIES",
-    "GPU_ONE_PASS_BLOCK_ENTRIES",
-    "FIT_BLOCK_ENTRIES",
-    "block_rows",
-    "map_row_blocks",
-    "Network",
-]
+__all__ = ["DTYPES", "STAGE_SHARE", "Model", "NetworkMixin", "stage_inputs", "BLOCK_ENTRIES", "GPU_BLOCK_ENTRIES"]
+__all__ += ["GPU_ONE_PASS_BLOCK_ENTRIES", "FIT_BLOCK_ENTRIES", "block_rows", "map_row_blocks", "Network"]
 
 #: Rows of a block times the width: a block's product is then about the same
 #: size whatever the width (2^16 entries: 64 rows at width 1024).  Smaller
@@ -70,9 +51,8 @@ __all__ = [
 #: is computed); ``benchmarks/bench_blocks.py`` measures both.
 BLOCK_ENTRIES = 1 << 16
 #: The blocks of a fit's training features on the CPU (2^20 entries: 1,024 rows
-#: at width 1024): no latency at stake, so larger than predict's, and as fixed (a
-#: weighted sample and its repeated rows get the same features).  Chosen with
-#: ``benchmarks/bench_blocks.py --fit``.
+#: at width 1024): no latency at stake, so larger than predict's; the rows after
+#: the last whole one go in predict's blocks.  ``bench_blocks.py --fit`` chose it.
 FIT_BLOCK_ENTRIES = 1 << 20
 #: The fewest and most rows in a block: below 64 rows a wide product is bound
 #: by reading the weights; above 1024 rows the padding of a short batch costs
@@ -144,7 +124,7 @@ def block_rows(width: int, device=None, one_pass: bool = False, fit: bool = Fals
     return int(min(max(rows, MIN_BLOCK_ROWS), MAX_BLOCK_ROWS))
 
 
-def map_row_blocks(fn: Callable, x: torch.Tensor, block: int, out: torch.Tensor) -> torch.Tensor:
+def map_row_blocks(fn: Callable, x: torch.Tensor, block: int, out: torch.Tensor, tail: int | None = None):
     """Write ``fn`` of ``x`` into ``out``, computed in blocks of exactly ``block`` rows.
 
     Parameters
@@ -160,6 +140,11 @@ def map_row_blocks(fn: Callable, x: torch.Tensor, block: int, out: torch.Tensor)
     out : torch.Tensor of shape (n, ...)
         Where the results go (its dtype and device; the padding rows' results
         are dropped).
+    tail : int, optional
+        The rows after the last whole block go in whole blocks of half as
+        many rows, and so on down to ``tail`` rows, the last block padded
+        (a fit's last rows: fewer than ``tail`` padding rows; ``block`` and
+        ``tail`` powers of two).  None: every block has ``block`` rows.
 
     Returns
     -------
@@ -175,6 +160,11 @@ def map_row_blocks(fn: Callable, x: torch.Tensor, block: int, out: torch.Tensor)
     [0.0, 2.0, 4.0, 6.0, 8.0]
     """
     n = x.shape[0]
+    if tail is not None and tail < block and n % block:  # whole blocks, then halves, down to tail rows
+        whole = n - n % block
+        map_row_blocks(fn, x[:whole], block, out[:whole])
+        map_row_blocks(fn, x[whole:], max(block // 2, tail), out[whole:n], tail)
+        return out
     for start in range(0, n, block):
         xb = x[start : start + block]
         rows = xb.shape[0]
@@ -441,6 +431,7 @@ class NetworkMixin:
         feats.eval()
         fit = where == "fit" and readout is None  # a fit's training features: no latency at stake
         chunk, block = self._chunk_rows(device, fit=fit), self._block_rows(device, fit=fit)
+        tail = self._block_rows(device)  # after a fit's last whole block: predict's blocks, less padding
         n = X.shape[0]
         self._check_features_fit(n, device, where, None if readout is None else readout.out_features)
         self._check_input_range(X, where)  # once for all chunks
@@ -464,7 +455,7 @@ class NetworkMixin:
         with ProgressBar(n_chunks, desc) if shown else contextlib.nullcontext() as bar:
             for i in range(0, n, chunk):
                 x = self._scaled_on(X[i : i + chunk], device, mean)
-                part = map_row_blocks(network, x, block, Z[i : i + chunk])
+                part = map_row_blocks(network, x, block, Z[i : i + chunk], tail)
                 finite &= torch.isfinite(part).all()
                 if bar is not None:
                     bar.update()

@@ -133,10 +133,11 @@ def test_estimators_ask_for_the_blocks_of_their_kind_of_network(name):
 
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("make", [DEQClassifier, MatchedExplicitClassifier], ids=["deq", "matched"])
-def test_a_fits_training_features_do_not_depend_on_the_number_of_rows(make, threads, digits_and_pool):
-    """The training features come in blocks of their own fixed size (1,024 rows at width 1024, against
-    predict's 64): a row's features are the same whatever the rows it is fitted with, so that a weighted
-    sample and its repeated rows see the same features."""
+def test_a_fits_training_features_come_in_whole_fit_blocks_then_smaller_ones(make, threads, digits_and_pool):
+    """A fit's training features: whole blocks of their own fixed size (1,024 rows at width 1024, against
+    predict's 64), the rows after the last whole one in halves down to predict's blocks.  A row in a whole
+    block gets the same features wherever it lies in whichever whole block; fewer rows than predict's block
+    at the end get their predict features."""
     from sk_deq.nn.solvers import SolverLog
 
     X, y, pool = digits_and_pool
@@ -144,19 +145,21 @@ def test_a_fits_training_features_do_not_depend_on_the_number_of_rows(make, thre
         warnings.simplefilter("ignore", ConvergenceWarning)
         model = make("relu", 0.2, n_hidden=1024, random_state=0).fit(X, y)
     assert model._block_rows(fit=True) == 1024 and model._block_rows() == 64
+    rows = load_digits(return_X_y=True)[0][:1100]
 
-    def training_features(rows):
+    def training_features(R):
         with SolverLog(model.module_) as log:
-            return model._compute_features(rows, torch.device("cpu"), "fit", log).numpy()
+            return model._compute_features(R, torch.device("cpu"), "fit", log).numpy()
 
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
-        whole = training_features(pool)
-        order = np.random.default_rng(threads).permutation(len(pool))
-        for size in (1, 17, 300):
-            part = training_features(np.concatenate([pool[order[:size]], X[: 1100 - size]]))[:size]
-            np.testing.assert_array_equal(part, whole[order[:size]], err_msg=f"{size} rows among others")
+        np.testing.assert_array_equal(training_features(pool[:40]), model.features(pool[:40]).astype(np.float32))
+        first = training_features(rows)  # 1,024 rows in one fit block, 76 in predict's (64 and 12 padded)
+        np.testing.assert_array_equal(first[1024:], model.features(rows[1024:]).astype(np.float32))
+        order = np.random.default_rng(threads).permutation(1024)
+        again = training_features(np.concatenate([rows[1024:], pool, rows[:648], rows[order]]))
+        np.testing.assert_array_equal(again[1024:], first[:1024][order], err_msg="rows of a whole fit block")
     finally:
         torch.set_num_threads(before)
 
@@ -172,6 +175,12 @@ def test_map_row_blocks_calls_with_one_shape_and_pads_with_the_last_row():
     out = map_row_blocks(fn, x, 4, torch.empty(10, 1))
     assert torch.equal(out, 2 * x)
     assert seen == [((4, 1), 4, True), ((4, 1), 4, True), ((4, 1), 2, True)]
+    seen.clear()  # after the last whole block, whole blocks of half as many rows, down to ``tail`` (a fit's)
+    x = torch.arange(29.0).reshape(29, 1)
+    out = map_row_blocks(fn, x, 8, torch.empty(29, 1), tail=2)
+    assert torch.equal(out, 2 * x)
+    assert [s[:2] for s in seen] == [((8, 1), 8), ((8, 1), 8), ((8, 1), 8), ((4, 1), 4), ((2, 1), 1)]
+    assert all(s[2] for s in seen)
 
 
 def test_predict_one_row_equals_the_batch_on_the_reproducer():
