@@ -235,7 +235,8 @@ class ImplicitKernelEngine:
         The diagonal fixed point of every sample (a function of its squared
         norm) and, for activations without closed forms, its Hermite
         coefficients.  The rows are used as given: validate and scale them
-        first (as :func:`implicit_kernel` and the transformer do).
+        first (as :func:`implicit_kernel` and the transformer do).  Its
+        products run on one BLAS thread.
 
         Parameters
         ----------
@@ -251,7 +252,10 @@ class ImplicitKernelEngine:
             evaluates in closed form (erf, GELU): the torch engine solves
             those by their Hermite expansion.
         """
-        S = self.dual.prepare(np.asarray(X, dtype=np.float64))
+        # One BLAS thread: the per-sample products are small, and a multithreaded BLAS call leaves its
+        # threads spinning for a while after it returns, on the cores the kernel's workers start on next
+        with one_blas_thread():
+            S = self.dual.prepare(np.asarray(X, dtype=np.float64))
         if self.kernel_name == "ntk":
             self._check_ntk_contraction(S)
         if self.device is not None:

@@ -135,3 +135,25 @@ def test_serial_equals_parallel_bitwise_whatever_the_blas_threads(blas_threads):
         serial = eng.kernel(S, block_size=512, n_jobs=1)
     par = eng.kernel(S, block_size=512, n_jobs=2)
     np.testing.assert_array_equal(par, serial)
+
+
+@pytest.mark.parametrize("act", ["tanh", "relu", "gelu"])
+def test_the_per_sample_preparation_runs_on_one_blas_thread(act, rows):
+    """A multithreaded BLAS call leaves its threads spinning for a while after it returns, on the cores that
+    the kernel's workers take next; the preparation's small products run on one thread instead."""
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    eng = ImplicitKernelEngine(act, 0.2, 1.0)
+    seen = []
+    prepare = eng.dual.prepare
+
+    def spy(X):
+        seen.extend(p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas")
+        return prepare(X)
+
+    eng.dual.prepare = spy
+    X = rows()
+    with threadpool_limits(2, user_api="blas"):  # the caller's BLAS on two threads
+        S = eng.prepare(X)
+    assert seen and set(seen) == {1}
+    assert len(S) == len(X)
