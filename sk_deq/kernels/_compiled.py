@@ -1,4 +1,4 @@
-"""The Hermite series of the numpy engine, compiled when numba is installed.
+"""The Hermite series of the numpy engine and the ReLU table's inversion, compiled when numba is installed.
 
 :class:`~sk_deq.kernels._series.HermiteSeries` spends most of a generic
 activation's kernel (tanh, SiLU, any callable) summing the series
@@ -7,6 +7,9 @@ around it.  In numpy that is a handful of whole-array operations per degree:
 memory-bound, and each one a call back into the interpreter, which the
 engine's threads must take turns at.  Here the same sums run in one compiled
 pass that holds no interpreter lock, so the threads truly run side by side.
+The (leaky) ReLU kernel's inversion of its correlation equation, a
+piecewise-cubic table (``_ReluDual._invert``), is a dozen whole-array
+operations per entry in numpy; compiled, it is one pass too.
 
 The compiled loops perform the numpy code's operations on every entry in the
 same order, each rounded once (numba does not fuse a product and a sum unless
@@ -60,10 +63,10 @@ def _build() -> CompiledSeries | None:
     options: dict[str, Any] = {"nogil": True, "boundscheck": False, "error_model": "numpy"}
     try:  # cached on disk where numba finds a writable place (NUMBA_CACHE_DIR, the package, the user's cache)
         jit = numba.njit(cache=True, **options)
-        return CompiledSeries(jit(_outer_sums), jit(_paired_sums))
+        return CompiledSeries(jit(_outer_sums), jit(_paired_sums), jit(_table_inverse))
     except RuntimeError:  # no place to cache: compiled in every process
         jit = numba.njit(cache=False, **options)
-        return CompiledSeries(jit(_outer_sums), jit(_paired_sums))
+        return CompiledSeries(jit(_outer_sums), jit(_paired_sums), jit(_table_inverse))
 
 
 class CompiledSeries:
@@ -71,12 +74,25 @@ class CompiledSeries:
 
     Parameters
     ----------
-    outer, paired : callable
-        The compiled :func:`_outer_sums` and :func:`_paired_sums`.
+    outer, paired, table : callable
+        The compiled :func:`_outer_sums`, :func:`_paired_sums` and
+        :func:`_table_inverse`.
     """
 
-    def __init__(self, outer, paired):
-        self._outer, self._paired = outer, paired
+    def __init__(self, outer, paired, table):
+        self._outer, self._paired, self._table = outer, paired, table
+
+    def table_inverse(self, r, coef, h_hi: float, inv_dv: float, top: float) -> np.ndarray:
+        """The piecewise-cubic inverse of ``_ReluDual``'s table at ``r`` (any shape), numpy's bits.
+
+        ``coef`` holds the four coefficient rows of the cubics in ``v =
+        sqrt(h_hi - r) inv_dv`` (clipped to ``[0, top]``), one cubic per
+        integer part of ``v``.
+        """
+        r = np.ascontiguousarray(r, dtype=np.float64)
+        out = np.empty_like(r)
+        self._table(r.reshape(-1), np.ascontiguousarray(coef, dtype=np.float64), h_hi, inv_dv, top, out.reshape(-1))
+        return out
 
     def evaluate(self, rho, terms, ks, odd, derivative=True, equation=None):
         """``sum_{k in ks} c_k rho^k`` and its slope; with ``equation = (sa, s, rhs)`` also ``g`` and ``g'``.
@@ -185,3 +201,29 @@ def _paired_sums(rho, Hr, Hc, rows, cols, k0, kmax, step, odd, derivative, neg_s
         if equation:
             g[e] = (pe * neg_sa + s[e] * r) - rhs[e]
             dg[e] = dpe * neg_sa + s[e]
+
+
+# _ReluDual._invert: v = sqrt(max(h_hi - r, 0)) inv_dv, clipped to top; k = int(v); v -= k;
+# rho = ((c3[k] v + c2[k]) v + c1[k]) v + c0[k], every operation rounded once.  A NaN stays NaN.
+
+
+def _table_inverse(r, coef, h_hi, inv_dv, top, out):
+    c0, c1, c2, c3 = coef[0], coef[1], coef[2], coef[3]
+    for e in range(r.shape[0]):
+        v = h_hi - r[e]
+        if v < 0.0:
+            v = 0.0
+        v = np.sqrt(v) * inv_dv
+        if v > top:
+            v = top
+        if v != v:
+            out[e] = v
+            continue
+        k = int(v)
+        v = v - k
+        x = c3[k] * v
+        x = x + c2[k]
+        x = x * v
+        x = x + c1[k]
+        x = x * v
+        out[e] = x + c0[k]

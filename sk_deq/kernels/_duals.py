@@ -21,6 +21,7 @@ import numpy as np
 from .._scaling import squared_norms
 from ..activations import Activation, DualFormula
 from .._runtime import SOLVE_CHUNK_ENTRIES
+from ._compiled import compiled_series
 from ._numerics import diagonal_newton, newton
 
 __all__ = ["Samples"]
@@ -368,6 +369,22 @@ class _ReluDual(_Dual):
         self._inv_dv = (self._N - 1) / self.v_max
 
     def _invert(self, r):
+        compiled = compiled_series()
+        if compiled is None:
+            rho = self._invert_table(r)
+        else:  # the same operations in one compiled pass (the same bits)
+            rho = compiled.table_inverse(r, self._coef, self.h_hi, self._inv_dv, self._N - 1 - 1e-9)
+        low = rho < -0.75  # (1 + rho)^{3/2} behaviour of kappa near rho = -1
+        if low.any():
+            rl, tl = rho[low], r[low]
+            for _ in range(4):
+                hv, dh = self._h(rl)
+                rl = np.clip(rl - (hv - tl) / dh, -1.0, 1.0)
+            rho[low] = rl
+        return rho
+
+    def _invert_table(self, r):
+        """The table's piecewise-cubic inverse at ``r``, in numpy (the compiled loop's reference)."""
         v = np.subtract(self.h_hi, r)
         np.maximum(v, 0.0, out=v)
         np.sqrt(v, out=v)
@@ -383,13 +400,6 @@ class _ReluDual(_Dual):
         rho += c1.take(idx)
         rho *= v
         rho += c0.take(idx)
-        low = rho < -0.75  # (1 + rho)^{3/2} behaviour of kappa near rho = -1
-        if low.any():
-            rl, tl = rho[low], r[low]
-            for _ in range(4):
-                hv, dh = self._h(rl)
-                rl = np.clip(rl - (hv - tl) / dh, -1.0, 1.0)
-            rho[low] = rl
         return rho
 
     def diagonal(self, n_sq):

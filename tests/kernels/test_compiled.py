@@ -44,7 +44,7 @@ def _numpy_kernel(monkeypatch, eng, *samples, **kw):
 @pytest.fixture
 def plain_python_loops(monkeypatch):
     """The compiled loops run as the Python they are written in (no numba needed)."""
-    loops = _compiled.CompiledSeries(_compiled._outer_sums, _compiled._paired_sums)
+    loops = _compiled.CompiledSeries(_compiled._outer_sums, _compiled._paired_sums, _compiled._table_inverse)
     monkeypatch.setattr(_compiled, "_build", lambda: loops)
     return loops
 
@@ -103,6 +103,33 @@ def test_compiled_gives_the_bits_of_numpy(monkeypatch, activation, kernel, rows)
         np.testing.assert_array_equal(got, ref)
     # threads give the bits of serial with the same blocks
     np.testing.assert_array_equal(eng.kernel(S, n_jobs=2, block_size=64), got)
+
+
+@pytest.mark.parametrize("activation", ["relu", "leaky_relu"])
+@pytest.mark.parametrize("kernel", ["ck", "feature", "ntk"])
+def test_compiled_relu_table_gives_the_bits_of_numpy(monkeypatch, activation, kernel, rows):
+    """The (leaky) ReLU kernel's table inversion, compiled, against numpy's operations (a large sigma_a2
+    puts entries near rho = -1, where Newton steps follow the table)."""
+    _compiled_or_skip()
+    X = np.vstack([rows(), -rows()[:20]])  # opposite samples: correlations near -1
+    eng = ImplicitKernelEngine(activation, 0.45, 1.0, kernel=kernel)
+    S = eng.prepare(X)
+    for kw in ({"n_jobs": 1}, {"n_jobs": 1, "block_size": 64}):
+        ref = _numpy_kernel(monkeypatch, eng, S, **kw)
+        np.testing.assert_array_equal(eng.kernel(S, **kw), ref)
+    # threads give the bits of serial with the same blocks
+    np.testing.assert_array_equal(eng.kernel(S, n_jobs=2, block_size=64), ref)
+
+
+def test_table_inverse_loop_gives_numpys_bits_at_the_ends_of_the_table():
+    """The loop run as plain Python (no numba needed) on values inside, at and beyond both ends."""
+    dual = ImplicitKernelEngine("relu", 0.3, 1.0).dual
+    rng = np.random.default_rng(0)
+    ends = [dual.h_hi, dual.h_lo, dual.h_hi + 1.0, dual.h_lo - 1.0, 0.0, -0.0, np.nextafter(dual.h_hi, 0.0)]
+    r = np.concatenate([rng.uniform(dual.h_lo, dual.h_hi, 2002), ends]).reshape(-1, 7)
+    loops = _compiled.CompiledSeries(_compiled._outer_sums, _compiled._paired_sums, _compiled._table_inverse)
+    got = loops.table_inverse(r, dual._coef, dual.h_hi, dual._inv_dv, dual._N - 1 - 1e-9)
+    np.testing.assert_array_equal(got, dual._invert_table(r))
 
 
 def test_compiled_entries_near_one_and_quadrature_match_numpy(monkeypatch):
