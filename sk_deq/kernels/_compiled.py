@@ -82,17 +82,23 @@ class CompiledSeries:
     def __init__(self, outer, paired, table):
         self._outer, self._paired, self._table = outer, paired, table
 
-    def table_inverse(self, r, coef, h_hi: float, inv_dv: float, top: float) -> np.ndarray:
-        """The piecewise-cubic inverse of ``_ReluDual``'s table at ``r`` (any shape), numpy's bits.
+    def table_inverse(self, r, coef, h_hi: float, inv_dv: float, top: float, si=None, sj=None):
+        """The piecewise-cubic inverse of ``_ReluDual``'s table at the 2-d ``r``, numpy's bits, and its low entries.
 
         ``coef`` holds the four coefficient rows of the cubics in ``v =
         sqrt(h_hi - r) inv_dv`` (clipped to ``[0, top]``), one cubic per
-        integer part of ``v``.
+        integer part of ``v``.  With ``si`` and ``sj`` every entry not below
+        -0.75 is also scaled, ``(rho si[i]) sj[j]``.  Returns ``(rho, low)``,
+        ``low`` the entries below -0.75 (left unscaled: the caller refines
+        them first).
         """
         r = np.ascontiguousarray(r, dtype=np.float64)
-        out = np.empty_like(r)
-        self._table(r.reshape(-1), np.ascontiguousarray(coef, dtype=np.float64), h_hi, inv_dv, top, out.reshape(-1))
-        return out
+        out, low = np.empty_like(r), np.empty(r.shape, dtype=np.bool_)
+        scale = si is not None
+        si, sj = (np.ascontiguousarray(v, dtype=np.float64) for v in ((si, sj) if scale else (r[:, 0], r[0])))
+        coef = np.ascontiguousarray(coef, dtype=np.float64)
+        self._table(r, coef, h_hi, inv_dv, top, scale, si, sj, out, low)
+        return out, low
 
     def evaluate(self, rho, terms, ks, odd, derivative=True, equation=None):
         """``sum_{k in ks} c_k rho^k`` and its slope; with ``equation = (sa, s, rhs)`` also ``g`` and ``g'``.
@@ -204,26 +210,36 @@ def _paired_sums(rho, Hr, Hc, rows, cols, k0, kmax, step, odd, derivative, neg_s
 
 
 # _ReluDual._invert: v = sqrt(max(h_hi - r, 0)) inv_dv, clipped to top; k = int(v); v -= k;
-# rho = ((c3[k] v + c2[k]) v + c1[k]) v + c0[k], every operation rounded once.  A NaN stays NaN.
+# rho = ((c3[k] v + c2[k]) v + c1[k]) v + c0[k]; low = rho < -0.75; scaled: (rho si) sj unless low.
+# Every operation rounded once.  A NaN stays NaN.
 
 
-def _table_inverse(r, coef, h_hi, inv_dv, top, out):
+def _table_inverse(r, coef, h_hi, inv_dv, top, scale, si, sj, out, low):
     c0, c1, c2, c3 = coef[0], coef[1], coef[2], coef[3]
-    for e in range(r.shape[0]):
-        v = h_hi - r[e]
-        if v < 0.0:
-            v = 0.0
-        v = np.sqrt(v) * inv_dv
-        if v > top:
-            v = top
-        if v != v:
-            out[e] = v
-            continue
-        k = int(v)
-        v = v - k
-        x = c3[k] * v
-        x = x + c2[k]
-        x = x * v
-        x = x + c1[k]
-        x = x * v
-        out[e] = x + c0[k]
+    n, m = r.shape
+    for i in range(n):
+        ri, oi, li = r[i], out[i], low[i]
+        s_i = si[i]
+        for j in range(m):
+            v = h_hi - ri[j]
+            if v < 0.0:
+                v = 0.0
+            v = np.sqrt(v) * inv_dv
+            if v > top:
+                v = top
+            if v != v:
+                oi[j], li[j] = v, False
+                continue
+            k = int(v)
+            v = v - k
+            x = c3[k] * v
+            x = x + c2[k]
+            x = x * v
+            x = x + c1[k]
+            x = x * v
+            x = x + c0[k]
+            li[j] = x < -0.75
+            if scale and not li[j]:
+                x = x * s_i
+                x = x * sj[j]
+            oi[j] = x

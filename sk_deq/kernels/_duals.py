@@ -368,19 +368,26 @@ class _ReluDual(_Dual):
         self._coef = np.stack([y0, d0, 3.0 * (y1 - y0) - 2.0 * d0 - d1, 2.0 * (y0 - y1) + d0 + d1]).copy()
         self._inv_dv = (self._N - 1) / self.v_max
 
-    def _invert(self, r):
+    def _invert(self, r, si=None, sj=None):
+        """``h^{-1}(r)`` of the 2-d ``r``; with ``si`` and ``sj``, times ``si[i]`` then ``sj[j]`` (the CK)."""
         compiled = compiled_series()
         if compiled is None:
             rho = self._invert_table(r)
-        else:  # the same operations in one compiled pass (the same bits)
-            rho = compiled.table_inverse(r, self._coef, self.h_hi, self._inv_dv, self._N - 1 - 1e-9)
-        low = rho < -0.75  # (1 + rho)^{3/2} behaviour of kappa near rho = -1
+            low = rho < -0.75  # (1 + rho)^{3/2} behaviour of kappa near rho = -1
+        else:  # the same operations, and the scaling of the entries not low, in one compiled pass
+            rho, low = compiled.table_inverse(r, self._coef, self.h_hi, self._inv_dv, self._N - 1 - 1e-9, si, sj)
         if low.any():
             rl, tl = rho[low], r[low]
             for _ in range(4):
                 hv, dh = self._h(rl)
                 rl = np.clip(rl - (hv - tl) / dh, -1.0, 1.0)
+            if compiled is not None and si is not None:  # the entries the compiled pass left unscaled
+                rl *= np.broadcast_to(si[:, None], r.shape)[low]
+                rl *= np.broadcast_to(sj[None, :], r.shape)[low]
             rho[low] = rl
+        if compiled is None and si is not None:
+            rho *= si[:, None]
+            rho *= sj[None, :]
         return rho
 
     def _invert_table(self, r):
@@ -435,11 +442,9 @@ class _ReluDual(_Dual):
         return r
 
     def chunk(self, r, R, C, kernel):
-        rho = self._invert(r)
         if kernel == "ck":
-            rho *= R.s[:, None]
-            rho *= C.s[None, :]
-            return rho
+            return self._invert(r, R.s, C.s)
+        rho = self._invert(r)
         feat = rho - r
         feat *= R.s[:, None] * (1.0 / self.sa)
         feat *= C.s[None, :]

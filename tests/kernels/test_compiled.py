@@ -128,8 +128,15 @@ def test_table_inverse_loop_gives_numpys_bits_at_the_ends_of_the_table():
     ends = [dual.h_hi, dual.h_lo, dual.h_hi + 1.0, dual.h_lo - 1.0, 0.0, -0.0, np.nextafter(dual.h_hi, 0.0)]
     r = np.concatenate([rng.uniform(dual.h_lo, dual.h_hi, 2002), ends]).reshape(-1, 7)
     loops = _compiled.CompiledSeries(_compiled._outer_sums, _compiled._paired_sums, _compiled._table_inverse)
-    got = loops.table_inverse(r, dual._coef, dual.h_hi, dual._inv_dv, dual._N - 1 - 1e-9)
-    np.testing.assert_array_equal(got, dual._invert_table(r))
+    table = (dual._coef, dual.h_hi, dual._inv_dv, dual._N - 1 - 1e-9)
+    ref = dual._invert_table(r)
+    got, low = loops.table_inverse(r, *table)
+    np.testing.assert_array_equal(got, ref)
+    np.testing.assert_array_equal(low, ref < -0.75)
+    assert low.any() and not low.all()
+    si, sj = rng.uniform(0.5, 2.0, r.shape[0]), rng.uniform(0.5, 2.0, r.shape[1])
+    got, low = loops.table_inverse(r, *table, si, sj)  # the CK: scaled, but not the low entries
+    np.testing.assert_array_equal(got, np.where(low, ref, ref * si[:, None] * sj[None, :]))
 
 
 def test_compiled_entries_near_one_and_quadrature_match_numpy(monkeypatch):
