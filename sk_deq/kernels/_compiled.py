@@ -95,7 +95,7 @@ class CompiledSeries:
         r = np.ascontiguousarray(r, dtype=np.float64)
         out, low = np.empty_like(r), np.empty(r.shape, dtype=np.bool_)
         scale = si is not None
-        si, sj = (np.ascontiguousarray(v, dtype=np.float64) for v in ((si, sj) if scale else (r[:, 0], r[0])))
+        si, sj = (np.ascontiguousarray(v, dtype=np.float64) for v in ((si, sj) if scale else ((), ())))
         coef = np.ascontiguousarray(coef, dtype=np.float64)
         self._table(r, coef, h_hi, inv_dv, top, scale, si, sj, out, low)
         return out, low
@@ -219,7 +219,7 @@ def _table_inverse(r, coef, h_hi, inv_dv, top, scale, si, sj, out, low):
     n, m = r.shape
     for i in range(n):
         ri, oi, li = r[i], out[i], low[i]
-        s_i = si[i]
+        s_i = si[i] if scale else 1.0
         for j in range(m):
             v = h_hi - ri[j]
             if v < 0.0:
