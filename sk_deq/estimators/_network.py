@@ -6,17 +6,18 @@ module of the network mixin, a DEQ or an explicit net, and a float64
 readout).  The features of any number of rows are computed chunk by chunk,
 each chunk in blocks of exactly :func:`block_rows` rows.
 
-**Row blocks**, so that a sample's outputs do not depend on its batch.  A BLAS library chooses its kernel, its blocking and its split between
-threads by the shape of a product: the same float32 row times the same
-matrix may differ in its last bits between a 16-row and a 128-row call.
-So **every** operation on the predict path sees the same shapes whatever
-the batch: the rows go through the network in blocks of exactly
-:func:`block_rows` rows, the last padded with copies of its last row.  A
-sample's result depends only on its own row and its position in its block,
-and the elementwise activations make the position irrelevant (see
-:mod:`sk_deq.activations`).  A fit's training features, where no latency is
-at stake, take larger blocks (:data:`FIT_BLOCK_ENTRIES`), their last rows
-predict's.
+**Row blocks**, so that a sample's outputs do not depend on its batch.  A
+BLAS library chooses its kernel, its blocking and its split between threads
+by the shape of a product: the same float32 row times the same matrix may
+differ in its last bits between a 16-row and a 128-row call.  So **every**
+operation on the predict path sees the same shapes whatever the batch: the
+rows go through the network in blocks of exactly :func:`block_rows` rows,
+the last padded with copies of its last row.  A sample's result depends only
+on its own row and its position in its block, and the elementwise
+activations make the position irrelevant (see :mod:`sk_deq.activations`).
+A fit's training features, where no latency is at stake, take larger blocks
+(:data:`FIT_BLOCK_ENTRIES`), the rows after the last whole one in halving
+blocks down to predict's (:func:`map_row_blocks`'s ``tail``).
 
 GPU libraries may choose kernels by more than the shape; there the outputs
 agree across batch sizes to a tolerance (see the user guide).  Blocks on a
