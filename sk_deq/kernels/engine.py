@@ -350,10 +350,8 @@ class ImplicitKernelEngine:
             self._torch_kernel(SX, None if symmetric else SY, block_size, out)
         else:
             self._numpy_kernel(SX, None if symmetric else SY, block_size, n_jobs, out)
-        if symmetric:
-            out[np.diag_indices(n)] = self.dual.diagonal_values(SX, self.kernel_name)
-        if self.bias_variance:
-            out += self.bias_variance
+        if symmetric:  # the blocks' writers added the bias to every other entry (in parallel, cache-warm)
+            out[np.diag_indices(n)] = self.dual.diagonal_values(SX, self.kernel_name) + self.bias_variance
         return out
 
     def _numpy_kernel(self, SX, SY, block_size, n_jobs, out):
@@ -371,7 +369,8 @@ class ImplicitKernelEngine:
         # workers of a process backend (loky, dask) send them back instead
         shared = serial or getattr(get_active_backend(prefer="threads")[0], "supports_sharedmem", False)
         target = out if shared else None
-        tasks = ((dual, kern, bi, bj, SX.take(bi), SY.take(bj), target, symmetric) for bi, bj in pairs)
+        bias = self.bias_variance
+        tasks = ((dual, kern, bi, bj, SX.take(bi), SY.take(bj), target, symmetric, bias) for bi, bj in pairs)
         # One BLAS thread, in serial too, set before the first block starts.  In
         # parallel the blocks are the parallelism (a multithreaded BLAS inside
         # every thread oversubscribes the cores, and its idle threads spin).  In
@@ -389,7 +388,7 @@ class ImplicitKernelEngine:
                 )
                 for res in done:
                     if res is not None:
-                        _write_block(out, *res, symmetric)
+                        _write_block(out, *res, symmetric, bias)
 
     def _torch_kernel(self, SX, SY, block_size, out):
         solver = self._torch_solver()
@@ -399,7 +398,7 @@ class ImplicitKernelEngine:
         pairs = _block_pairs(n, m, b, symmetric)
         with np.errstate(all="ignore"), full_float32_precision():  # float64 blocks; no TF32 in any case
             for bi, bj, blk in solver.blocks(SX, SY, pairs, self.kernel_name):
-                _write_block(out, bi, bj, blk, symmetric)
+                _write_block(out, bi, bj, blk, symmetric, self.bias_variance)
 
 
 def _block_pairs(n: int, m: int, b: int, symmetric: bool) -> list:
@@ -413,13 +412,17 @@ def _block_pairs(n: int, m: int, b: int, symmetric: bool) -> list:
 _MIRROR_TILE = 128  # rows of the tiles blocks are mirrored in (cache-sized transposes)
 
 
-def _write_block(out, bi, bj, blk, symmetric):
-    """Write the kernel block of rows ``bi`` and columns ``bj`` into ``out``.
+def _write_block(out, bi, bj, blk, symmetric, bias=0.0):
+    """Write the kernel block of rows ``bi`` and columns ``bj``, plus ``bias``, into ``out``.
 
     In the symmetric case (only blocks on and above the diagonal are solved)
     the block's mirror is written too, from its upper triangle on the
-    diagonal, so that ``out`` is exactly symmetric.
+    diagonal, so that ``out`` is exactly symmetric.  The bias is added here,
+    block by block in the workers, not in a pass over the whole matrix
+    afterwards: the same sums, each rounded once.
     """
+    if bias:
+        blk = blk + bias
     out[bi, bj] = blk
     if not symmetric:
         return
@@ -442,13 +445,14 @@ def _mirror_upper(out, tile):
             out[j : j + tile, i : i + tile] = out[i : i + tile, j : j + tile].T
 
 
-def _block_task(dual, kernel, bi, bj, R, C, out, symmetric):
-    """Solve one block; write it (and its mirror) into ``out`` when given, else return ``(bi, bj, block)``."""
+def _block_task(dual, kernel, bi, bj, R, C, out, symmetric, bias=0.0):
+    """Solve one block; write it plus ``bias`` (and its mirror) into ``out`` when given, else return
+    ``(bi, bj, block)`` (the caller adds the bias as it writes)."""
     with np.errstate(all="ignore"):
         blk = dual.block(R, C, kernel)
     if out is None:
         return bi, bj, blk
-    _write_block(out, bi, bj, blk, symmetric)
+    _write_block(out, bi, bj, blk, symmetric, bias)
     return None
 
 

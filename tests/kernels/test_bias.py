@@ -48,6 +48,24 @@ def test_the_engine_adds_it_to_kernel_and_diagonal_alike():
     np.testing.assert_array_equal(eng.diagonal(S), np.diag(eng.kernel(S)))
 
 
+@pytest.mark.parametrize("backend", ["threading", "loky"])
+def test_the_blocks_add_it_as_they_are_written_on_every_path(backend):
+    # threads write their blocks and mirrors with the bias; a process backend's blocks get it in the parent
+    import joblib
+
+    X, Z = _data(3)
+    eng0 = ImplicitKernelEngine("relu", 0.2, 1.0)
+    eng = ImplicitKernelEngine("relu", 0.2, 1.0, bias_variance=1.5)
+    S, T = eng.prepare(X), eng.prepare(Z)
+    with joblib.parallel_config(backend=backend):
+        K, R = eng.kernel(S, n_jobs=2, block_size=8), eng.kernel(T, S, n_jobs=2, block_size=4)
+    # a process's blocks are bitwise those of serial only where its BLAS sums alike: to rounding, as documented
+    atol = 0.0 if backend == "threading" else 1e-12
+    np.testing.assert_allclose(K, eng0.kernel(S, n_jobs=1, block_size=8) + 1.5, rtol=0, atol=atol)
+    np.testing.assert_array_equal(K, K.T)
+    np.testing.assert_allclose(R, eng0.kernel(T, S, n_jobs=1, block_size=4) + 1.5, rtol=0, atol=atol)
+
+
 def test_the_gp_kernel_adds_it_and_its_gradient_does_not_change():
     X, Y = _data(2)
     X, Y = X / 6.0, Y / 6.0
