@@ -14,6 +14,7 @@ from sklearn.base import clone
 from sklearn.exceptions import ConvergenceWarning
 
 from sk_deq import DEQClassifier, ExplicitClassifier, MatchedExplicitClassifier
+from sk_deq.nn.solvers import SolverLog
 from tests._networks import CLASSIFIERS, small
 
 ESTIMATORS = CLASSIFIERS
@@ -147,3 +148,23 @@ def test_classifier_with_a_torch_activation_pickles(blobs):
     est = small(DEQClassifier, activation=torch.sin).fit(X, y)
     back = pickle.loads(pickle.dumps(est))
     np.testing.assert_array_equal(back.predict_proba(X), est.predict_proba(X))
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
+@pytest.mark.parametrize("where", ["fit", "predict"])
+def test_a_non_finite_feature_anywhere_is_an_error_naming_it(blobs, bad, where):
+    # the features' finiteness is read from their smallest and largest entries: NaN and +-inf show in either
+    X, y = blobs
+    est = small(DEQClassifier).fit(X, y)
+    feats = est.module_.features
+    real = feats.forward
+
+    def spoiled(x):
+        z = real(x).clone()
+        z[0, 1] = bad  # one entry (a block's last rows may be padding, dropped)
+        return z
+
+    feats.forward = spoiled
+    with pytest.raises(ValueError, match="produced non-finite features"):
+        with SolverLog(est.module_) as log:
+            est._compute_features(X, torch.device("cpu"), where, log)
