@@ -168,7 +168,7 @@ def _fit_blocks(width: int, X, y, repeats: int) -> list[dict]:
             rows = block_rows(width, fit=True)
         r = {"model": "deq", "width": width, "entries": e, "rows": rows, "mean_iter": iters,
              "default": e == torch_network.FIT_BLOCK_ENTRIES, "gemm_s": med["gemm"],
-             "features_s": med[f"features:{e}"], "fit_s": med[f"fit:{e}"]}  # fmt: skip
+             "features_s": med[f"features:{e}"], "fit_s": med[f"fit:{e}"], "threads": torch.get_num_threads()}  # fmt: skip
         r["features_gemm_ratio"] = r["features_s"] / r["gemm_s"]
         records.append(r)
     return records
@@ -188,6 +188,38 @@ def collect_fit(repeats: int = 3, widths=None, show=None) -> dict:
                 show(r)
     config = {"widths": list(widths), "entries": list(FIT_ENTRIES), "repeats": repeats, "rows": len(X)}
     return {"config": {**config, "threads": torch.get_num_threads()}, "records": records}
+
+
+#: The target of a fit's training features: within this factor of the float32 GEMMs they need (width 1024).
+FIT_GEMM_TARGET = 1.15
+
+
+def fit_goals(records) -> list[dict]:
+    """The goal ``fit_features_gemm`` from :func:`collect_fit`'s records: the default block at width 1024."""
+    rows = [r for r in records if r["default"] and r["width"] == 1024]
+    if not rows:
+        return []
+    r = rows[0]
+    return [
+        {
+            "id": "fit_features_gemm",
+            "goal": f"a fit's training features / their float32 GEMMs (MNIST-4000, width 1024, {r['threads']} threads)",
+            "target": f"<= {FIT_GEMM_TARGET:g}x",
+            "measured": f"{r['features_gemm_ratio']:.2f}x",
+            "met": r["features_gemm_ratio"] <= FIT_GEMM_TARGET,
+        }
+    ]
+
+
+def collect_all(quick: bool = False, repeats: int = 3) -> dict:
+    """``run_all``'s entry: the predict blocks (:func:`collect`) and a fit's blocks at width 1024 (:func:`collect_fit`)."""
+    result = collect(quick, repeats)
+    fit = collect_fit(repeats, widths=(1024,))
+    result["config"]["fit"] = fit["config"]
+    result["fit_records"] = fit["records"]
+    result["extra_tables"] = ["fit_records"]
+    result["goals"] = fit_goals(fit["records"])
+    return result
 
 
 FIT_HEADER = f"{'width':>5} {'entries':>8} {'rows':>5} {'features s':>11} {'x GEMMs':>8} {'fit s':>7}"

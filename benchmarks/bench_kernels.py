@@ -144,18 +144,20 @@ def _speed_once(X, n_jobs, sigma_a2, kernel, act, _round):
 
 
 def collect(quick: bool = False, repeats: int = 3) -> dict:
-    """``run_all``'s entry: :func:`bench_speed` at n = 4,000 (quick 1,000), the six activations, one job.
+    """``run_all``'s entry: :func:`bench_speed` at n = 3,000 (quick 1,000), the six activations, as the goals are stated.
 
-    Serial, as the goals are stated: the GEMM and the kernel on one BLAS /
-    OpenMP thread each.
+    Twice: on all cores (``n_jobs=-1`` against the GEMM on all BLAS
+    threads: the goals' figure), then serially (one job, the GEMM and the
+    kernel on one BLAS / OpenMP thread each).
     """
     from threadpoolctl import threadpool_limits
 
-    sizes = [1000] if quick else [4000]
+    sizes = [1000] if quick else [3000]
+    records = bench_speed(sizes, repeats, SPEED_ACTIVATIONS, [-1])
     with threadpool_limits(limits=1):
-        records = bench_speed(sizes, repeats, SPEED_ACTIVATIONS, [1])
-    config = {"sizes": sizes, "repeats": repeats, "activations": list(SPEED_ACTIVATIONS), "n_jobs": [1]}
-    config["threads"] = "1 BLAS and OpenMP thread (threadpoolctl) for the GEMM and the kernel"
+        records += bench_speed(sizes, repeats, SPEED_ACTIVATIONS, [1])
+    config = {"sizes": sizes, "repeats": repeats, "activations": list(SPEED_ACTIVATIONS), "n_jobs": [-1, 1]}
+    config["threads"] = "n_jobs=-1: all BLAS threads for the GEMM; n_jobs=1: 1 BLAS and OpenMP thread for both"
     return {"config": config, "records": records}
 
 

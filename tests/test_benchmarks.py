@@ -381,9 +381,33 @@ def test_kernel_goals_and_torch_engine_agreement_from_records():
     assert goals["kernel_relu"]["met"] and goals["kernel_relu"]["measured"] == "1.30x"
     assert not goals["kernel_smooth"]["met"]
     assert goals["kernel_smooth"]["measured"] == "3.50x (gelu); tanh 2.00x, erf 2.20x, gelu 3.50x"
+    # with records on all cores (n_jobs -1), those are the goals' figure and the serial ones go beside
+    recs += [{"n": 4000, "n_jobs": -1, "activation": a, "ratio": r} for a, r in [("relu", 1.6), ("tanh", 2.5)]]
+    goals = {g["id"]: g for g in run_all.kernel_goals(recs)}
+    assert not goals["kernel_relu"]["met"] and goals["kernel_relu"]["measured"] == "1.60x (serial 1.30x)"
+    assert (
+        goals["kernel_smooth"]["met"]
+        and goals["kernel_smooth"]["measured"] == "2.50x (tanh); tanh 2.50x (serial 2.00x)"
+    )
+    assert "all cores" in goals["kernel_relu"]["goal"]
     derived = run_all._derived_goals("torch_engine", {"records": [{"max_abs_diff": 3e-12}, {"rel_err": 2e-11}]})
     assert derived[0]["met"] and derived[0]["measured"].startswith("2.00e-11")
     assert run_all._derived_goals("peers", {"records": [{"max_abs_diff": 1.0}]}) == []
+
+
+def test_the_fit_and_cores_goals_come_from_their_records():
+    import bench_blocks
+    import bench_kernel_user_call
+
+    rec = {"default": True, "width": 1024, "threads": 2, "features_gemm_ratio": 1.2}
+    other = {**rec, "default": False, "features_gemm_ratio": 1.0}
+    (g,) = bench_blocks.fit_goals([other, rec, {**rec, "width": 4096, "features_gemm_ratio": 1.1}])
+    assert g["id"] == "fit_features_gemm" and g["measured"] == "1.20x" and not g["met"] and "2 threads" in g["goal"]
+    assert bench_blocks.fit_goals([{**rec, "width": 4096}]) == []
+    (g,) = bench_kernel_user_call.cores_goals([{"n": 2000, "cores speed-up": 1.5}, {"n": 4000, "cores speed-up": 1.7}])
+    assert g["measured"] == "1.50x (n=2000), 1.70x (n=4000)" and not g["met"]
+    (g,) = bench_kernel_user_call.cores_goals([{"n": 2000, "cores speed-up": 1.65}])
+    assert g["met"] and g["id"] == "kernel_cores_user_call"
 
 
 def test_registry_modules_that_exist_have_collect():
