@@ -63,8 +63,9 @@ def _fit(model, X, y):
         return model.fit(X, y)
 
 
-def _whole_batch(fn, x, block, out):
-    """The rule before the blocks: the whole batch in one call, padded to a multiple of 16 rows."""
+def _whole_batch(fn, x, block, out, tail=None):
+    """The rule before the blocks: the whole batch in one call, padded to a multiple of 16 rows (``block`` and
+    ``tail``, :func:`map_row_blocks`'s, ignored)."""
     return map_row_blocks(fn, x, -(-x.shape[0] // 16) * 16, out)
 
 

@@ -410,6 +410,17 @@ def test_the_fit_and_cores_goals_come_from_their_records():
     assert g["met"] and g["id"] == "kernel_cores_user_call"
 
 
+def test_the_blocks_benchmark_runs_in_a_tiny_configuration():
+    pytest.importorskip("mlxtend")
+    import bench_blocks
+
+    res = bench_blocks.collect(quick=True, repeats=1, widths=(32,))
+    assert {r["block"] for r in res["records"]} >= {"batch", "16"} and all(r["many_s"] > 0 for r in res["records"])
+    fit = bench_blocks.collect_fit(repeats=1, widths=(64,))
+    assert [r["entries"] for r in fit["records"]] == list(bench_blocks.FIT_ENTRIES)
+    assert all(r["features_gemm_ratio"] > 0 and r["mean_iter"] >= 1 for r in fit["records"])
+
+
 def test_registry_modules_that_exist_have_collect():
     """The registry lists every bench_*.py script, each with its collect(quick, repeats)."""
     import inspect
