@@ -82,7 +82,7 @@ class CompiledSeries:
     def __init__(self, outer, paired, table):
         self._outer, self._paired, self._table = outer, paired, table
 
-    def table_inverse(self, r, coef, h_hi: float, inv_dv: float, top: float, si=None, sj=None):
+    def table_inverse(self, r, coef, h_hi: float, inv_dv: float, top: float, si=None, sj=None, out=None):
         """The piecewise-cubic inverse of ``_ReluDual``'s table at the 2-d ``r``, numpy's bits, and its low entries.
 
         ``coef`` holds the four coefficient rows of the cubics in ``v =
@@ -90,10 +90,13 @@ class CompiledSeries:
         integer part of ``v``.  With ``si`` and ``sj`` every entry not below
         -0.75 is also scaled, ``(rho si[i]) sj[j]``.  Returns ``(rho, low)``,
         ``low`` the entries below -0.75 (left unscaled: the caller refines
-        them first).
+        them first).  ``rho`` is ``out`` when given: a float64 array of
+        ``r``'s shape with unit column stride (a block of a larger matrix).
         """
         r = np.ascontiguousarray(r, dtype=np.float64)
-        out, low = np.empty_like(r), np.empty(r.shape, dtype=np.bool_)
+        if out is None or out.dtype != np.float64 or out.shape != r.shape or out.strides[1] != 8:
+            out = np.empty_like(r)
+        low = np.empty(r.shape, dtype=np.bool_)
         scale = si is not None
         si, sj = (np.ascontiguousarray(v, dtype=np.float64) for v in ((si, sj) if scale else ((), ())))
         coef = np.ascontiguousarray(coef, dtype=np.float64)

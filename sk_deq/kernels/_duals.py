@@ -119,20 +119,32 @@ class _Dual:
     def gram(self, R: Samples, C: Samples) -> np.ndarray:
         return R.X @ C.X.T
 
-    def block(self, R: Samples, C: Samples, kernel: str) -> np.ndarray:
+    def block(self, R: Samples, C: Samples, kernel: str, out=None, bias: float = 0.0) -> np.ndarray:
+        """The kernel block of rows ``R`` and columns ``C``, plus ``bias``, written into ``out`` when given.
+
+        ``out`` may be a view of the whole kernel matrix (strided rows): each
+        chunk is written there as it is solved, with no block-sized
+        intermediate and no copy afterwards.
+        """
         P = self.gram(R, C)
         nr, nc = P.shape
         step = max(1, SOLVE_CHUNK_ENTRIES // max(nc, 1))
-        if step >= nr:
+        if out is None and step >= nr and not bias:
             return self.chunk(P, R, C, kernel)
-        out = np.empty_like(P)
+        out = np.empty_like(P) if out is None else out
         for i0 in range(0, nr, step):
             sl = slice(i0, i0 + step)
-            out[sl] = self.chunk(P[sl], R.take(sl), C, kernel)
+            self.chunk_into(P[sl], R.take(sl), C, kernel, out[sl])
+            if bias:
+                out[sl] += bias  # while the chunk is in cache
         return out
 
     def chunk(self, P, R, C, kernel):  # pragma: no cover - interface
         raise NotImplementedError
+
+    def chunk_into(self, P, R, C, kernel, out) -> None:
+        """:meth:`chunk` written into ``out``; a dual that can write there directly overrides it."""
+        out[...] = self.chunk(P, R, C, kernel)
 
 
 class _ClosedFormDual(_Dual):
@@ -368,14 +380,19 @@ class _ReluDual(_Dual):
         self._coef = np.stack([y0, d0, 3.0 * (y1 - y0) - 2.0 * d0 - d1, 2.0 * (y0 - y1) + d0 + d1]).copy()
         self._inv_dv = (self._N - 1) / self.v_max
 
-    def _invert(self, r, si=None, sj=None):
-        """``h^{-1}(r)`` of the 2-d ``r``; with ``si`` and ``sj``, times ``si[i]`` then ``sj[j]`` (the CK)."""
+    def _invert(self, r, si=None, sj=None, out=None):
+        """``h^{-1}(r)`` of the 2-d ``r``; with ``si`` and ``sj``, times ``si[i]`` then ``sj[j]`` (the CK).
+
+        Written into ``out`` (an array of ``r``'s shape, strided rows allowed)
+        when given, and returned.
+        """
         compiled = compiled_series()
         if compiled is None:
             rho = self._invert_table(r)
             low = rho < -0.75  # (1 + rho)^{3/2} behaviour of kappa near rho = -1
         else:  # the same operations, and the scaling of the entries not low, in one compiled pass
-            rho, low = compiled.table_inverse(r, self._coef, self.h_hi, self._inv_dv, self._N - 1 - 1e-9, si, sj)
+            top = self._N - 1 - 1e-9
+            rho, low = compiled.table_inverse(r, self._coef, self.h_hi, self._inv_dv, top, si, sj, out=out)
         if low.any():
             rl, tl = rho[low], r[low]
             for _ in range(4):
@@ -388,6 +405,9 @@ class _ReluDual(_Dual):
         if compiled is None and si is not None:
             rho *= si[:, None]
             rho *= sj[None, :]
+        if out is not None and rho is not out:
+            out[...] = rho
+            return out
         return rho
 
     def _invert_table(self, r):
@@ -440,6 +460,12 @@ class _ReluDual(_Dual):
         r = R.sx @ C.sx.T
         r += R.aux_left @ C.aux_right.T
         return r
+
+    def chunk_into(self, r, R, C, kernel, out) -> None:
+        if kernel == "ck":  # the compiled inversion writes the CK straight into out
+            self._invert(r, R.s, C.s, out=out)
+        else:
+            out[...] = self.chunk(r, R, C, kernel)
 
     def chunk(self, r, R, C, kernel):
         if kernel == "ck":

@@ -424,14 +424,19 @@ def _write_block(out, bi, bj, blk, symmetric, bias=0.0):
     if bias:
         blk = blk + bias
     out[bi, bj] = blk
-    if not symmetric:
-        return
+    if symmetric:
+        _mirror_block(out, bi, bj)
+
+
+def _mirror_block(out, bi, bj):
+    """Copy the block of rows ``bi`` and columns ``bj`` of ``out`` onto its mirror image (its upper triangle on the
+    diagonal)."""
     if bi == bj:
         _mirror_upper(out[bi, bj], _MIRROR_TILE)
         return
     for t in range(bi.start, bi.stop, _MIRROR_TILE):
         u = min(t + _MIRROR_TILE, bi.stop)
-        out[bj, t:u] = blk[t - bi.start : u - bi.start].T
+        out[bj, t:u] = out[t:u, bj].T
 
 
 def _mirror_upper(out, tile):
@@ -449,10 +454,11 @@ def _block_task(dual, kernel, bi, bj, R, C, out, symmetric, bias=0.0):
     """Solve one block; write it plus ``bias`` (and its mirror) into ``out`` when given, else return
     ``(bi, bj, block)`` (the caller adds the bias as it writes)."""
     with np.errstate(all="ignore"):
-        blk = dual.block(R, C, kernel)
-    if out is None:
-        return bi, bj, blk
-    _write_block(out, bi, bj, blk, symmetric, bias)
+        if out is None:
+            return bi, bj, dual.block(R, C, kernel)
+        dual.block(R, C, kernel, out=out[bi, bj], bias=bias)  # solved straight into its place
+    if symmetric:
+        _mirror_block(out, bi, bj)
     return None
 
 

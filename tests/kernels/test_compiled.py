@@ -137,6 +137,20 @@ def test_table_inverse_loop_gives_numpys_bits_at_the_ends_of_the_table():
     si, sj = rng.uniform(0.5, 2.0, r.shape[0]), rng.uniform(0.5, 2.0, r.shape[1])
     got, low = loops.table_inverse(r, *table, si, sj)  # the CK: scaled, but not the low entries
     np.testing.assert_array_equal(got, np.where(low, ref, ref * si[:, None] * sj[None, :]))
+    # written into a block of a larger matrix (strided rows), the same bits there and nothing else touched
+    big = np.full((r.shape[0] + 3, r.shape[1] + 5), 7.0)
+    view = big[2 : 2 + r.shape[0], 1 : 1 + r.shape[1]]
+    into, low2 = loops.table_inverse(r, *table, si, sj, out=view)
+    assert into is view
+    np.testing.assert_array_equal(view, got)
+    np.testing.assert_array_equal(low2, low)
+    view[...] = 7.0
+    assert (big == 7.0).all()
+    # a target with strided columns is not written: the result comes in a new array
+    other = np.zeros((r.shape[1], r.shape[0])).T
+    fresh, _ = loops.table_inverse(r, *table, si, sj, out=other)
+    assert fresh is not other and not other.any()
+    np.testing.assert_array_equal(fresh, got)
 
 
 def test_compiled_entries_near_one_and_quadrature_match_numpy(monkeypatch):

@@ -64,9 +64,9 @@ def _record_threads(monkeypatch, dual):
     seen = []
     block = type(dual).block
 
-    def recording(self, R, C, kernel):
+    def recording(self, R, C, kernel, **kw):
         seen.append(threading.get_ident())
-        return block(self, R, C, kernel)
+        return block(self, R, C, kernel, **kw)
 
     monkeypatch.setattr(type(dual), "block", recording)
     return seen
