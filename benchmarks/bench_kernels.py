@@ -109,8 +109,11 @@ def bench_speed(sizes, repeats, acts=SPEED_ACTIVATIONS, n_jobs_list=(1,), *, sig
     for n in sizes:
         X, _ = digits_784(n)
         for n_jobs in n_jobs_list:
+            once = functools.partial(_speed_once, X, n_jobs, sigma_a2, kernel)
+            for act in acts:  # one untimed round: compiled loops loaded, pools and memory warm
+                once(act, -1)
             # every repeat times every activation, in an order rotated so that load bursts spread out
-            res = rounds(acts, repeats, functools.partial(_speed_once, X, n_jobs, sigma_a2, kernel))
+            res = rounds(acts, repeats, once)
             for act in acts:
                 txs, tks = (list(v) for v in zip(*res[act]))
                 rs = [tk / tx for tx, tk in zip(txs, tks)]
