@@ -16,8 +16,8 @@ the last padded with copies of its last row.  A sample's result depends only
 on its own row and its position in its block, and the elementwise
 activations make the position irrelevant (see :mod:`sk_deq.activations`).
 A fit's training features, where no latency is at stake, take larger blocks
-(:data:`FIT_BLOCK_ENTRIES`), the rows after the last whole one in halving
-blocks down to predict's (:func:`map_row_blocks`'s ``tail``).
+(:data:`FIT_BLOCK_ENTRIES`), the rows after the last whole one in halving blocks
+down to predict's, or one padded block if they nearly fill it (:func:`map_row_blocks`).
 
 GPU libraries may choose kernels by more than the shape; there the outputs
 agree across batch sizes to a tolerance (see the user guide).  Blocks on a
@@ -44,7 +44,8 @@ from ._stream import partial_fit_available, picklable
 from .._validation import is_tensor
 
 __all__ = ["DTYPES", "STAGE_SHARE", "Model", "NetworkMixin", "stage_inputs", "BLOCK_ENTRIES", "GPU_BLOCK_ENTRIES"]
-__all__ += ["GPU_ONE_PASS_BLOCK_ENTRIES", "FIT_BLOCK_ENTRIES", "block_rows", "map_row_blocks", "Network"]
+__all__ += ["GPU_ONE_PASS_BLOCK_ENTRIES", "FIT_BLOCK_ENTRIES", "PAD_FRACTION", "block_rows", "map_row_blocks"]
+__all__ += ["Network"]
 
 #: Rows of a block times the width: a block's product is then about the same
 #: size whatever the width (2^16 entries: 64 rows at width 1024).  Smaller
@@ -53,8 +54,11 @@ __all__ += ["GPU_ONE_PASS_BLOCK_ENTRIES", "FIT_BLOCK_ENTRIES", "block_rows", "ma
 BLOCK_ENTRIES = 1 << 16
 #: The blocks of a fit's training features on the CPU (2^20 entries: 1,024 rows
 #: at width 1024): no latency at stake, so larger than predict's; the rows after
-#: the last whole one go in predict's blocks.  ``bench_blocks.py --fit`` chose it.
+#: the last whole one go in halving blocks down to predict's.  ``bench_blocks.py --fit`` chose it.
 FIT_BLOCK_ENTRIES = 1 << 20
+#: A fit's last rows filling all but ``1 / PAD_FRACTION`` of a block go in it, padded (``map_row_blocks``): one
+#: product of 1,024 rows costs less than 512 + 256 + 128 + 64 (figures on the benchmarks page).
+PAD_FRACTION = 8
 #: The fewest and most rows in a block: below 64 rows a wide product is bound
 #: by reading the weights; above 1024 rows the padding of a short batch costs
 #: more than the calls it saves.
@@ -145,7 +149,9 @@ def map_row_blocks(fn: Callable, x: torch.Tensor, block: int, out: torch.Tensor,
         The rows after the last whole block go in whole blocks of half as
         many rows, and so on down to ``tail`` rows, the last block padded
         (a fit's last rows: fewer than ``tail`` padding rows; ``block`` and
-        ``tail`` powers of two).  None: every block has ``block`` rows.
+        ``tail`` powers of two), unless they fill all but at most
+        ``block / PAD_FRACTION`` rows of a block: then that block is padded.
+        None: every block has ``block`` rows.
 
     Returns
     -------
@@ -161,7 +167,9 @@ def map_row_blocks(fn: Callable, x: torch.Tensor, block: int, out: torch.Tensor,
     [0.0, 2.0, 4.0, 6.0, 8.0]
     """
     n = x.shape[0]
-    if tail is not None and tail < block and n % block:  # whole blocks, then halves, down to tail rows
+    # whole blocks, then halves down to tail rows; but a last block short of at most an eighth is padded whole
+    # (one efficient product costs less than the three or four smaller ones that would hold its rows)
+    if tail is not None and tail < block and n % block and block - n % block > block // PAD_FRACTION:
         whole = n - n % block
         map_row_blocks(fn, x[:whole], block, out[:whole])
         map_row_blocks(fn, x[whole:], max(block // 2, tail), out[whole:n], tail)

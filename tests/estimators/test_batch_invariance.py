@@ -181,6 +181,14 @@ def test_map_row_blocks_calls_with_one_shape_and_pads_with_the_last_row():
     assert torch.equal(out, 2 * x)
     assert [s[:2] for s in seen] == [((8, 1), 8), ((8, 1), 8), ((8, 1), 8), ((4, 1), 4), ((2, 1), 1)]
     assert all(s[2] for s in seen)
+    seen.clear()  # last rows short of a whole block by at most an eighth of it: that block, padded
+    x = torch.arange(31.0).reshape(31, 1)
+    out = map_row_blocks(fn, x, 8, torch.empty(31, 1), tail=2)
+    assert torch.equal(out, 2 * x)
+    assert [s[:2] for s in seen] == [((8, 1), 8), ((8, 1), 8), ((8, 1), 8), ((8, 1), 7)]
+    seen.clear()  # the same rule on the halves: 16 + 7 rows, 7 of an 8-row half
+    out = map_row_blocks(fn, torch.arange(23.0).reshape(23, 1), 16, torch.empty(23, 1), tail=2)
+    assert [s[:2] for s in seen] == [((16, 1), 16), ((8, 1), 7)]
 
 
 def test_predict_one_row_equals_the_batch_on_the_reproducer():
