@@ -465,7 +465,7 @@ class _ReluDual(_Dual):
         if kernel == "ck":  # the compiled inversion writes the CK straight into out
             self._invert(r, R.s, C.s, out=out)
         else:
-            out[...] = self.chunk(r, R, C, kernel)
+            super().chunk_into(r, R, C, kernel, out)
 
     def chunk(self, r, R, C, kernel):
         if kernel == "ck":

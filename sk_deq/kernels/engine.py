@@ -415,11 +415,13 @@ _MIRROR_TILE = 128  # rows of the tiles blocks are mirrored in (cache-sized tran
 def _write_block(out, bi, bj, blk, symmetric, bias=0.0):
     """Write the kernel block of rows ``bi`` and columns ``bj``, plus ``bias``, into ``out``.
 
-    In the symmetric case (only blocks on and above the diagonal are solved)
-    the block's mirror is written too, from its upper triangle on the
-    diagonal, so that ``out`` is exactly symmetric.  The bias is added here,
-    block by block in the workers, not in a pass over the whole matrix
-    afterwards: the same sums, each rounded once.
+    For blocks solved elsewhere (a process backend's workers, the torch
+    engine); the threads solve theirs in place (:func:`_block_task`).  In the
+    symmetric case (only blocks on and above the diagonal are solved) the
+    block's mirror is written too, from its upper triangle on the diagonal,
+    so that ``out`` is exactly symmetric.  The bias is added block by block,
+    not in a pass over the whole matrix afterwards: the same sums, each
+    rounded once.
     """
     if bias:
         blk = blk + bias
