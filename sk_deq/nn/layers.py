@@ -268,9 +268,10 @@ class DEQLayer(nn.Module):
         torch.Tensor of shape (n, m)
             ``sqrt(sigma_b2) x B^T``.
         """
-        if torch.is_grad_enabled() and (x.requires_grad or self.B.requires_grad):
-            return math.sqrt(self.sigma_b2) * (x @ self.B.T)
-        return torch.mm(x, self.B.T).mul_(math.sqrt(self.sigma_b2))  # the same bits, scaled in place
+        u = x @ self.B.T
+        if torch.is_grad_enabled() and u.requires_grad:  # as in _map: autograd keeps the product
+            return math.sqrt(self.sigma_b2) * u
+        return u.mul_(math.sqrt(self.sigma_b2))  # the same bits, scaled in place
 
     def _map(self, z: torch.Tensor, u: torch.Tensor, A: torch.Tensor) -> torch.Tensor:
         h = torch.addmm(u, z, A.T, alpha=math.sqrt(self.sigma_a2))
