@@ -7,6 +7,10 @@ around it.  In numpy that is a handful of whole-array operations per degree:
 memory-bound, and each one a call back into the interpreter, which the
 engine's threads must take turns at.  Here the same sums run in one compiled
 pass that holds no interpreter lock, so the threads truly run side by side.
+The same pass also finishes a whole Newton step (the step, its clipping and
+the largest step) or the final correction, and three more passes do the
+rest of a block around the solve: its start, the bulk's inputs and the
+gathering of the entries near correlation one.
 The (leaky) ReLU kernel's inversion of its correlation equation, a
 piecewise-cubic table (``_ReluDual._invert``), is a dozen whole-array
 operations per entry in numpy; compiled, it is one pass too.
@@ -30,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["COMPILED_ENV", "CompiledSeries", "compiled_series"]
+__all__ = ["COMPILED_ENV", "CompiledSeries", "compiled_series", "jit_loops"]
 
 #: The environment variable that, set to ``'0'``, keeps the exact kernels on numpy's loops even with numba installed.
 COMPILED_ENV = "SK_DEQ_COMPILED"
@@ -56,17 +60,30 @@ _BUILD_LOCK = threading.Lock()
 
 @functools.cache
 def _build() -> CompiledSeries | None:
+    loops = jit_loops(LOOPS, (_clip1, _tail))
+    return None if loops is None else CompiledSeries(*loops)
+
+
+_JITABLE: set = set()
+
+
+def jit_loops(loops, helpers=()) -> list | None:
+    """``loops`` compiled without the interpreter lock (with ``helpers``, the functions they call), or None without numba."""
     try:
         import numba
     except ImportError:
         return None
     options: dict[str, Any] = {"nogil": True, "boundscheck": False, "error_model": "numpy"}
+    for helper in helpers:
+        if helper not in _JITABLE:  # once each: a second overload of the same function would be ambiguous
+            numba.extending.register_jitable(helper)
+            _JITABLE.add(helper)
     try:  # cached on disk where numba finds a writable place (NUMBA_CACHE_DIR, the package, the user's cache)
         jit = numba.njit(cache=True, **options)
-        return CompiledSeries(jit(_outer_sums), jit(_paired_sums), jit(_table_inverse))
+        return [jit(f) for f in loops]
     except RuntimeError:  # no place to cache: compiled in every process
         jit = numba.njit(cache=False, **options)
-        return CompiledSeries(jit(_outer_sums), jit(_paired_sums), jit(_table_inverse))
+        return [jit(f) for f in loops]
 
 
 class CompiledSeries:
@@ -74,13 +91,32 @@ class CompiledSeries:
 
     Parameters
     ----------
-    outer, paired, table : callable
-        The compiled :func:`_outer_sums`, :func:`_paired_sums` and
-        :func:`_table_inverse`.
+    outer, paired, table, start, bulk, near : callable
+        The compiled :data:`LOOPS`.
     """
 
-    def __init__(self, outer, paired, table):
+    def __init__(self, outer, paired, table, start, bulk, near):
         self._outer, self._paired, self._table = outer, paired, table
+        self._start, self._bulk, self._near = start, bulk, near
+
+    def block_start(self, P, R, C, sa: float, sb: float, splits):
+        """``HermiteSeries.block``'s start of the block ``P`` between samples ``R`` and ``C``, in one pass.
+
+        Returns ``(s, rhs, rho0, dup, zero, counts, top)``: ``s`` with ones
+        where it vanishes, the start ``rho0`` (zero at duplicate and
+        zero-norm entries), how many ``|rho0|`` exceed each of ``splits``
+        and the largest.
+        """
+        P = np.ascontiguousarray(P, dtype=np.float64)
+        s, rhs, rho0 = (np.empty_like(P) for _ in range(3))
+        dup, zero = np.empty(P.shape, dtype=np.bool_), np.empty(P.shape, dtype=np.bool_)
+        counts = np.empty(len(splits), dtype=np.int64)
+        vec = [np.ascontiguousarray(v, dtype=np.float64) for v in (R.s, C.s, R.n_sq, C.n_sq)]
+        vec += [np.ascontiguousarray(H[:, k], dtype=np.float64) for k in (0, 1) for H in (R.H, C.H)]
+        top = self._start(
+            P, *vec, float(sa), float(sb), np.asarray(splits, dtype=np.float64), s, rhs, rho0, dup, zero, counts
+        )
+        return s, rhs, rho0, dup, zero, counts, float(top)
 
     def table_inverse(self, r, coef, h_hi: float, inv_dv: float, top: float, si=None, sj=None, out=None):
         """The piecewise-cubic inverse of ``_ReluDual``'s table at the 2-d ``r``, numpy's bits, and its low entries.
@@ -103,6 +139,30 @@ class CompiledSeries:
         self._table(r, coef, h_hi, inv_dv, top, scale, si, sj, out, low)
         return out, low
 
+    def bulk_inputs(self, rho0, rhs, split: float):
+        """``HermiteSeries._correlations``' bulk start and right-hand side (zero where ``|rho0| > split``), one pass.
+
+        Returns ``(rho, rhs, far)``, ``far`` whether any entry starts beyond the split.
+        """
+        rho_b, rhs_b = np.empty_like(rho0), np.empty_like(rhs)
+        far = self._bulk(rho0, rhs, float(split), rho_b, rhs_b)
+        return rho_b, rhs_b, far > 0
+
+    def near_entries(self, rho, rho0, split: float, limit: float, special):
+        """Rows, columns and starts of the entries ``|rho| > limit`` or ``|rho0| > split``, not ``special``.
+
+        The start is ``rho0`` where ``|rho0| > split``, else ``rho``.
+        """
+        has = special is not None
+        special = special if has else np.empty((0, 0), dtype=np.bool_)
+        size = rho.size // 16 + 16
+        while True:  # a second pass when the guess was short
+            ii, jj, start = np.empty(size, np.int64), np.empty(size, np.int64), np.empty(size)
+            count = self._near(rho, rho0, float(split), float(limit), special, has, ii, jj, start)
+            if count <= size:
+                return ii[:count], jj[:count], start[:count]
+            size = count
+
     def evaluate(self, rho, terms, ks, odd, derivative=True, equation=None):
         """``sum_{k in ks} c_k rho^k`` and its slope; with ``equation = (sa, s, rhs)`` also ``g`` and ``g'``.
 
@@ -121,20 +181,44 @@ class CompiledSeries:
         p, dp = np.empty_like(rho), np.empty_like(rho)
         if equation is None:
             none = np.empty((0,) * rho.ndim)  # same types as with an equation: one compiled version
-            sa, s, rhs, g, dg = 0.0, none, none, none, none
-        else:
-            sa, s, rhs = equation
-            s, rhs = (np.ascontiguousarray(v, dtype=np.float64) for v in (s, rhs))
-            g, dg = np.empty_like(rho), np.empty_like(rho)
-        args = (ks[0], ks[-1], 2 if odd else 1, bool(odd), bool(derivative), -float(sa), s, rhs, p, dp, g, dg)
+            self._run(rho, terms, ks, odd, derivative, SUMS, 0.0, none, none, p, dp, none, none, none, none)
+            return p, (dp if derivative else None)
+        g, dg = np.empty_like(rho), np.empty_like(rho)
+        self._run(rho, terms, ks, odd, True, EQUATION, *equation, p, dp, g, dg, g[:0], g[:0])
+        return g, dg, p, dp
+
+    def newton_step(self, rho, terms, ks, odd, equation):
+        """One step of :func:`~sk_deq.kernels._numerics.newton` on the equation, its bits, in one pass.
+
+        Returns ``(new, (g, dg, p, dp), step, delta)``: the clipped iterate,
+        the evaluation at ``rho``, ``new - rho`` and ``max |step|`` (NaN
+        where a step is).
+        """
+        rho = np.ascontiguousarray(rho, dtype=np.float64)
+        p, dp, g, dg, new, step = (np.empty_like(rho) for _ in range(6))
+        delta = self._run(rho, terms, ks, odd, True, STEP, *equation, p, dp, g, dg, new, step)
+        return new, (g, dg, p, dp), step, delta
+
+    def correct(self, rho, terms, ks, odd, equation, dg, dp):
+        """``HermiteSeries._solve``'s correction, its bits, in one pass: a Newton step with the series at
+        degree ``ks[-1]`` and the pre-solve's slopes ``dg``, ``dp`` (the value ``p`` moved along).
+
+        Returns ``(new, p, step, delta)`` as :meth:`newton_step` does.
+        """
+        rho = np.ascontiguousarray(rho, dtype=np.float64)
+        dg, dp = (np.ascontiguousarray(v, dtype=np.float64) for v in (dg, dp))
+        p, g, new, step = (np.empty_like(rho) for _ in range(4))
+        delta = self._run(rho, terms, ks, odd, False, CORRECT, *equation, p, dp, g, dg, new, step)
+        return new, p, step, delta
+
+    def _run(self, rho, terms, ks, odd, derivative, mode, sa, s, rhs, *arrays):
+        s, rhs = (np.ascontiguousarray(v, dtype=np.float64) for v in (s, rhs))
+        args = (ks[0], ks[-1], 2 if odd else 1, bool(odd), bool(derivative), -float(sa), s, rhs)
+        args = (*args, *arrays[:4], mode, *arrays[4:])
         if terms.paired:
             Hr, Hc = (np.ascontiguousarray(H, dtype=np.float64) for H in (terms.Hr, terms.Hc))
-            self._paired(rho, Hr, Hc, _index(terms.rows), _index(terms.cols), *args)
-        else:
-            self._outer(rho, np.ascontiguousarray(terms.Hr, dtype=np.float64), terms.columns(ks[-1]), *args)
-        if equation is not None:
-            return g, dg, p, dp
-        return p, (dp if derivative else None)
+            return float(self._paired(rho, Hr, Hc, _index(terms.rows), _index(terms.cols), *args))
+        return float(self._outer(rho, np.ascontiguousarray(terms.Hr, dtype=np.float64), terms.columns(ks[-1]), *args))
 
 
 def _index(i):
@@ -146,13 +230,44 @@ def _index(i):
 #   p = c_K; dp = 0; for k = K - step .. k0: dp = dp x + p; p = p x + c_k
 #   odd: dp = dp (2 x) + p; p = p rho          (x = rho^2 if odd else rho)
 #   g = (p (-sa) + s rho) - rhs; dg = dp (-sa) + s
-# with c_k = Hr[i, k] Hc[j, k], every operation rounded once.
+# with c_k = Hr[i, k] Hc[j, k], every operation rounded once.  What follows the
+# sums is the ``mode``'s:
+#   SUMS      p (and dp)
+#   EQUATION  also g and dg
+#   STEP      also Newton's step of numerics.newton: new = clip(rho - g / dg),
+#             step = new - rho; returns max |step| (NaN if any step is NaN)
+#   CORRECT   (no dp: dp and dg hold the pre-solve's slopes) the correction of
+#             HermiteSeries._solve: g = (p (-sa) + s rho) - rhs; new = clip(rho - g / dg);
+#             step = new - rho; p += dp step; returns max |step|
+SUMS, EQUATION, STEP, CORRECT = 0, 1, 2, 3
 
 
-def _outer_sums(rho, Hr, HcT, k0, kmax, step, odd, derivative, neg_sa, s, rhs, p, dp, g, dg):
+def _clip1(v):
+    if v < -1.0:
+        return -1.0
+    if v > 1.0:
+        return 1.0
+    return v  # NaN stays NaN, as in np.clip
+
+
+def _tail(mode, neg_sa, r, s, rhs, p, dp, dg):
+    """The ``mode``'s work after the sums, for one entry: ``(p, g, dg, new, step)``."""
+    gv = (p * neg_sa + s * r) - rhs
+    if mode == CORRECT:  # dg is the pre-solve's slope
+        nv = _clip1(r - gv / dg)
+        sv = nv - r
+        return p + dp * sv, gv, dg, nv, sv
+    dgv = dp * neg_sa + s
+    if mode == STEP:
+        nv = _clip1(r - gv / dgv)
+        return p, gv, dgv, nv, nv - r
+    return p, gv, dgv, r, 0.0
+
+
+def _outer_sums(rho, Hr, HcT, k0, kmax, step, odd, derivative, neg_sa, s, rhs, p, dp, g, dg, mode, new, stp):
     n, m = rho.shape
     x = np.empty(m)
-    equation = g.size > 0
+    top, nan = 0.0, False
     for i in range(n):
         r, pi, dpi = rho[i], p[i], dp[i]
         for j in range(m):
@@ -179,15 +294,30 @@ def _outer_sums(rho, Hr, HcT, k0, kmax, step, odd, derivative, neg_sa, s, rhs, p
                     dpi[j] = dpi[j] * (2.0 * x[j]) + pi[j]
             for j in range(m):
                 pi[j] = pi[j] * r[j]
-        if equation:
-            si, ri, gi, dgi = s[i], rhs[i], g[i], dg[i]
+        if mode == SUMS:
+            continue
+        si, ri, gi, dgi = s[i], rhs[i], g[i], dg[i]
+        if mode == EQUATION:
             for j in range(m):
                 gi[j] = (pi[j] * neg_sa + si[j] * r[j]) - ri[j]
                 dgi[j] = dpi[j] * neg_sa + si[j]
+            continue
+        ni, sti = new[i], stp[i]
+        for j in range(m):  # no reduction here: the loop is vectorised
+            pi[j], gi[j], dgi[j], ni[j], sti[j] = _tail(mode, neg_sa, r[j], si[j], ri[j], pi[j], dpi[j], dgi[j])
+        for j in range(m):
+            a = abs(sti[j])
+            if a > top:
+                top = a
+            elif a != a:
+                nan = True
+    return np.nan if nan else top
 
 
-def _paired_sums(rho, Hr, Hc, rows, cols, k0, kmax, step, odd, derivative, neg_sa, s, rhs, p, dp, g, dg):
-    equation = g.size > 0
+def _paired_sums(
+    rho, Hr, Hc, rows, cols, k0, kmax, step, odd, derivative, neg_sa, s, rhs, p, dp, g, dg, mode, new, stp
+):
+    top, nan = 0.0, False
     for e in range(rho.shape[0]):
         r = rho[e]
         x = r * r if odd else r
@@ -204,12 +334,89 @@ def _paired_sums(rho, Hr, Hc, rows, cols, k0, kmax, step, odd, derivative, neg_s
             if derivative:
                 dpe = dpe * (2.0 * x) + pe
             pe = pe * r
-        p[e] = pe
         if derivative:
             dp[e] = dpe
-        if equation:
-            g[e] = (pe * neg_sa + s[e] * r) - rhs[e]
-            dg[e] = dpe * neg_sa + s[e]
+        if mode == SUMS:
+            p[e] = pe
+            continue
+        if mode == CORRECT:
+            dpe = dp[e]
+        p[e], g[e], dg[e], ne, se = _tail(mode, neg_sa, r, s[e], rhs[e], pe, dpe, dg[e])
+        if mode >= STEP:
+            new[e], stp[e] = ne, se
+            a = abs(se)
+            if a > top:
+                top = a
+            elif a != a:
+                nan = True
+    return np.nan if nan else top
+
+
+# HermiteSeries.block's start, per entry (numpy's bits):
+#   s = si sj; rhs = sb P; nsum = ni + nj; dup = (nsum - 2 P) <= 1e-13 nsum; zero = s <= 1e-300;
+#   s_safe = 1 where zero; rho0 = clip((rhs + sa (h0i h0j)) / (s_safe - sa (h1i h1j))), 0 where dup or zero;
+# and, for the degree choice, how many |rho0| exceed each split and the largest (NaN if any is).
+
+
+def _block_start(P, Rs, Cs, Rn, Cn, H0r, H0c, H1r, H1c, sa, sb, splits, s, rhs, rho0, dup, zero, counts):
+    n, m = P.shape
+    top, nan = 0.0, False
+    above = np.zeros(splits.size + 1, dtype=np.int64)  # above[c]: entries above splits[c - 1], not splits[c]
+    for i in range(n):
+        Pi, si, ri, oi, di, zi = P[i], s[i], rhs[i], rho0[i], dup[i], zero[i]
+        for j in range(m):  # vectorised
+            sv = Rs[i] * Cs[j]
+            rv = sb * Pi[j]
+            nsum = Rn[i] + Cn[j]
+            d = (nsum - 2.0 * Pi[j]) <= 1e-13 * nsum
+            z = sv <= 1e-300
+            sv = 1.0 if z else sv
+            v = _clip1((rv + sa * (H0r[i] * H0c[j])) / (sv - sa * (H1r[i] * H1c[j])))
+            si[j], ri[j], oi[j], di[j], zi[j] = sv, rv, 0.0 if d or z else v, d, z
+        for j in range(m):
+            a = abs(oi[j])
+            if a > top:
+                top = a
+            elif a != a:
+                nan = True
+            c = 0
+            while c < splits.size and a > splits[c]:
+                c += 1
+            above[c] += 1
+    for c in range(splits.size):
+        counts[c] = above[c + 1 :].sum()
+    return np.nan if nan else top
+
+
+# HermiteSeries._correlations around the bulk solve (numpy's bits): entries starting beyond
+# the split, |rho0| > split, enter the bulk with rho0 = rhs = 0; afterwards the near entries,
+# |rho| > limit or far and not special, are gathered with their start (rho0 if far, else rho).
+
+
+def _bulk_inputs(rho0, rhs, split, rho_b, rhs_b):
+    n, m = rho0.shape
+    far = 0
+    for i in range(n):
+        for j in range(m):
+            if abs(rho0[i, j]) > split:
+                rho_b[i, j], rhs_b[i, j] = 0.0, 0.0
+                far += 1
+            else:
+                rho_b[i, j], rhs_b[i, j] = rho0[i, j], rhs[i, j]
+    return far
+
+
+def _near_entries(rho, rho0, split, limit, special, has_special, ii, jj, start):
+    n, m = rho.shape
+    e = 0
+    for i in range(n):
+        for j in range(m):
+            far = abs(rho0[i, j]) > split
+            if (abs(rho[i, j]) > limit or far) and not (has_special and special[i, j]):
+                if e < ii.size:
+                    ii[e], jj[e], start[e] = i, j, rho0[i, j] if far else rho[i, j]
+                e += 1
+    return e
 
 
 # _ReluDual._invert: v = sqrt(max(h_hi - r, 0)) inv_dv, clipped to top; k = int(v); v -= k;
@@ -246,3 +453,7 @@ def _table_inverse(r, coef, h_hi, inv_dv, top, scale, si, sj, out, low):
                 x = x * s_i
                 x = x * sj[j]
             oi[j] = x
+
+
+#: The loops of :class:`CompiledSeries`, in the order of its parameters (plain Python until compiled).
+LOOPS = (_outer_sums, _paired_sums, _table_inverse, _block_start, _bulk_inputs, _near_entries)

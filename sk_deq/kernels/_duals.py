@@ -22,6 +22,7 @@ from .._scaling import squared_norms
 from ..activations import Activation, DualFormula
 from .._runtime import SOLVE_CHUNK_ENTRIES
 from ._compiled import compiled_series
+from ._compiled_closed import compiled_closed_form
 from ._numerics import diagonal_newton, newton
 
 __all__ = ["Samples"]
@@ -155,6 +156,12 @@ class _ClosedFormDual(_Dual):
         self.formula = formula
         self.name = formula.name
 
+    @property
+    def compiled(self):
+        """The formula's compiled Newton steps (:mod:`._compiled_closed`), or None: asked at every chunk,
+        as :func:`~sk_deq.kernels._series.numpy_ops` is."""
+        return compiled_closed_form(self.formula)
+
     def pre(self, ai, aj) -> dict:
         """Entry-wise quantities that do not change during the Newton iteration."""
         return self.formula.pre(ai, aj)
@@ -211,7 +218,39 @@ class _ClosedFormDual(_Dual):
     def chunk(self, P, R, C, kernel):
         sa, sb, c = self.sa, self.sb, self.c
         shape = P.shape
-        pre = self.pre(R.a[:, None], C.a[None, :])
+        compiled = self.compiled
+        if compiled is not None:
+            s, rhs, rho, zero, state = compiled.start(P, R, C, sa, sb, c)
+        else:
+            s, rhs, rho, zero, state = self._start(P, R, C)
+        any_zero = bool(zero.any())
+        need_F = kernel == "feature"
+        rho, F, D = self._solve(rho.reshape(-1), s.reshape(-1), rhs.reshape(-1), state, need_F, compiled)
+        rho, D = rho.reshape(shape), D.reshape(shape)
+        F = F.reshape(shape) if need_F else None
+        pre = self.pre(R.a[:, None], C.a[None, :]) if kernel == "ntk" or any_zero else None
+        if kernel == "ntk":  # E[phi' phi'] at the returned iterate
+            F, D = self.pair(s * rho, pre)
+        if any_zero:
+            rho[zero] = 0.0
+        shift = None if kernel == "ck" and not any_zero else c * c - c * (R.m[:, None] + C.m[None, :])
+        if kernel == "ck":
+            G = s * rho
+            if any_zero:
+                F0, _ = self.pair(np.zeros_like(G), pre)
+                G[zero] = (sa * (F0 + shift) + sb * P)[zero]
+            return G
+        F += shift
+        if kernel == "feature":
+            return F
+        D *= -sa
+        D += 1.0
+        F /= D
+        return F
+
+    def _start(self, P, R, C):
+        """``(s, rhs, rho, zero, state)`` as :meth:`CompiledClosedForm.start` gives them, in numpy."""
+        sa, sb, c = self.sa, self.sb, self.c
         s = R.s[:, None] * C.s[None, :]
         shift = c * c - c * (R.m[:, None] + C.m[None, :])
         rhs = sb * P
@@ -229,60 +268,49 @@ class _ClosedFormDual(_Dual):
         d *= s
         rho /= d
         np.clip(rho, -1.0, 1.0, out=rho)
-        flat = {k: np.broadcast_to(v, shape).reshape(-1) for k, v in pre.items()}
-        need_F = kernel == "feature"
-        rho, F, D = self._solve(rho.reshape(-1), s.reshape(-1), rhs.reshape(-1), flat, need_F)
-        rho, D = rho.reshape(shape), D.reshape(shape)
-        F = F.reshape(shape) if need_F else None
-        if kernel == "ntk":  # E[phi' phi'] at the returned iterate
-            F, D = self.pair(s * rho, pre)
-        if zero.any():
-            rho[zero] = 0.0
-        if kernel == "ck":
-            G = s * rho
-            if zero.any():
-                F0, _ = self.pair(np.zeros_like(G), pre)
-                G[zero] = (sa * (F0 + shift) + sb * P)[zero]
-            return G
-        F += shift
-        if kernel == "feature":
-            return F
-        D *= -sa
-        D += 1.0
-        F /= D
-        return F
+        pre = self.pre(R.a[:, None], C.a[None, :])
+        return s, rhs, rho, zero, {k: np.broadcast_to(v, P.shape).reshape(-1) for k, v in pre.items()}
 
-    def _solve(self, rho, s, rhs, pre, need_F=True):
+    def _step(self, rho, s, rhs, pre, need_F, stop, compiled):
+        """One Newton step of flat entries: ``(new, F, D, |step|, bad)``, ``F`` moved to ``new`` when ``need_F``."""
+        if compiled is not None:
+            return compiled.step(rho, s, rhs, pre, need_F, self.sa, stop)
+        sa = self.sa
+        G = s * rho
+        F, D = self.pair(G, pre)
+        g = F * -sa
+        g += G
+        g -= rhs
+        dg = D * -sa
+        dg += 1.0
+        dg *= s
+        new = np.divide(g, dg)
+        np.subtract(rho, new, out=new)
+        np.clip(new, -1.0, 1.0, out=new)
+        step = np.subtract(new, rho, out=g)
+        if need_F:
+            dg = np.multiply(s, step, out=dg)
+            dg *= D
+            F += dg
+        np.abs(step, out=step)
+        return new, F, D, step, step > stop
+
+    def _solve(self, rho, s, rhs, pre, need_F=True, compiled=None):
         """Newton on flat entries, restricted to the unconverged ones once they are few.
 
         Returns the correlations and ``F``, ``D``: ``F`` moved to them to
         first order (None unless ``need_F``), ``D`` at the previous iterate.
         Entries not converged after ``_ACTIVE_ITER`` steps are handed to
         :func:`newton` (with its bracketed fallback) from their starts.
+        ``pre`` is the iteration's state: the formula's ``pre`` (numpy) or,
+        with ``compiled``, :meth:`CompiledClosedForm.start`'s.
         """
         sa = self.sa
         stop = max(self.tol, 0.1 * math.sqrt(self.tol))
         full = None  # (rho, F, D, idx) of all entries once the iteration runs on a subset
         start = rho
         for _ in range(self._ACTIVE_ITER):
-            G = s * rho
-            F, D = self.pair(G, pre)
-            g = F * -sa
-            g += G
-            g -= rhs
-            dg = D * -sa
-            dg += 1.0
-            dg *= s
-            new = np.divide(g, dg)
-            np.subtract(rho, new, out=new)
-            np.clip(new, -1.0, 1.0, out=new)
-            step = np.subtract(new, rho, out=g)
-            if need_F:
-                dg = np.multiply(s, step, out=dg)
-                dg *= D
-                F += dg
-            np.abs(step, out=step)
-            bad = step > stop
+            new, F, D, step, bad = self._step(rho, s, rhs, pre, need_F, stop, compiled)
             n_bad = int(np.count_nonzero(bad))
             if full is not None:
                 r_all, F_all, D_all, idx = full
@@ -301,6 +329,8 @@ class _ClosedFormDual(_Dual):
                 full = (*full[:3], full[3][keep])
             rho, s, rhs, start = new[keep], s[keep], rhs[keep], start[keep]
             pre = {k: v[keep] for k, v in pre.items()}
+        if compiled is not None:  # the formula's own quantities, for the guarded solver
+            pre = self.pre(pre["ai"], pre["aj"])
 
         def fun(r):
             G = s * r

@@ -215,6 +215,9 @@ class MehlerDual(_Dual):
     def chunk(self, P, R, C, kernel):
         return self.solver(numpy_ops(), group=4096).block(P, R, C, R, C, kernel)
 
+    def chunk_into(self, P, R, C, kernel, out) -> None:
+        self.solver(numpy_ops(), group=4096).block(P, R, C, R, C, kernel, out=out)
+
     def polar_solve(self, rho0, s, rhs, si, sj):
         """Correlations and series value and slope of entries by polar quadrature (numpy)."""
         sa = self.sa

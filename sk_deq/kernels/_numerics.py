@@ -285,10 +285,14 @@ def _correlation_failure(what: str, delta: float, rho, dg) -> str:
     )
 
 
-def newton(fun, rho, *, tol: float, max_iter: int = 30, strict: bool = True, full: bool = False, xp=np):
+def newton(fun, rho, *, tol: float, max_iter: int = 30, strict: bool = True, full: bool = False, xp=np, step_at=None):
     """Entrywise Newton iteration clipped to [-1, 1]; falls back to the
     bracketed :func:`safeguarded_newton` (from the same start) when it does
     not converge in ``max_iter`` steps.  Same returns and ``xp`` as that function.
+
+    ``step_at(rho) -> (new, ev, step, max |step|)``, when given, takes a whole
+    step at once (a compiled loop): the same values as ``fun`` and the
+    operations below.
 
     Newton converges quadratically: after a step ``delta`` the error is about
     ``C delta^2`` with ``C = |g'' / (2 g')|`` (below 0.2 for the kernel
@@ -300,12 +304,15 @@ def newton(fun, rho, *, tol: float, max_iter: int = 30, strict: bool = True, ful
     rho = start
     stop = max(tol, 0.1 * math.sqrt(tol), _RHO_RESOLUTION)
     for _ in range(max_iter):
-        ev = fun(rho)
-        new = ev[0] / ev[1]
-        xp.subtract(rho, new, out=new)
-        xp.clip(new, -1.0, 1.0, out=new)
-        step = new - rho
-        delta = _abs_max(step)
+        if step_at is None:
+            ev = fun(rho)
+            new = ev[0] / ev[1]
+            xp.subtract(rho, new, out=new)
+            xp.clip(new, -1.0, 1.0, out=new)
+            step = new - rho
+            delta = _abs_max(step)
+        else:
+            new, ev, step, delta = step_at(rho)
         if not math.isfinite(delta):
             break
         rho = new

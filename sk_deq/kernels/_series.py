@@ -185,6 +185,11 @@ class _Bounds(NamedTuple):
     ntk: bool
 
 
+def _copy_into(out, x):
+    out[...] = x
+    return out
+
+
 def _amax(x) -> float:
     return float(x.max()) if math.prod(x.shape) else 0.0
 
@@ -241,15 +246,19 @@ class HermiteSeries:
         ks = list(range(1, K + 1, 2)) if self.odd else list(range(K + 1))
         return ks if top is None else ks[: max(1, sum(k <= top for k in ks))]
 
-    def _split(self, abs0, b: _Bounds):
-        """Split correlation and bulk degree minimising (entries x degree + 2 x near entries x their degree)."""
+    def _split(self, size, top, counts, b: _Bounds):
+        """Split correlation and bulk degree minimising (entries x degree + 2 x near entries x their degree).
+
+        ``size`` entries start at most ``top`` in absolute value, ``counts[c]``
+        of them above ``_SPLITS[c]``.
+        """
         Kc = self._degrees(np.minimum(np.array(_SPLITS) + _MARGIN, 1.0), b)
-        k_top = min(self._degree(_amax(abs0) + _MARGIN, b), self.K)
+        k_top = min(self._degree(top + _MARGIN, b), self.K)
         best = None
-        for cand, k_c in zip(_SPLITS, Kc):
+        for cand, k_c, count in zip(_SPLITS, Kc, counts):
             if k_c > self.K:
                 continue
-            cost = math.prod(abs0.shape) * max(k_c, 1) + 2 * int(self.ops.xp.count_nonzero(abs0 > cand)) * k_top
+            cost = size * max(k_c, 1) + 2 * int(count) * k_top
             if best is None or cost < best[0]:
                 best = (cost, cand, int(k_c))
         return (0.0, 1) if best is None else best[1:]
@@ -306,20 +315,51 @@ class HermiteSeries:
         """
         xp, ks = self.ops.xp, self._ks(K)
         if K_pre is None or K_pre >= K - 2:
-            rho, (_, _, p, dp), step = newton(self._equation(s, rhs, terms, ks), rho0, tol=self.tol, full=True, xp=xp)
+            eq, at = self._equation(s, rhs, terms, ks), self._stepper(s, rhs, terms, ks)
+            rho, (_, _, p, dp), step = newton(eq, rho0, tol=self.tol, full=True, xp=xp, step_at=at)
             if exact_derivative:  # the NTK needs E[phi' phi'] at the returned iterate
                 return (rho, *self._series(rho, terms, ks))
             p += dp * step  # values at the previous iterate, moved to the returned one to first order
             return rho, p, dp
         rho = rho0
         if K_start is not None and K_start < K_pre:
-            g, dg, _, _ = self._equation(s, rhs, terms, self._ks(K, K_start))(rho)
-            g /= dg
-            rho = xp.subtract(rho, g, out=g)
-            xp.clip(rho, -1.0, 1.0, out=rho)
-        pre = self._equation(s, rhs, terms, self._ks(K, K_pre))
-        rho, (_, dg, _, dp), _ = newton(pre, rho, tol=_PRE_TOL, max_iter=8, strict=False, full=True, xp=xp)
-        p, _ = self._series(rho, terms, ks, derivative=False)  # full-degree value, pre-solve derivative
+            rho = self._step(rho, s, rhs, terms, self._ks(K, K_start))
+        ks_pre = self._ks(K, K_pre)
+        pre, at = self._equation(s, rhs, terms, ks_pre), self._stepper(s, rhs, terms, ks_pre)
+        rho, (_, dg, _, dp), _ = newton(pre, rho, tol=_PRE_TOL, max_iter=8, strict=False, full=True, xp=xp, step_at=at)
+        rho, p, step, delta = self._correct(rho, s, rhs, terms, ks, dg, dp)  # full-degree value, pre-solve slopes
+        if exact_derivative:
+            p, dp = self._series(rho, terms, ks)
+        bad = None if delta <= self._ACCEPT else abs(step) > self._ACCEPT  # a NaN delta: check every step
+        if bad is not None and bad.any():
+            rho[bad], p[bad], dp[bad] = self._solve(rho[bad], s[bad], rhs[bad], terms.take(bad), K, exact_derivative)
+        return rho, p, dp
+
+    def _stepper(self, s, rhs, terms, ks):
+        """Whole Newton steps of :meth:`_equation` in one compiled pass, or None (``newton``'s own steps)."""
+        compiled = self.ops.compiled
+        if compiled is None:
+            return None
+        return lambda rho: compiled.newton_step(rho, terms, ks, self.odd, (self.sa, s, rhs))
+
+    def _step(self, rho, s, rhs, terms, ks):
+        """One Newton step at degrees ``ks`` (clipped)."""
+        if self.ops.compiled is not None:
+            return self.ops.compiled.newton_step(rho, terms, ks, self.odd, (self.sa, s, rhs))[0]
+        g, dg, _, _ = self._equation(s, rhs, terms, ks)(rho)
+        g /= dg
+        rho = self.ops.xp.subtract(rho, g, out=g)
+        self.ops.xp.clip(rho, -1.0, 1.0, out=rho)
+        return rho
+
+    def _correct(self, rho, s, rhs, terms, ks, dg, dp):
+        """A Newton step with the series at degrees ``ks`` and the slopes ``dg``, ``dp`` of a nearby point:
+        ``(new, p, step, delta)``, ``p`` the series' value at ``rho`` moved to ``new`` to first order,
+        ``delta`` at least ``max |step|`` (NaN: not known)."""
+        if self.ops.compiled is not None:
+            return self.ops.compiled.correct(rho, terms, ks, self.odd, (self.sa, s, rhs), dg, dp)
+        xp = self.ops.xp
+        p, _ = self._series(rho, terms, ks, derivative=False)
         g = p * -self.sa
         g += s * rho
         g -= rhs
@@ -328,23 +368,48 @@ class HermiteSeries:
         xp.clip(new, -1.0, 1.0, out=new)
         step = new - rho
         p += dp * step
-        rho = new
-        bad = abs(step) > self._ACCEPT
-        if exact_derivative:
-            p, dp = self._series(rho, terms, ks)
-        if bad.any():
-            rho[bad], p[bad], dp[bad] = self._solve(rho[bad], s[bad], rhs[bad], terms.take(bad), K, exact_derivative)
-        return rho, p, dp
+        return new, p, step, float("nan")  # no bound on the steps: every one checked
 
     # -- one block ----------------------------------------------------------------
-    def block(self, P, R, C, hR, hC, kernel):
-        """The block of ``kernel`` between rows ``R`` and columns ``C``.
+    def block(self, P, R, C, hR, hC, kernel, out=None):
+        """The block of ``kernel`` between rows ``R`` and columns ``C`` (written into ``out`` when given).
 
         ``P`` holds their inner products; ``R`` and ``C`` (arrays of the
         library of ``ops``) carry ``n_sq``, ``a``, ``s``, ``H``, ``d2``,
         ``tail`` and ``dtail``; ``hR`` and ``hC`` the same samples' ``a``,
         ``tail`` and ``dtail`` on the host.
         """
+        s, rhs, rho0, dup, zero, counts, top = self._start(P, R, C)
+        special = dup | zero
+        has_special = bool(special.any())
+        scale = float(max(np.max(hR.a, initial=0.0), np.max(hC.a, initial=0.0), 1e-300))
+        tails = [np.max(t, axis=0, initial=0.0) for t in (hR.tail, hC.tail, hR.dtail, hC.dtail)]
+        b = _Bounds(*tails, scale, kernel == "ntk")
+        choice = self._split(math.prod(rho0.shape), top, counts, b)
+        rho, p, dp = self._correlations(rho0, s, rhs, R, C, special if has_special else None, b, choice)
+        xp = self.ops.xp
+        if kernel == "ck":
+            out = xp.multiply(s, rho, out=out)
+        elif kernel == "feature":
+            out = p if out is None else _copy_into(out, p)
+        else:
+            dp /= s
+            dp *= -self.sa
+            dp += 1.0
+            out = xp.divide(p, dp, out=out)
+        if has_special:
+            self._special_values(out, kernel, dup, zero, R, C, rhs)
+        return out
+
+    def _start(self, P, R, C):
+        """``(s, rhs, rho0, dup, zero, counts, top)`` of a block (see :meth:`CompiledSeries.block_start`).
+
+        ``s`` is one where it vanishes; ``rho0``, the linear part of the series
+        solved, ``F(G) = h_0 h_0 + h_1 h_1 rho + O(rho^2)``, is zero at
+        duplicate and zero-norm entries.
+        """
+        if self.ops.compiled is not None:
+            return self.ops.compiled.block_start(P, R, C, self.sa, self.sb, _SPLITS)
         xp = self.ops.xp
         s = R.s[:, None] * C.s[None, :]
         rhs = self.sb * P
@@ -353,54 +418,57 @@ class HermiteSeries:
         zero = s <= 1e-300
         special = dup | zero
         has_special = bool(special.any())
-        s_safe = xp.where(zero, 1.0, s) if has_special else s
-        # start: the linear part of the series, F(G) = h_0 h_0 + h_1 h_1 rho + O(rho^2)
+        s = xp.where(zero, 1.0, s) if has_special else s
         rho0 = rhs + self.sa * xp.outer(R.H[:, 0], C.H[:, 0])
-        rho0 /= s_safe - self.sa * xp.outer(R.H[:, 1], C.H[:, 1])
+        rho0 /= s - self.sa * xp.outer(R.H[:, 1], C.H[:, 1])
         xp.clip(rho0, -1.0, 1.0, out=rho0)
         if has_special:
             rho0[special] = 0.0
-        scale = float(max(np.max(hR.a, initial=0.0), np.max(hC.a, initial=0.0), 1e-300))
-        tails = [np.max(t, axis=0, initial=0.0) for t in (hR.tail, hC.tail, hR.dtail, hC.dtail)]
-        b = _Bounds(*tails, scale, kernel == "ntk")
-        rho, p, dp = self._correlations(rho0, s_safe, rhs, R, C, special if has_special else None, b)
-        if kernel == "ck":
-            out = s * rho
-        elif kernel == "feature":
-            out = p
-        else:
-            dp /= s_safe
-            dp *= -self.sa
-            dp += 1.0
-            out = p / dp
-        if has_special:
-            self._special_values(out, kernel, dup, zero, R, C, rhs)
-        return out
-
-    def _correlations(self, rho0, s, rhs, R, C, special, b: _Bounds):
-        """Every entry's correlation and series value and slope: the bulk at one degree, then the near entries."""
-        xp = self.ops.xp
         abs0 = abs(rho0)
-        split, K_bulk = self._split(abs0, b)
+        counts = [int(xp.count_nonzero(abs0 > cand)) for cand in _SPLITS]
+        return s, rhs, rho0, dup, zero, counts, _amax(abs0)
+
+    def _correlations(self, rho0, s, rhs, R, C, special, b: _Bounds, choice):
+        """Every entry's correlation and series value and slope: the bulk at one degree, then the near entries.
+
+        ``choice`` is :meth:`_split`'s: the split correlation and the bulk's degree.
+        """
+        split, K_bulk = choice
         K_pre = self._degree(split + _MARGIN, b, tol=_PRE_TOL)
         K_start = self._degree(split + _MARGIN, b, tol=_START_TOL)
         # entries starting beyond the split are solved again below: kept out of
         # the bulk iteration (a zero right-hand side), they do not hold up its convergence
-        far = abs0 > split
-        has_far = bool(far.any())
-        rhs_bulk = xp.where(far, 0.0, rhs) if has_far else rhs
-        rho_bulk = xp.where(far, 0.0, rho0) if has_far else rho0
+        rho_bulk, rhs_bulk = self._bulk_inputs(rho0, rhs, split)
         terms = _OuterTerms(self.ops, R.H, C.H)
         rho, p, dp = self._solve(rho_bulk, s, rhs_bulk, terms, max(K_bulk, 1), b.ntk, K_pre, K_start)
-        near = abs(rho) > split + _MARGIN
+        ii, jj, start = self._near_entries(rho, rho0, split, split + _MARGIN, special)
+        if len(ii):
+            rho[ii, jj], p[ii, jj], dp[ii, jj] = self._near(start, s[ii, jj], rhs[ii, jj], R, C, ii, jj, b)
+        return rho, p, dp
+
+    def _bulk_inputs(self, rho0, rhs, split):
+        """``rho0`` and ``rhs``, zero where ``|rho0| > split``."""
+        if self.ops.compiled is not None:
+            return self.ops.compiled.bulk_inputs(rho0, rhs, split)[:2]
+        xp = self.ops.xp
+        far = abs(rho0) > split
+        if not bool(far.any()):
+            return rho0, rhs
+        return xp.where(far, 0.0, rho0), xp.where(far, 0.0, rhs)
+
+    def _near_entries(self, rho, rho0, split, limit, special):
+        """Rows, columns and starts of the entries left to :meth:`_near`: ``|rho| > limit`` or
+        ``|rho0| > split`` (starting from ``rho0`` there, else from ``rho``), not ``special``."""
+        if self.ops.compiled is not None:
+            return self.ops.compiled.near_entries(rho, rho0, split, limit, special)
+        xp = self.ops.xp
+        far = abs(rho0) > split
+        near = abs(rho) > limit
         near |= far
         if special is not None:
             near &= ~special
-        if near.any():
-            ii, jj = self.ops.nonzero(near)
-            start = xp.where(far[ii, jj], rho0[ii, jj], rho[ii, jj])
-            rho[ii, jj], p[ii, jj], dp[ii, jj] = self._near(start, s[ii, jj], rhs[ii, jj], R, C, ii, jj, b)
-        return rho, p, dp
+        ii, jj = self.ops.nonzero(near)
+        return ii, jj, xp.where(far[ii, jj], rho0[ii, jj], rho[ii, jj])
 
     def _near(self, rho0, s, rhs, R, C, ii, jj, b: _Bounds):
         """Entries with large correlations: sorted groups at their own degree,

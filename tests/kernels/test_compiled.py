@@ -17,7 +17,8 @@ import sys
 import numpy as np
 import pytest
 
-from sk_deq.kernels import ImplicitKernelEngine, _compiled, _series
+from sk_deq.kernels import ImplicitKernelEngine, _compiled, _compiled_closed, _duals, _series
+from sk_deq.kernels._numerics import newton
 
 
 @pytest.fixture(scope="module")
@@ -44,8 +45,9 @@ def _numpy_kernel(monkeypatch, eng, *samples, **kw):
 @pytest.fixture
 def plain_python_loops(monkeypatch):
     """The compiled loops run as the Python they are written in (no numba needed)."""
-    loops = _compiled.CompiledSeries(_compiled._outer_sums, _compiled._paired_sums, _compiled._table_inverse)
+    loops = _compiled.CompiledSeries(*_compiled.LOOPS)
     monkeypatch.setattr(_compiled, "_build", lambda: loops)
+    monkeypatch.setattr(_compiled_closed, "_build", lambda: _compiled_closed.LOOPS)
     return loops
 
 
@@ -71,15 +73,19 @@ def test_the_environment_variable_and_a_missing_numba_keep_numpy(monkeypatch, ro
     monkeypatch.delenv(_compiled.COMPILED_ENV)
     monkeypatch.setitem(sys.modules, "numba", None)  # import numba raises ImportError
     _compiled._build.cache_clear()
+    _compiled_closed._build.cache_clear()
     try:
         assert _compiled.compiled_series() is None
         assert _series.numpy_ops() is _series.NUMPY_OPS
-        eng = ImplicitKernelEngine("tanh", 0.2, 1.0)
-        S = eng.prepare(rows(n=20, p=4))
-        K = eng.kernel(S)
-        assert np.all(np.isfinite(K))
+        for act in ("tanh", "gelu"):
+            eng = ImplicitKernelEngine(act, 0.2, 1.0)
+            assert act == "tanh" or eng.dual.compiled is None
+            S = eng.prepare(rows(n=20, p=4))
+            K = eng.kernel(S)
+            assert np.all(np.isfinite(K))
     finally:
         _compiled._build.cache_clear()
+        _compiled_closed._build.cache_clear()
 
 
 def _compiled_or_skip():
@@ -121,13 +127,82 @@ def test_compiled_relu_table_gives_the_bits_of_numpy(monkeypatch, activation, ke
     np.testing.assert_array_equal(eng.kernel(S, n_jobs=2, block_size=64), ref)
 
 
+@pytest.mark.parametrize("activation", ["gelu", "erf"])
+@pytest.mark.parametrize("kernel", ["ck", "feature", "ntk"])
+def test_compiled_closed_forms_give_the_bits_of_numpy(monkeypatch, activation, kernel, rows):
+    """GELU's and erf's Newton steps, compiled, against numpy's operations: duplicates, a zero row,
+    near-duplicates, rows and columns of different samples, serial and threads."""
+    _compiled_or_skip()
+    X = rows()
+    eng = ImplicitKernelEngine(activation, 0.4, 1.0, kernel=kernel)
+    assert eng.dual.compiled is not None
+    S, Y = eng.prepare(X), eng.prepare(X[::4] * 1.7)
+    for kw in ({"n_jobs": 1}, {"n_jobs": 1, "block_size": 64}):
+        ref = _numpy_kernel(monkeypatch, eng, S, **kw)
+        assert eng.dual.compiled is not None
+        np.testing.assert_array_equal(eng.kernel(S, **kw), ref)
+    np.testing.assert_array_equal(eng.kernel(S, n_jobs=2, block_size=64), ref)
+    np.testing.assert_array_equal(eng.kernel(Y, S, n_jobs=1), _numpy_kernel(monkeypatch, eng, Y, S, n_jobs=1))
+
+
+@pytest.mark.parametrize("activation", ["gelu", "erf"])
+def test_uncompiled_closed_form_loops_give_the_bits_of_numpy(monkeypatch, plain_python_loops, activation, rows):
+    """The same loops run as plain Python, with few entries left moving (the iteration on a subset)."""
+    X = rows(n=30, p=5)
+    for kernel in ("ck", "ntk"):
+        eng = ImplicitKernelEngine(activation, 0.6, 1.0, kernel=kernel)
+        S = eng.prepare(X)
+        ref = _numpy_kernel(monkeypatch, eng, S, n_jobs=1)
+        assert eng.dual.compiled is not None
+        np.testing.assert_array_equal(eng.kernel(S, n_jobs=1), ref)
+
+
+@pytest.mark.parametrize("active_steps", [3, 4])
+def test_closed_form_steps_of_a_subset_and_the_guarded_solver_match_numpy(monkeypatch, active_steps):
+    """Entries still moving after three steps (of 1,600) are gathered, then stepped alone (four active
+    steps) or handed to the guarded solver (three): both paths alike."""
+    _compiled_or_skip()
+    monkeypatch.setattr(_duals._ClosedFormDual, "_ACTIVE_ITER", active_steps)
+    rng = np.random.default_rng(5)
+    X = rng.standard_normal((40, 6)) * rng.uniform(0.2, 3.0, size=(40, 1))
+    eng = ImplicitKernelEngine("gelu", 0.5, 1.0)
+    S = eng.prepare(X)
+    guarded, steps = [], []
+    monkeypatch.setattr(_duals, "newton", lambda fun, r, **kw: guarded.append(r.size) or newton(fun, r, **kw))
+    step = _duals._ClosedFormDual._step
+    monkeypatch.setattr(
+        _duals._ClosedFormDual, "_step", lambda self, rho, *a: steps.append(rho.size) or step(self, rho, *a)
+    )
+    ref = _numpy_kernel(monkeypatch, eng, S, n_jobs=1)
+    if active_steps == 3:
+        assert 0 < sum(guarded) < 1600, "the data must reach the guarded solver with a subset"
+    else:
+        assert not guarded and min(steps) < max(steps), "the data must reach a step of a subset"
+    n_ref, n_steps = len(guarded), len(steps)
+    np.testing.assert_array_equal(eng.kernel(S, n_jobs=1), ref)
+    assert (len(guarded), len(steps)) == (2 * n_ref, 2 * n_steps)
+
+
+def test_other_formulas_keep_numpy():
+    """Only the built-in GELU and erf formulas have compiled steps (a subclass may change ``pair``)."""
+    from sk_deq.activations._duals import ErfDual, GeluDual, QuadraticDual
+
+    class MyErf(ErfDual):
+        pass
+
+    assert _compiled_closed.compiled_closed_form(MyErf()) is None
+    assert _compiled_closed.compiled_closed_form(QuadraticDual()) is None
+    if _compiled.compiled_series() is not None:
+        assert _compiled_closed.compiled_closed_form(GeluDual()) is not None
+
+
 def test_table_inverse_loop_gives_numpys_bits_at_the_ends_of_the_table():
     """The loop run as plain Python (no numba needed) on values inside, at and beyond both ends."""
     dual = ImplicitKernelEngine("relu", 0.3, 1.0).dual
     rng = np.random.default_rng(0)
     ends = [dual.h_hi, dual.h_lo, dual.h_hi + 1.0, dual.h_lo - 1.0, 0.0, -0.0, np.nextafter(dual.h_hi, 0.0)]
     r = np.concatenate([rng.uniform(dual.h_lo, dual.h_hi, 2002), ends]).reshape(-1, 7)
-    loops = _compiled.CompiledSeries(_compiled._outer_sums, _compiled._paired_sums, _compiled._table_inverse)
+    loops = _compiled.CompiledSeries(*_compiled.LOOPS)
     table = (dual._coef, dual.h_hi, dual._inv_dv, dual._N - 1 - 1e-9)
     ref = dual._invert_table(r)
     got, low = loops.table_inverse(r, *table)
