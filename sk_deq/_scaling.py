@@ -203,6 +203,10 @@ def scaling_device(device):
 STAT_BLOCK_ENTRIES, GPU_STAT_BLOCK_ENTRIES = 1 << 21, 1 << 24
 
 
+def _is_zero(center) -> bool:
+    return isinstance(center, float) and center == 0.0
+
+
 class _NumpyRows:
     """The rows of positive weight of ``X`` and the statistics of :func:`fit_input_scaling`, in numpy.
 
@@ -226,10 +230,13 @@ class _NumpyRows:
         return np.average(self.X, axis=0, weights=self.w)
 
     def abs_max(self, center) -> float:
+        if _is_zero(center):  # max |x| = max(max x, -min x): the same value, no temporaries
+            return max((max(float(self.X[b].max()), -float(self.X[b].min())) for b in self.blocks), default=0.0)
         return max((float(np.max(np.abs(self.X[b] - center))) for b in self.blocks), default=0.0)
 
     def mean_square_norm(self, center, big) -> float:
-        norms = np.concatenate([squared_norms((self.X[b] - center) / big) for b in self.blocks])
+        centred = (lambda b: self.X[b]) if _is_zero(center) else (lambda b: self.X[b] - center)  # x - 0 is x
+        norms = np.concatenate([squared_norms(centred(b) / big) for b in self.blocks])
         return float(np.average(norms, axis=0, weights=self.w))
 
     @staticmethod

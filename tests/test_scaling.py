@@ -57,6 +57,23 @@ def test_no_scaling_measures_tau0_by_hand():
     np.testing.assert_array_equal(apply_input_scaling(X3, mean, scale), X3)
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_tau0_of_no_scaling_is_the_overflow_safe_formula_to_the_bit(seed):
+    """``tau0 = big sqrt(mean ||x / big||^2)``, ``big = max |x|``, however ``fit_input_scaling`` computes it:
+    negative and positive extremes, zero rows, weights and scales from 1e-100 to 1e100."""
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((int(rng.integers(2, 60)), int(rng.integers(1, 9)))) * 10.0 ** rng.uniform(-100, 100)
+    X[0] = 0.0
+    X[1, 0] = -4.0 * np.abs(X).max()  # the largest entry is negative
+    w = rng.uniform(0.1, 2.0, len(X)) if seed % 2 else None
+    big = float(np.max(np.abs(X)))
+    Xs = X / big
+    want = big * math.sqrt(
+        float(np.average(np.einsum("ij,ij->i", Xs, Xs), weights=w))
+    )  # the squared norms as numpy sums them
+    assert fit_input_scaling(X, "none", sample_weight=w)[2] == want
+
+
 @pytest.mark.parametrize("factor", [1e-150, 1e200])
 def test_scaling_of_tiny_and_huge_inputs_does_not_overflow(factor):
     mean, scale, _ = fit_input_scaling(X3 * factor, "global")
