@@ -13,10 +13,10 @@ all four alike):
 * a float64 ``X @ X.T`` with one BLAS thread;
 * the kernel on all cores: the default ``n_jobs=None``;
 * ``X @ X.T`` with all BLAS threads;
-* for tanh, where numba is installed (the compiled series of
-  :mod:`sk_deq.kernels._compiled`, ``pip install sk_deq[fast]``), the
-  kernel on one core and on all cores once more with the numpy loops
-  (``SK_DEQ_COMPILED=0``).
+* for tanh and GELU, where numba is installed (the compiled loops of
+  :mod:`sk_deq.kernels._compiled` and :mod:`sk_deq.kernels._compiled_closed`,
+  ``pip install sk_deq[fast]``), the kernel on one core and on all cores
+  once more with the numpy loops (``SK_DEQ_COMPILED=0``).
 
 Only the first round's kernels are kept (for the comparison below): each
 later result is freed as soon as it is timed, so that every call allocates
@@ -106,8 +106,9 @@ def _huge_pages() -> dict:
 def _one_case(X, act, repeats):
     """Interleaved timings of the kernel and the GEMM on one core and on all cores.
 
-    For a Hermite-series activation with the compiled series installed, the
-    kernel with the numpy loops runs in the same rounds too (``*_numpy``).
+    For an activation with compiled loops (the Hermite series, GELU's and
+    erf's Newton steps) where numba is installed, the kernel with the numpy
+    loops runs in the same rounds too (``*_numpy``).
     """
     eng = ImplicitKernelEngine(act, SIGMA_A2, 1.0)
     S = eng.prepare(X)
@@ -117,7 +118,8 @@ def _one_case(X, act, repeats):
         "kernel_all": lambda: eng.kernel(S),
         "gemm_all": lambda: X @ X.T,
     }
-    compiled = eng.method == "Hermite expansion" and compiled_series() is not None
+    hermite = eng.method == "Hermite expansion" and compiled_series() is not None
+    compiled = hermite or getattr(eng.dual, "compiled", None) is not None
     if compiled:
         runs["kernel_1_numpy"], runs["kernel_all_numpy"] = runs["kernel_1"], runs["kernel_all"]
 
