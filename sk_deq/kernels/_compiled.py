@@ -187,16 +187,22 @@ class CompiledSeries:
         self._run(rho, terms, ks, odd, True, EQUATION, *equation, p, dp, g, dg, g[:0], g[:0])
         return g, dg, p, dp
 
-    def newton_step(self, rho, terms, ks, odd, equation):
+    def newton_step(self, rho, terms, ks, odd, equation, keep=("g", "dg", "p", "dp", "step")):
         """One step of :func:`~sk_deq.kernels._numerics.newton` on the equation, its bits, in one pass.
 
         Returns ``(new, (g, dg, p, dp), step, delta)``: the clipped iterate,
         the evaluation at ``rho``, ``new - rho`` and ``max |step|`` (NaN
-        where a step is).
+        where a step is).  Of ``g``, ``dg``, ``p``, ``dp`` and ``step`` only
+        those named in ``keep`` are written (the others are None; gathered
+        entries keep all).
         """
         rho = np.ascontiguousarray(rho, dtype=np.float64)
-        p, dp, g, dg, new, step = (np.empty_like(rho) for _ in range(6))
+        names = ("g", "dg", "p", "dp", "step")
+        keep = names if terms.paired else keep
+        g, dg, p, dp, step = (np.empty_like(rho) if k in keep else rho[:0] for k in names)
+        new = np.empty_like(rho)
         delta = self._run(rho, terms, ks, odd, True, STEP, *equation, p, dp, g, dg, new, step)
+        g, dg, p, dp, step = (v if k in keep else None for k, v in zip(names, (g, dg, p, dp, step)))
         return new, (g, dg, p, dp), step, delta
 
     def correct(self, rho, terms, ks, odd, equation, dg, dp):
@@ -267,9 +273,12 @@ def _tail(mode, neg_sa, r, s, rhs, p, dp, dg):
 def _outer_sums(rho, Hr, HcT, k0, kmax, step, odd, derivative, neg_sa, s, rhs, p, dp, g, dg, mode, new, stp):
     n, m = rho.shape
     x = np.empty(m)
+    rows = np.empty((5, m))  # the rows of p, dp, g, stp and dg where they are not kept (no rows)
     top, nan = 0.0, False
     for i in range(n):
-        r, pi, dpi = rho[i], p[i], dp[i]
+        r = rho[i]
+        pi = p[i] if p.shape[0] else rows[0]
+        dpi = dp[i] if dp.shape[0] else rows[1]
         for j in range(m):
             x[j] = r[j] * r[j] if odd else r[j]
         h, hc = Hr[i, kmax], HcT[kmax]
@@ -296,13 +305,16 @@ def _outer_sums(rho, Hr, HcT, k0, kmax, step, odd, derivative, neg_sa, s, rhs, p
                 pi[j] = pi[j] * r[j]
         if mode == SUMS:
             continue
-        si, ri, gi, dgi = s[i], rhs[i], g[i], dg[i]
+        si, ri = s[i], rhs[i]
+        gi = g[i] if g.shape[0] else rows[2]
+        dgi = dg[i] if dg.shape[0] else rows[4]
         if mode == EQUATION:
             for j in range(m):
                 gi[j] = (pi[j] * neg_sa + si[j] * r[j]) - ri[j]
                 dgi[j] = dpi[j] * neg_sa + si[j]
             continue
-        ni, sti = new[i], stp[i]
+        ni = new[i]
+        sti = stp[i] if stp.shape[0] else rows[3]
         for j in range(m):  # no reduction here: the loop is vectorised
             pi[j], gi[j], dgi[j], ni[j], sti[j] = _tail(mode, neg_sa, r[j], si[j], ri[j], pi[j], dpi[j], dgi[j])
         for j in range(m):

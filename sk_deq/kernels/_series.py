@@ -315,7 +315,7 @@ class HermiteSeries:
         """
         xp, ks = self.ops.xp, self._ks(K)
         if K_pre is None or K_pre >= K - 2:
-            eq, at = self._equation(s, rhs, terms, ks), self._stepper(s, rhs, terms, ks)
+            eq, at = self._equation(s, rhs, terms, ks), self._stepper(s, rhs, terms, ks, ("p", "dp", "step"))
             rho, (_, _, p, dp), step = newton(eq, rho0, tol=self.tol, full=True, xp=xp, step_at=at)
             if exact_derivative:  # the NTK needs E[phi' phi'] at the returned iterate
                 return (rho, *self._series(rho, terms, ks))
@@ -325,7 +325,7 @@ class HermiteSeries:
         if K_start is not None and K_start < K_pre:
             rho = self._step(rho, s, rhs, terms, self._ks(K, K_start))
         ks_pre = self._ks(K, K_pre)
-        pre, at = self._equation(s, rhs, terms, ks_pre), self._stepper(s, rhs, terms, ks_pre)
+        pre, at = self._equation(s, rhs, terms, ks_pre), self._stepper(s, rhs, terms, ks_pre, ("dg", "dp"))
         rho, (_, dg, _, dp), _ = newton(pre, rho, tol=_PRE_TOL, max_iter=8, strict=False, full=True, xp=xp, step_at=at)
         rho, p, step, delta = self._correct(rho, s, rhs, terms, ks, dg, dp)  # full-degree value, pre-solve slopes
         if exact_derivative:
@@ -335,17 +335,20 @@ class HermiteSeries:
             rho[bad], p[bad], dp[bad] = self._solve(rho[bad], s[bad], rhs[bad], terms.take(bad), K, exact_derivative)
         return rho, p, dp
 
-    def _stepper(self, s, rhs, terms, ks):
-        """Whole Newton steps of :meth:`_equation` in one compiled pass, or None (``newton``'s own steps)."""
+    def _stepper(self, s, rhs, terms, ks, keep):
+        """Whole Newton steps of :meth:`_equation` in one compiled pass, or None (``newton``'s own steps).
+
+        Of the evaluation and the step, only those named in ``keep`` come back.
+        """
         compiled = self.ops.compiled
         if compiled is None:
             return None
-        return lambda rho: compiled.newton_step(rho, terms, ks, self.odd, (self.sa, s, rhs))
+        return lambda rho: compiled.newton_step(rho, terms, ks, self.odd, (self.sa, s, rhs), keep)
 
     def _step(self, rho, s, rhs, terms, ks):
         """One Newton step at degrees ``ks`` (clipped)."""
         if self.ops.compiled is not None:
-            return self.ops.compiled.newton_step(rho, terms, ks, self.odd, (self.sa, s, rhs))[0]
+            return self.ops.compiled.newton_step(rho, terms, ks, self.odd, (self.sa, s, rhs), keep=())[0]
         g, dg, _, _ = self._equation(s, rhs, terms, ks)(rho)
         g /= dg
         rho = self.ops.xp.subtract(rho, g, out=g)
