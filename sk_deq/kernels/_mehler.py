@@ -18,6 +18,7 @@ import numpy as np
 from .._scaling import squared_norms
 from ._duals import Samples, _Dual
 from ._numerics import (
+    common_weighted_hermite,
     chebyshev_interpolation_matrix,
     chebyshev_points,
     diagonal_newton,
@@ -181,7 +182,8 @@ class MehlerDual(_Dual):
         xi, w = sample_nodes(s, self.bps)
         H = np.empty((n, K + 1))
         if xi.shape[0] == 1:
-            Hw = hermite_table(xi[0], K) * w[0][:, None]
+            shared = all(b == 0.0 for b in self.bps)  # sample_nodes' shared nodes, else one sample's own
+            Hw = common_weighted_hermite(K) if shared else hermite_table(xi[0], K) * w[0][:, None]
             fv = f(s[:, None] * xi)
             H[:] = fv @ Hw
             V = fv**2 @ w[0]

@@ -24,6 +24,7 @@ contracting; otherwise it reports a numerical failure with its numbers.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -106,6 +107,18 @@ def hermite_table(xi: np.ndarray, degree: int) -> np.ndarray:
     for k in range(1, degree):
         H[..., k + 1] = (xi * H[..., k] - math.sqrt(k) * H[..., k - 1]) / math.sqrt(k + 1)
     return H
+
+
+@functools.lru_cache(maxsize=8)
+def common_weighted_hermite(degree: int) -> np.ndarray:
+    """``hermite_table(xi, degree) * w[:, None]`` at the shared nodes of :func:`sample_nodes` (read-only, kept).
+
+    The Hermite coefficients of every sample whose activation has no
+    breakpoint off 0 are one product with it.
+    """
+    table = hermite_table(_COMMON_XI, degree) * _COMMON_W[:, None]
+    table.flags.writeable = False
+    return table
 
 
 def polar_expectation(f, g, su, sv, rho, breakpoints, n_ang=32, chunk=8):

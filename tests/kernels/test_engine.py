@@ -120,6 +120,20 @@ def test_gelu_closed_form_matches_quadrature():
         assert D[0] == pytest.approx(gaussian.expect_pair(gelu.derivative, gelu.derivative, a, b, G), abs=1e-13)
 
 
+@pytest.mark.parametrize("activation", ["tanh", HardTanh()])
+def test_hermite_coefficients_of_one_sample_are_those_of_many(activation):
+    """One sample's Hermite coefficients, whose nodes (hard-tanh's kinks at +-1 off 0) are its own or the
+    shared ones (tanh), are those it has among others, and their squares sum to its variance (Parseval)."""
+    dual = ImplicitKernelEngine(activation, SA, 1.0).dual
+    a = np.array([0.37, 1.9, 0.05])
+    H, V, _ = dual._coefficients(a)
+    for i in range(len(a)):
+        H1, V1, _ = dual._coefficients(a[i : i + 1])
+        np.testing.assert_allclose(H1[0], H[i], rtol=0, atol=1e-14)
+        assert V1[0] == pytest.approx(V[i], rel=1e-14)
+    assert np.sum(H**2, axis=1) == pytest.approx(V, rel=1e-4)  # less than the tail beyond the degree (kinks: 4e-5)
+
+
 def test_polar_quadrature_near_correlation_one_with_kinks():
     # hard-tanh has kinks at +-1: compare with scipy's 1-D integral of the
     # conditional expectation (closed form in the normal CDF)
