@@ -60,7 +60,7 @@ _BUILD_LOCK = threading.Lock()
 
 @functools.cache
 def _build() -> CompiledSeries | None:
-    loops = jit_loops(LOOPS, (_clip1, _tail))
+    loops = jit_loops(LOOPS, (_clip1, _tail, _nonneg))
     return None if loops is None else CompiledSeries(*loops)
 
 
@@ -91,13 +91,21 @@ class CompiledSeries:
 
     Parameters
     ----------
-    outer, paired, table, start, bulk, near : callable
+    outer, paired, table, start, bulk, near, tails : callable
         The compiled :data:`LOOPS`.
     """
 
-    def __init__(self, outer, paired, table, start, bulk, near):
+    def __init__(self, outer, paired, table, start, bulk, near, tails):
         self._outer, self._paired, self._table = outer, paired, table
-        self._start, self._bulk, self._near = start, bulk, near
+        self._start, self._bulk, self._near, self._tails = start, bulk, near, tails
+
+    def tails(self, a, H, V, d2):
+        """``MehlerDual._tails``' ``tail`` and ``dtail`` of samples (rows of ``H``), in one pass, numpy's bits."""
+        H = np.ascontiguousarray(H, dtype=np.float64)
+        tail, dtail = np.empty_like(H), np.empty_like(H)
+        V, ad2 = np.ascontiguousarray(V, dtype=np.float64), np.ascontiguousarray(a * d2, dtype=np.float64)
+        self._tails(H, V, ad2, tail, dtail)
+        return tail, dtail
 
     def block_start(self, P, R, C, sa: float, sb: float, splits):
         """``HermiteSeries.block``'s start of the block ``P`` between samples ``R`` and ``C``, in one pass.
@@ -431,6 +439,26 @@ def _near_entries(rho, rho0, split, limit, special, has_special, ii, jj, start):
     return e
 
 
+# MehlerDual._tails per sample (numpy's bits): running sums of h_k^2 and of k h_k^2 in
+# degree order (as cumsum adds), tail_k = max(V - sum, 0), dtail_k = max(a d2 - sum, 0).
+
+
+def _nonneg(v):
+    return v if (v >= 0.0 or v != v) else 0.0  # np.maximum(v, 0.0): a NaN stays NaN, -0.0 stays
+
+
+def _tails(H, V, ad2, tail, dtail):
+    n, K1 = H.shape
+    for i in range(n):
+        acc, dacc = 0.0, 0.0
+        for k in range(K1):
+            hh = H[i, k] * H[i, k]
+            acc += hh
+            dacc += hh * k
+            tail[i, k] = _nonneg(V[i] - acc)
+            dtail[i, k] = _nonneg(ad2[i] - dacc)
+
+
 # _ReluDual._invert: v = sqrt(max(h_hi - r, 0)) inv_dv, clipped to top; k = int(v); v -= k;
 # rho = ((c3[k] v + c2[k]) v + c1[k]) v + c0[k]; low = rho < -0.75; scaled: (rho si) sj unless low.
 # Every operation rounded once.  A NaN stays NaN.
@@ -468,4 +496,4 @@ def _table_inverse(r, coef, h_hi, inv_dv, top, scale, si, sj, out, low):
 
 
 #: The loops of :class:`CompiledSeries`, in the order of its parameters (plain Python until compiled).
-LOOPS = (_outer_sums, _paired_sums, _table_inverse, _block_start, _bulk_inputs, _near_entries)
+LOOPS = (_outer_sums, _paired_sums, _table_inverse, _block_start, _bulk_inputs, _near_entries, _tails)

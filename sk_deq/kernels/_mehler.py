@@ -27,6 +27,7 @@ from ._numerics import (
     safeguarded_newton,
     sample_nodes,
 )
+from ._compiled import compiled_series
 from ._series import HermiteSeries, numpy_ops
 
 __all__ = ["MEHLER_MAX_DEGREE", "MehlerDual"]
@@ -201,6 +202,10 @@ class MehlerDual(_Dual):
         return H, V, d2
 
     def _tails(self, a, H, V, d2):
+        compiled = compiled_series()
+        if compiled is not None:
+            tail, dtail = compiled.tails(a, H, V, d2)
+            return {"H": H, "tail": tail, "dtail": dtail, "d2": d2}
         HH = H * H
         tail = np.cumsum(HH, axis=1)
         np.subtract(V[:, None], tail, out=tail)

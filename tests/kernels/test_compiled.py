@@ -196,6 +196,27 @@ def test_other_formulas_keep_numpy():
         assert _compiled_closed.compiled_closed_form(GeluDual()) is not None
 
 
+@pytest.mark.parametrize("plain", [False, True])
+def test_compiled_tails_give_the_bits_of_numpy(monkeypatch, plain):
+    """The truncation tails of the per-sample preparation, compiled (or its loop run as plain Python),
+    against numpy's cumulative sums: tails that reach zero and a variance below the coefficients' sum."""
+    if plain:
+        monkeypatch.setattr(_compiled, "_build", lambda: _compiled.CompiledSeries(*_compiled.LOOPS))
+    else:
+        _compiled_or_skip()
+    dual = ImplicitKernelEngine("tanh", 0.3, 1.0).dual
+    a = np.array([0.01, 0.5, 2.0, 30.0])
+    H, V, d2 = dual._coefficients(a)
+    V = V.copy()
+    V[0] = np.sum(H[0] ** 2) * (1 - 1e-9)  # every tail past the first degrees clipped at zero
+    got = dual._tails(a, H, V, d2)
+    monkeypatch.setenv(_compiled.COMPILED_ENV, "0")
+    want = dual._tails(a, H, V, d2)
+    assert np.any(want["tail"] == 0.0) and np.any(want["tail"] > 0.0)
+    for k in ("tail", "dtail"):
+        np.testing.assert_array_equal(got[k], want[k])
+
+
 def test_table_inverse_loop_gives_numpys_bits_at_the_ends_of_the_table():
     """The loop run as plain Python (no numba needed) on values inside, at and beyond both ends."""
     dual = ImplicitKernelEngine("relu", 0.3, 1.0).dual
