@@ -381,7 +381,8 @@ def _paired_sums(
 def _block_start(P, Rs, Cs, Rn, Cn, H0r, H0c, H1r, H1c, sa, sb, splits, s, rhs, rho0, dup, zero, counts):
     n, m = P.shape
     top, nan = 0.0, False
-    above = np.zeros(splits.size + 1, dtype=np.int64)  # above[c]: entries above splits[c - 1], not splits[c]
+    counts[:] = 0
+    mag = np.empty(m)  # |rho0| of a row
     for i in range(n):
         Pi, si, ri, oi, di, zi = P[i], s[i], rhs[i], rho0[i], dup[i], zero[i]
         for j in range(m):  # vectorised
@@ -392,19 +393,19 @@ def _block_start(P, Rs, Cs, Rn, Cn, H0r, H0c, H1r, H1c, sa, sb, splits, s, rhs, 
             z = sv <= 1e-300
             sv = 1.0 if z else sv
             v = _clip1((rv + sa * (H0r[i] * H0c[j])) / (sv - sa * (H1r[i] * H1c[j])))
-            si[j], ri[j], oi[j], di[j], zi[j] = sv, rv, 0.0 if d or z else v, d, z
+            v = 0.0 if d or z else v
+            si[j], ri[j], oi[j], di[j], zi[j], mag[j] = sv, rv, v, d, z, abs(v)
+        for c in range(splits.size):  # vectorised counts, one split at a time
+            split, above = splits[c], 0
+            for j in range(m):
+                above += mag[j] > split
+            counts[c] += above
         for j in range(m):
-            a = abs(oi[j])
+            a = mag[j]
             if a > top:
                 top = a
             elif a != a:
                 nan = True
-            c = 0
-            while c < splits.size and a > splits[c]:
-                c += 1
-            above[c] += 1
-    for c in range(splits.size):
-        counts[c] = above[c + 1 :].sum()
     return np.nan if nan else top
 
 
@@ -417,12 +418,12 @@ def _bulk_inputs(rho0, rhs, split, rho_b, rhs_b):
     n, m = rho0.shape
     far = 0
     for i in range(n):
-        for j in range(m):
-            if abs(rho0[i, j]) > split:
-                rho_b[i, j], rhs_b[i, j] = 0.0, 0.0
-                far += 1
-            else:
-                rho_b[i, j], rhs_b[i, j] = rho0[i, j], rhs[i, j]
+        r, h, rb, hb = rho0[i], rhs[i], rho_b[i], rhs_b[i]
+        for j in range(m):  # selects, no branches: vectorised
+            f = abs(r[j]) > split
+            rb[j] = 0.0 if f else r[j]
+            hb[j] = 0.0 if f else h[j]
+            far += f
     return far
 
 
