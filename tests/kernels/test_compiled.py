@@ -217,6 +217,32 @@ def test_compiled_tails_give_the_bits_of_numpy(monkeypatch, plain):
         np.testing.assert_array_equal(got[k], want[k])
 
 
+def test_a_newton_step_is_numpys_step_and_writes_only_what_is_kept(plain_python_loops):
+    """One compiled step against the equation's evaluation and numpy's step; ``keep`` leaves out the
+    rest without changing what it writes; the largest step, and NaN where a step is NaN."""
+    rng = np.random.default_rng(2)
+    Hr, Hc = rng.standard_normal((6, 9)) * 0.4, rng.standard_normal((7, 9)) * 0.4
+    rho = np.clip(rng.standard_normal((6, 7)) / 3, -0.9, 0.9)
+    s, rhs = rng.uniform(0.5, 1.5, (6, 7)), rng.standard_normal((6, 7)) * 0.2
+    terms = _series._OuterTerms(_series.NUMPY_OPS, Hr, Hc)
+    ks, eq = list(range(1, 9, 2)), (0.3, s, rhs)
+    g, dg, p, dp = plain_python_loops.evaluate(rho, terms, ks, True, equation=eq)
+    want = np.clip(rho - g / dg, -1.0, 1.0)
+    new, ev, step, delta = plain_python_loops.newton_step(rho, terms, ks, True, eq)
+    np.testing.assert_array_equal(new, want)
+    for got, ref in zip(ev, (g, dg, p, dp)):
+        np.testing.assert_array_equal(got, ref)
+    np.testing.assert_array_equal(step, want - rho)
+    assert delta == np.max(np.abs(want - rho))
+    new2, ev2, step2, delta2 = plain_python_loops.newton_step(rho, terms, ks, True, eq, keep=("dp",))
+    np.testing.assert_array_equal(new2, new)
+    np.testing.assert_array_equal(ev2[3], dp)
+    assert ev2[:3] == (None, None, None) and step2 is None and delta2 == delta
+    bad = rho.copy()
+    bad[2, 3] = np.nan
+    assert np.isnan(plain_python_loops.newton_step(bad, terms, ks, True, eq, keep=())[3])
+
+
 def test_table_inverse_loop_gives_numpys_bits_at_the_ends_of_the_table():
     """The loop run as plain Python (no numba needed) on values inside, at and beyond both ends."""
     dual = ImplicitKernelEngine("relu", 0.3, 1.0).dual
