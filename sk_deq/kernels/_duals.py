@@ -233,7 +233,7 @@ class _ClosedFormDual(_Dual):
             F, D = self.pair(s * rho, pre)
         if any_zero:
             rho[zero] = 0.0
-        shift = None if kernel == "ck" and not any_zero else c * c - c * (R.m[:, None] + C.m[None, :])
+        shift = None if kernel == "ck" and not any_zero else self._shift(R, C)
         if kernel == "ck":
             G = s * rho
             if any_zero:
@@ -248,13 +248,16 @@ class _ClosedFormDual(_Dual):
         F /= D
         return F
 
+    def _shift(self, R, C):
+        """``c^2 - c (m_i + m_j)``: what centring by ``c`` adds to every entry of the dual."""
+        return self.c * self.c - self.c * (R.m[:, None] + C.m[None, :])
+
     def _start(self, P, R, C):
         """``(s, rhs, rho, zero, state)`` as :meth:`CompiledClosedForm.start` gives them, in numpy."""
-        sa, sb, c = self.sa, self.sb, self.c
+        sa, sb = self.sa, self.sb
         s = R.s[:, None] * C.s[None, :]
-        shift = c * c - c * (R.m[:, None] + C.m[None, :])
         rhs = sb * P
-        rhs += sa * shift
+        rhs += sa * self._shift(R, C)
         zero = s <= 1e-300
         if zero.any():
             s = np.where(zero, 1.0, s)
