@@ -70,8 +70,8 @@ class CompiledClosedForm:
 
         Returns ``(s, rhs, rho, zero, state)``: ``s`` (one where it
         vanishes), the right-hand side, the linear start ``rho`` (2-d),
-        where ``s`` vanishes, and the state of the entries' iteration: flat
-        ``ai``, ``aj`` and the first step's ``z``.
+        ``zero`` where ``s`` vanishes, and the state of the entries'
+        iteration: flat ``ai``, ``aj`` and the first step's ``z``.
         """
         P = np.ascontiguousarray(P, dtype=np.float64)
         s, rhs, rho, ai, aj, z = (np.empty_like(P) for _ in range(6))
