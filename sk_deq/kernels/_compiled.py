@@ -468,20 +468,18 @@ def _tails(H, V, ad2, tail, dtail):
 def _table_inverse(r, coef, h_hi, inv_dv, top, scale, si, sj, out, low):
     c0, c1, c2, c3 = coef[0], coef[1], coef[2], coef[3]
     n, m = r.shape
+    vr = np.empty(m)  # a row's v: its square roots in a loop of their own, vectorised
     for i in range(n):
         ri, oi, li = r[i], out[i], low[i]
         s_i = si[i] if scale else 1.0
         for j in range(m):
             v = h_hi - ri[j]
-            if v < 0.0:
-                v = 0.0
+            v = 0.0 if v < 0.0 else v
             v = np.sqrt(v) * inv_dv
-            if v > top:
-                v = top
-            if v != v:
-                oi[j], li[j] = v, False
-                continue
-            k = int(v)
+            vr[j] = top if v > top else v
+        for j in range(m):
+            v = vr[j]
+            k = int(v if v == v else 0.0)  # a NaN stays NaN below, through v - k
             v = v - k
             x = c3[k] * v
             x = x + c2[k]
@@ -489,11 +487,12 @@ def _table_inverse(r, coef, h_hi, inv_dv, top, scale, si, sj, out, low):
             x = x + c1[k]
             x = x * v
             x = x + c0[k]
-            li[j] = x < -0.75
-            if scale and not li[j]:
-                x = x * s_i
-                x = x * sj[j]
-            oi[j] = x
+            lo = x < -0.75
+            if scale:
+                xs = x * s_i
+                xs = xs * sj[j]
+                x = x if lo else xs
+            oi[j], li[j] = x, lo
 
 
 #: The loops of :class:`CompiledSeries`, in the order of its parameters (plain Python until compiled).
