@@ -150,11 +150,11 @@ class CompiledSeries:
     def bulk_inputs(self, rho0, rhs, split: float):
         """``HermiteSeries._correlations``' bulk start and right-hand side (zero where ``|rho0| > split``), one pass.
 
-        Returns ``(rho, rhs, far)``, ``far`` whether any entry starts beyond the split.
+        Returns ``(rho, rhs)``.
         """
         rho_b, rhs_b = np.empty_like(rho0), np.empty_like(rhs)
-        far = self._bulk(rho0, rhs, float(split), rho_b, rhs_b)
-        return rho_b, rhs_b, far > 0
+        self._bulk(rho0, rhs, float(split), rho_b, rhs_b)
+        return rho_b, rhs_b
 
     def near_entries(self, rho, rho0, split: float, limit: float, special):
         """Rows, columns and starts of the entries ``|rho| > limit`` or ``|rho0| > split``, not ``special``.
@@ -416,15 +416,12 @@ def _block_start(P, Rs, Cs, Rn, Cn, H0r, H0c, H1r, H1c, sa, sb, splits, s, rhs, 
 
 def _bulk_inputs(rho0, rhs, split, rho_b, rhs_b):
     n, m = rho0.shape
-    far = 0
     for i in range(n):
         r, h, rb, hb = rho0[i], rhs[i], rho_b[i], rhs_b[i]
         for j in range(m):  # selects, no branches: vectorised
             f = abs(r[j]) > split
             rb[j] = 0.0 if f else r[j]
             hb[j] = 0.0 if f else h[j]
-            far += f
-    return far
 
 
 def _near_entries(rho, rho0, split, limit, special, has_special, ii, jj, start):

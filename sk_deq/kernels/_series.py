@@ -452,7 +452,7 @@ class HermiteSeries:
     def _bulk_inputs(self, rho0, rhs, split):
         """``rho0`` and ``rhs``, zero where ``|rho0| > split``."""
         if self.ops.compiled is not None:
-            return self.ops.compiled.bulk_inputs(rho0, rhs, split)[:2]
+            return self.ops.compiled.bulk_inputs(rho0, rhs, split)
         xp = self.ops.xp
         far = abs(rho0) > split
         if not bool(far.any()):
