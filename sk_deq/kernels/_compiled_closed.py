@@ -28,9 +28,7 @@ from ._compiled import _BUILD_LOCK, COMPILED_ENV, _clip1, jit_loops
 
 __all__ = ["CompiledClosedForm", "compiled_closed_form"]
 
-#: The formulas with compiled loops, by their ``name``; the loops' ``kind``.
-KINDS = {"gelu (closed form)": 1, "erf (closed form)": 2}
-_GELU, _ERF = 1, 2
+_GELU, _ERF = 1, 2  # the loops' ``kind``: the formula they compute
 _INV_2PI = 1.0 / (2.0 * math.pi)
 _TWO_OVER_PI = 2.0 / math.pi
 
@@ -39,11 +37,12 @@ def compiled_closed_form(formula) -> CompiledClosedForm | None:
     """The compiled Newton steps of ``formula``, or None (another formula, no numba, ``SK_DEQ_COMPILED=0``)."""
     from ..activations._duals import ErfDual, GeluDual
 
-    if type(formula) not in (GeluDual, ErfDual) or os.environ.get(COMPILED_ENV, "").strip() == "0":
+    kind = {GeluDual: _GELU, ErfDual: _ERF}.get(type(formula))  # the exact classes: a subclass may change pair
+    if kind is None or os.environ.get(COMPILED_ENV, "").strip() == "0":
         return None
     with _BUILD_LOCK:
         loops = _build()
-    return None if loops is None else CompiledClosedForm(KINDS[formula.name], *loops)
+    return None if loops is None else CompiledClosedForm(kind, *loops)
 
 
 @functools.cache
@@ -57,7 +56,7 @@ class CompiledClosedForm:
     Parameters
     ----------
     kind : int
-        The formula's loops (:data:`KINDS`).
+        The formula the loops compute (GELU 1, erf 2).
     start, step : callable
         The compiled :data:`LOOPS`.
     """
