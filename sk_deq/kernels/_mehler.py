@@ -26,6 +26,7 @@ from ._numerics import (
     polar_expectation,
     safeguarded_newton,
     sample_nodes,
+    shared_nodes,
 )
 from ._compiled import compiled_series
 from ._series import HermiteSeries, numpy_ops
@@ -183,7 +184,7 @@ class MehlerDual(_Dual):
         xi, w = sample_nodes(s, self.bps)
         H = np.empty((n, K + 1))
         if xi.shape[0] == 1:
-            shared = all(b == 0.0 for b in self.bps)  # sample_nodes' shared nodes, else one sample's own
+            shared = shared_nodes(self.bps)  # else one sample's own nodes
             Hw = common_weighted_hermite(K) if shared else hermite_table(xi[0], K) * w[0][:, None]
             fv = f(s[:, None] * xi)
             H[:] = fv @ Hw

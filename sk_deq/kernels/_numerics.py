@@ -77,6 +77,11 @@ def _gl_on_edges(edges: np.ndarray):
 _COMMON_XI, _COMMON_W = _gl_on_edges(_BASE_EDGES)
 
 
+def shared_nodes(breakpoints: tuple) -> bool:
+    """Whether :func:`sample_nodes` gives every sample the shared nodes: no breakpoint off 0."""
+    return all(b == 0.0 for b in breakpoints)
+
+
 def sample_nodes(scale: np.ndarray, breakpoints: tuple) -> tuple[np.ndarray, np.ndarray]:
     """Nodes ``xi`` and weights with ``sum(w * h(xi)) ~= E[h(xi)]`` per sample.
 
@@ -84,9 +89,9 @@ def sample_nodes(scale: np.ndarray, breakpoints: tuple) -> tuple[np.ndarray, np.
     ``h(scale_i * xi)`` sits at 0, else ``(n, Q)`` with the breakpoints
     ``b / scale_i`` as extra panel edges.
     """
-    bps = np.array([b for b in breakpoints if b != 0.0], dtype=float)
-    if bps.size == 0:
+    if shared_nodes(breakpoints):
         return _COMMON_XI[None, :], _COMMON_W[None, :]
+    bps = np.array([b for b in breakpoints if b != 0.0], dtype=float)
     scale = np.asarray(scale, dtype=float)
     with np.errstate(divide="ignore", invalid="ignore"):
         mapped = bps[None, :] / scale[:, None]
