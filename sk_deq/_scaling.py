@@ -230,13 +230,29 @@ class _NumpyRows:
         return np.average(self.X, axis=0, weights=self.w)
 
     def abs_max(self, center) -> float:
-        if _is_zero(center):  # max |x| = max(max x, -min x): the same value, no temporaries
+        """``max |x - center|``, from each column's extremes: no centred copy.
+
+        Rounding is monotone, so ``max_i fl(x_ij - c_j) = fl(max_i x_ij - c_j)``
+        and ``max_i fl(c_j - x_ij) = fl(c_j - min_i x_ij)``: the same value as
+        ``np.max(np.abs(X - center))``, to the last bit.
+        """
+        if _is_zero(center):  # max |x| = max(max x, -min x)
             return max((max(float(self.X[b].max()), -float(self.X[b].min())) for b in self.blocks), default=0.0)
-        return max((float(np.max(np.abs(self.X[b] - center))) for b in self.blocks), default=0.0)
+
+        def block_max(b):
+            return max(float(np.max(self.X[b].max(axis=0) - center)), float(np.max(center - self.X[b].min(axis=0))))
+
+        return max((block_max(b) for b in self.blocks), default=0.0)
 
     def mean_square_norm(self, center, big) -> float:
-        centred = (lambda b: self.X[b]) if _is_zero(center) else (lambda b: self.X[b] - center)  # x - 0 is x
-        norms = np.concatenate([squared_norms(centred(b) / big) for b in self.blocks])
+        def centred(b):  # (x - center) / big in one temporary (x - 0 is x)
+            if _is_zero(center):
+                return self.X[b] / big
+            x = self.X[b] - center
+            x /= big
+            return x
+
+        norms = np.concatenate([squared_norms(centred(b)) for b in self.blocks])
         return float(np.average(norms, axis=0, weights=self.w))
 
     @staticmethod

@@ -74,6 +74,41 @@ def test_tau0_of_no_scaling_is_the_overflow_safe_formula_to_the_bit(seed):
     assert fit_input_scaling(X, "none", sample_weight=w)[2] == want
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_global_scale_is_the_overflow_safe_formula_to_the_bit(seed):
+    """``scale = big sqrt(mean ||(x - mean) / big||^2)``, ``big = max |x - mean|`` over every entry, however
+    ``fit_input_scaling`` computes it (from each column's extremes): constant columns (where the mean may miss
+    the value by an ulp), the largest deviation below or above the mean, weights, scales from 1e-100 to 1e100."""
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((int(rng.integers(2, 80)), int(rng.integers(1, 9)))) * 10.0 ** rng.uniform(-100, 100)
+    X[:, 0] = 0.1 * 10.0 ** rng.uniform(-100, 100)  # a constant column: its deviations are rounding only
+    X[1, -1] = (4.0 if seed % 3 else -4.0) * np.abs(X).max()
+    w = rng.uniform(0.1, 2.0, len(X)) if seed % 2 else None
+    mean = np.average(X, axis=0, weights=w)
+    big = float(np.max(np.abs(X - mean)))
+    C = (X - mean) / big
+    want = big * math.sqrt(float(np.average(np.einsum("ij,ij->i", C, C), weights=w)))
+    got_mean, scale, _ = fit_input_scaling(X, "global", sample_weight=w)
+    np.testing.assert_array_equal(got_mean, mean)
+    assert scale == want
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_largest_deviation_from_column_extremes_is_exact(seed):
+    """``max |x - c|`` from each column's extremes equals numpy's over the centred copy, to the bit: centres
+    inside, below and above a column's values, a constant column, several blocks of rows."""
+    from sk_deq._scaling import _NumpyRows
+
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((int(rng.integers(1, 50)), int(rng.integers(1, 7)))) * 10.0 ** rng.uniform(-50, 50)
+    X[:, 0] = X[0, 0]
+    c = np.average(X, axis=0) + rng.choice([-3.0, 0.0, 3.0], X.shape[1]) * np.abs(X).max() * rng.uniform(size=X.shape[1])
+    rows = _NumpyRows(X, None)
+    rows.blocks = [slice(i, i + 3) for i in range(0, len(X), 3)]
+    assert rows.abs_max(c) == float(np.max(np.abs(X - c)))
+    assert rows.abs_max(0.0) == float(np.max(np.abs(X)))
+
+
 @pytest.mark.parametrize("factor", [1e-150, 1e200])
 def test_scaling_of_tiny_and_huge_inputs_does_not_overflow(factor):
     mean, scale, _ = fit_input_scaling(X3 * factor, "global")
