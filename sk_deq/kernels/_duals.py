@@ -59,6 +59,8 @@ class Samples:
 
     def __init__(self, **arrays):
         self.arrays = arrays
+        self._parts: dict = {}  # the samples of a row range, kept: their column maxima are computed once
+        self._largest: dict = {}
 
     def __getattr__(self, name):
         try:
@@ -66,8 +68,28 @@ class Samples:
         except KeyError:
             raise AttributeError(name) from None
 
-    def take(self, rows: slice) -> Samples:
-        return Samples(**{k: v[rows] for k, v in self.arrays.items()})
+    def __getstate__(self):
+        return {"arrays": self.arrays}  # the kept parts and maxima are rebuilt on use, not pickled
+
+    def __setstate__(self, state):
+        self.__init__(**state["arrays"])
+
+    def take(self, rows) -> Samples:
+        """The samples ``rows`` (an index array, or a slice: views, and the same object for the same range)."""
+        if not isinstance(rows, slice):
+            return Samples(**{k: v[rows] for k, v in self.arrays.items()})
+        key = rows.indices(len(self))
+        part = self._parts.get(key)
+        if part is None:
+            part = self._parts.setdefault(key, Samples(**{k: v[rows] for k, v in self.arrays.items()}))
+        return part
+
+    def largest(self, name: str) -> np.ndarray:
+        """Column maxima of the per-sample table ``name`` (zeros where there are no samples), computed once."""
+        top = self._largest.get(name)
+        if top is None:
+            top = self._largest.setdefault(name, np.max(self.arrays[name], axis=0, initial=0.0))
+        return top
 
     def __len__(self):
         return len(self.arrays["n_sq"])

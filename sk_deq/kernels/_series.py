@@ -386,7 +386,7 @@ class HermiteSeries:
         special = dup | zero
         has_special = bool(special.any())
         scale = float(max(np.max(hR.a, initial=0.0), np.max(hC.a, initial=0.0), 1e-300))
-        tails = [np.max(t, axis=0, initial=0.0) for t in (hR.tail, hC.tail, hR.dtail, hC.dtail)]
+        tails = [hR.largest("tail"), hC.largest("tail"), hR.largest("dtail"), hC.largest("dtail")]
         b = _Bounds(*tails, scale, kernel == "ntk")
         choice = self._split(math.prod(rho0.shape), top, counts, b)
         rho, p, dp = self._correlations(rho0, s, rhs, R, C, special if has_special else None, b, choice)

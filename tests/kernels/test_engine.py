@@ -134,6 +134,27 @@ def test_hermite_coefficients_of_one_sample_are_those_of_many(activation):
     assert np.sum(H**2, axis=1) == pytest.approx(V, rel=1e-4)  # less than the tail beyond the degree (kinks: 4e-5)
 
 
+def test_prepared_samples_keep_their_row_ranges_and_column_maxima():
+    """A row range is taken once (views, the same object again), an index array each time; the column maxima of
+    a table are numpy's (zeros for no rows); a pickle keeps the arrays and none of what was kept."""
+    import pickle
+
+    X = np.random.default_rng(0).standard_normal((7, 3))
+    S = ImplicitKernelEngine("tanh", SA, 1.0).prepare(X)
+    part = S.take(slice(2, 5))
+    assert S.take(slice(2, 5, 1)) is part and np.shares_memory(part.tail, S.tail)
+    np.testing.assert_array_equal(part.largest("tail"), np.max(S.tail[2:5], axis=0))
+    assert part.largest("dtail") is part.largest("dtail")
+    picked = S.take(np.array([4, 0]))
+    assert picked is not S.take(np.array([4, 0]))
+    np.testing.assert_array_equal(picked.H, S.H[[4, 0]])
+    np.testing.assert_array_equal(S.take(slice(3, 3)).largest("tail"), np.zeros(S.tail.shape[1]))
+    copy = pickle.loads(pickle.dumps(S))
+    assert not copy._parts and not copy._largest
+    np.testing.assert_array_equal(copy.tail, S.tail)
+    np.testing.assert_array_equal(copy.take(slice(2, 5)).largest("tail"), part.largest("tail"))
+
+
 def test_polar_quadrature_near_correlation_one_with_kinks():
     # hard-tanh has kinks at +-1: compare with scipy's 1-D integral of the
     # conditional expectation (closed form in the normal CDF)
