@@ -102,7 +102,9 @@ def test_largest_deviation_from_column_extremes_is_exact(seed):
     rng = np.random.default_rng(seed)
     X = rng.standard_normal((int(rng.integers(1, 50)), int(rng.integers(1, 7)))) * 10.0 ** rng.uniform(-50, 50)
     X[:, 0] = X[0, 0]
-    c = np.average(X, axis=0) + rng.choice([-3.0, 0.0, 3.0], X.shape[1]) * np.abs(X).max() * rng.uniform(size=X.shape[1])
+    c = np.average(X, axis=0) + rng.choice([-3.0, 0.0, 3.0], X.shape[1]) * np.abs(X).max() * rng.uniform(
+        size=X.shape[1]
+    )
     rows = _NumpyRows(X, None)
     rows.blocks = [slice(i, i + 3) for i in range(0, len(X), 3)]
     assert rows.abs_max(c) == float(np.max(np.abs(X - c)))
