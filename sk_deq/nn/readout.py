@@ -19,7 +19,9 @@ Two things make it cheap here:
   Large float32 features are never upcast as a whole: the two products then
   read half the memory of float64 ones, and at ``k`` = 10 columns they are
   bound by memory, not arithmetic.  Small ones (below
-  :data:`FLOAT64_BELOW_ENTRIES`) are copied to float64 once.
+  :data:`FLOAT64_BELOW_ENTRIES`) are copied to float64 once.  The products
+  are torch's, on torch's threads, on the CPU too (the L-BFGS driver holds
+  numpy's BLAS to one thread).
 - :func:`fit_readout` runs L-BFGS (:func:`~sk_deq.nn._fit.minimize_lbfgs`:
   scipy's L-BFGS-B on the CPU, a float64 torch L-BFGS with one packed host
   read per evaluation on a GPU) in preconditioned variables
@@ -41,7 +43,6 @@ for the squared loss, on one-hot targets (``-1`` / ``1``, as scikit-learn's
 
 from __future__ import annotations
 
-import numpy as np
 import torch
 
 from .._runtime import on_gpu
@@ -132,18 +133,6 @@ class LinearReadout(torch.nn.Module):
         return self.linear(z.to(torch.float64))
 
 
-def _mm(A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
-    """``A @ B``; on the CPU through numpy's matmul (zero-copy views).
-
-    numpy's CPU product is the faster on the skinny products of the readout
-    (``(n, m) @ (m, k)`` and ``G^T Z`` with ``k`` about 10); see
-    ``benchmarks/bench_readout.py``.
-    """
-    if A.device.type == "cpu":
-        return torch.from_numpy(np.matmul(A.detach().numpy(), B.detach().numpy()))
-    return A @ B
-
-
 def _chunks(n: int, chunk: int | None):
     step = n if not chunk else max(1, int(chunk))
     return [slice(i, min(i + step, n)) for i in range(0, n, step)] if n else []
@@ -232,7 +221,7 @@ class ReadoutObjective:
         torch.Tensor of shape (n_rows, k)
             ``Z[rows] W + b`` in float64.
         """
-        return _mm(self.Z[rows], W.to(self.dtype)).to(torch.float64) + b
+        return (self.Z[rows] @ W.to(self.dtype)).to(torch.float64) + b
 
     def __call__(self, W, b):
         """Loss and gradients ``(loss, dL/dW, dL/db)`` at ``(W, b)`` (float64 tensors).
@@ -273,7 +262,7 @@ class ReadoutObjective:
         for rows in self.slices:
             G, per = self._residuals(self.logits(W, b, rows), rows)
             total = total + per.sum()
-            gW += _mm(G.T.to(self.dtype), self.Z[rows]).T.to(torch.float64)
+            gW += (G.T.to(self.dtype) @ self.Z[rows]).T.to(torch.float64)
             gb += G.sum(dim=0)
         inv_n = 1.0 / max(self.n, 1)
         gW *= inv_n
@@ -357,9 +346,18 @@ class _Preconditioner:
         diag[:m] += max(objective.alpha, floor)
         diag[m] += floor
         self.R = torch.linalg.cholesky(M)
+        self._last: tuple | None = None  # (V, weights) of the last solve on the CPU
 
     def to_weights(self, V):
-        return torch.linalg.solve_triangular(self.R.T, V, upper=True)
+        """``R^{-T} V``; on the CPU the last one is kept: L-BFGS's accepted iterate is its last evaluated point,
+        whose weights are asked for again (a host comparison, not made on a GPU)."""
+        last = self._last
+        if last is not None and torch.equal(last[0], V):
+            return last[1]
+        Wb = torch.linalg.solve_triangular(self.R.T, V, upper=True)
+        if V.device.type == "cpu":
+            self._last = (V.clone(), Wb)
+        return Wb
 
     def to_variables(self, Wb):
         return self.R.T @ Wb
@@ -569,7 +567,7 @@ def ridge_readout(objective: ReadoutObjective) -> tuple[torch.Tensor, torch.Tens
     rhs = torch.zeros(m + 1, T.shape[1], dtype=torch.float64, device=M.device)
     for rows in objective.slices:
         Tr = T[rows] if objective.weight is None else T[rows] * objective.weight[rows, None]
-        rhs[:m] += _mm(Tr.T.to(objective.dtype), objective.Z[rows]).T.to(torch.float64)
+        rhs[:m] += (Tr.T.to(objective.dtype) @ objective.Z[rows]).T.to(torch.float64)
         rhs[m] += Tr.sum(dim=0)
     rhs /= max(objective.n, 1)
     diag = M.diagonal()

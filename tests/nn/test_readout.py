@@ -119,6 +119,20 @@ def test_preconditioner_maps_variables_and_gradients_consistently(readout_proble
     )
 
 
+def test_preconditioner_solves_again_only_for_new_variables(readout_problem):
+    """The weights of the variables of the last solve come back without a solve, the same tensor; other
+    variables (the same buffer changed in place, as scipy's) are solved again, to the bit of a fresh solve."""
+    Z, y, w = readout_problem(n=80, m=9)
+    pre = _Preconditioner(ReadoutObjective(Z, y, 4, alpha=0.1, weight=w))
+    V = torch.randn(10, 4, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
+    Wb = pre.to_weights(V)
+    assert pre.to_weights(V.clone()) is Wb
+    V[3, 1] += 1e-9
+    again = pre.to_weights(V)
+    assert again is not Wb
+    assert torch.equal(again, torch.linalg.solve_triangular(pre.R.T, V, upper=True))
+
+
 def test_weights_equal_repeated_rows_at_a_tight_tolerance(readout_problem):
     Z, y, _ = readout_problem(n=120, m=30)
     reps = torch.from_numpy(np.random.default_rng(0).integers(0, 4, len(y)))
