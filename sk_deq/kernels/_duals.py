@@ -92,7 +92,7 @@ class Samples:
         return top
 
     def __len__(self):
-        return len(self.arrays["n_sq"])
+        return len(next(iter(self.arrays.values())))  # one entry per sample in every array
 
 
 # ---------------------------------------------------------------------------
