@@ -57,6 +57,13 @@ def test_no_scaling_measures_tau0_by_hand():
     np.testing.assert_array_equal(apply_input_scaling(X3, mean, scale), X3)
 
 
+def _overflow_safe_rms(C, w):
+    """``big sqrt(mean ||c / big||^2)``, ``big = max |c|``, the squared norms as numpy sums them."""
+    big = float(np.max(np.abs(C)))
+    Cs = C / big
+    return big * math.sqrt(float(np.average(np.einsum("ij,ij->i", Cs, Cs), weights=w)))
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_tau0_of_no_scaling_is_the_overflow_safe_formula_to_the_bit(seed):
     """``tau0 = big sqrt(mean ||x / big||^2)``, ``big = max |x|``, however ``fit_input_scaling`` computes it:
@@ -66,12 +73,7 @@ def test_tau0_of_no_scaling_is_the_overflow_safe_formula_to_the_bit(seed):
     X[0] = 0.0
     X[1, 0] = -4.0 * np.abs(X).max()  # the largest entry is negative
     w = rng.uniform(0.1, 2.0, len(X)) if seed % 2 else None
-    big = float(np.max(np.abs(X)))
-    Xs = X / big
-    want = big * math.sqrt(
-        float(np.average(np.einsum("ij,ij->i", Xs, Xs), weights=w))
-    )  # the squared norms as numpy sums them
-    assert fit_input_scaling(X, "none", sample_weight=w)[2] == want
+    assert fit_input_scaling(X, "none", sample_weight=w)[2] == _overflow_safe_rms(X, w)
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -85,12 +87,9 @@ def test_global_scale_is_the_overflow_safe_formula_to_the_bit(seed):
     X[1, -1] = (4.0 if seed % 3 else -4.0) * np.abs(X).max()
     w = rng.uniform(0.1, 2.0, len(X)) if seed % 2 else None
     mean = np.average(X, axis=0, weights=w)
-    big = float(np.max(np.abs(X - mean)))
-    C = (X - mean) / big
-    want = big * math.sqrt(float(np.average(np.einsum("ij,ij->i", C, C), weights=w)))
     got_mean, scale, _ = fit_input_scaling(X, "global", sample_weight=w)
     np.testing.assert_array_equal(got_mean, mean)
-    assert scale == want
+    assert scale == _overflow_safe_rms(X - mean, w)
 
 
 @pytest.mark.parametrize("seed", range(6))
