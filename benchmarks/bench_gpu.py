@@ -153,13 +153,15 @@ def timed_fit(model, width, device, X, y):
             if cuda:
                 torch.cuda.synchronize()
             _, fit_s = timed(est.fit, X, y)
+            fit_syncs = clock._n_sync_warnings()
             _, predict_s = timed(est.predict, X)
         n_syncs = clock._n_sync_warnings()
     out = phase_table(clock, fit_s)
     out.update(predict_s=predict_s, n_iter=int(est.n_iter_), accuracy=float(est.score(X[:5000], y[:5000])))
     out["fixed_point_iters"] = (est.fixed_point_info_ or {}).get("n_iter")
     if cuda:
-        out["syncs_total"] = n_syncs
+        out["syncs_total"] = n_syncs  # fit and predict
+        out["syncs_fit"] = fit_syncs
         out.update({f"syncs{k}": v for k, v in clock.syncs.items()})
     return out
 

@@ -13,7 +13,7 @@
 Every estimator is a task base (:class:`~sk_deq.estimators._classifier.TorchClassifierBase`
 or :class:`~sk_deq.estimators._regressor.TorchRegressorBase`: targets, loss,
 predictions) holding its kind of network as a component (``_network``: a
-:class:`~sk_deq.estimators._network.Network` that says what defines the
+:class:`~sk_deq.estimators._component.Network` that says what defines the
 network, computes the theory's constants and builds the feature module), and
 all share one fit chain (:mod:`sk_deq.estimators._base`).
 With ``trainable='readout'`` (the default and Ling et al.'s (2024) setting) the

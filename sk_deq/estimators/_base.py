@@ -241,8 +241,9 @@ class TorchEstimatorBase(NetworkMixin, BaseEstimator):
         data, targets, sample_weight = self._validate(X, y, sample_weight, reset=not warm)
         seeds = self._draw_seeds()
         device = self._device()
+        draws = None if warm else self._network.draw_ahead(self, data.X.shape[1], seeds[0], device)
         data = Data(stage_inputs(data.X, device), data.y, data.weight)  # on a GPU: one copy of X, not four
-        self._initialize(data.X, targets, sample_weight, seeds[0], device, warm)
+        self._initialize(data.X, targets, sample_weight, draws, device, warm)
         t_start = time.perf_counter()
         if self.early_stopping:
             name = type(self).__name__
@@ -279,8 +280,8 @@ class TorchEstimatorBase(NetworkMixin, BaseEstimator):
         for names, why in unused:
             warn_unused_settings(self, names, why)
 
-    def _initialize(self, X, targets, sample_weight, weight_seed, device, warm) -> None:
-        """Fit the input scaling and the theory, and build the network (kept as it is with ``warm``)."""
+    def _initialize(self, X, targets, sample_weight, draws, device, warm) -> None:
+        """Fit the input scaling and the theory, and build the network from ``draws`` (kept as it is with ``warm``)."""
         self.device_ = str(device)
         if warm:
             self.module_.features.to(device=device, dtype=self._torch_dtype)
@@ -291,8 +292,7 @@ class TorchEstimatorBase(NetworkMixin, BaseEstimator):
         scaling = fit_input_scaling(X, self.input_scaling, sample_weight, device=scaling_device(device))
         self.input_mean_, self.input_scale_, self.tau0_ = scaling
         self._network.prepare(self, self.tau0_)
-        generator = torch.Generator().manual_seed(weight_seed)
-        self.module_ = self._build_module(X.shape[1], n_outputs, generator, self._torch_dtype, device)
+        self.module_ = self._build_module(X.shape[1], n_outputs, draws, self._torch_dtype, device)
         self._built_with = self._network_definition()
         self.history_: list[dict] = []
         self._loss_reference: float | None = None
@@ -417,7 +417,8 @@ class TorchEstimatorBase(NetworkMixin, BaseEstimator):
         device = self._device()
         if first:
             seeds = self._draw_seeds()
-            self._initialize(data.X, targets, sample_weight, seeds[0], device, warm=False)
+            draws = self._network.draw_ahead(self, data.X.shape[1], seeds[0], device)
+            self._initialize(data.X, targets, sample_weight, draws, device, warm=False)
             self._stream = Stream(np.random.RandomState(seeds[2]))
         else:
             self._initialize(data.X, targets, sample_weight, None, device, warm=True)

@@ -10,7 +10,7 @@ from sklearn.utils._param_validation import Interval
 
 from .._validation import ActivationName, SortedStrOptions
 from ._base import store_params
-from ._network import Network
+from ._component import Network
 from ._classifier import TorchClassifierBase
 from ._regressor import TorchRegressorBase
 from ..activations import get_activation
@@ -54,9 +54,12 @@ class DEQNetwork(Network):
         est.deq_coefficients_ = deq_ck_coefficients(act, est.sigma_a2, tau0, sigma_b2=est.sigma_b2)
         est.center_ = float(est.deq_coefficients_.moments.mean)
 
+    def weight_shapes(self, est, n_features):
+        return [(int(est.n_hidden), int(est.n_hidden)), (int(est.n_hidden), int(n_features))]  # A and B
+
     def make_features(self, est, n_features, n_outputs, generator, dtype, device):
         m = int(est.n_hidden)
-        est._check_network_fits([(m, m), (m, int(n_features))], n_features, n_outputs, device)  # A and B
+        est._check_network_fits(self.weight_shapes(est, n_features), n_features, n_outputs, device)
         return DEQLayer(
             n_features,
             m,

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 
 from ._base import store_params
-from ._network import Network
+from ._component import Network
 from ._classifier import TorchClassifierBase
 from ._regressor import TorchRegressorBase
 from ..activations import get_activation
@@ -36,6 +36,14 @@ class ExplicitNetwork(Network):
     def describe_layers(self, est) -> str:
         """How the layers came about, for messages."""
         return f"layers={est.layers!r}"
+
+    def layers_ahead(self, est) -> int:
+        """How many layers the network has at least, known before :meth:`prepare`."""
+        return len(est.layers)
+
+    def weight_shapes(self, est, n_features):
+        m = int(est.n_hidden)
+        return [(m, int(n_features))] + [(m, m)] * (self.layers_ahead(est) - 1)
 
     def prepare(self, est, tau0):
         est.explicit_coefficients_ = coefs = self.coefficients(est, tau0)

@@ -14,6 +14,7 @@ from ._classifier import TorchClassifierBase
 from ._regressor import TorchRegressorBase
 from ..activations import get_activation
 from ..matching import MatchingError, match_explicit
+from ..matching.families import _resolve_family
 from ._explicit import ExplicitNetwork
 
 if TYPE_CHECKING:
@@ -55,6 +56,12 @@ class MatchedLayers(ExplicitNetwork):
                 "family='leaky_relux3'), the other kernel, or match_tol=None to accept the best fit.",
             ) from None
         return est.match_.explicit
+
+    def layers_ahead(self, est):
+        try:  # the fewest layers among the families the match may choose
+            return min(len(kinds) for kinds in _resolve_family(est.family, None, get_activation(est.activation)))
+        except ValueError:  # the match will raise it
+            return 1
 
     def describe_layers(self, est):
         return f"the match of activation={est.activation!r}, sigma_a2={est.sigma_a2!r} is one {est.match_.family} layer"

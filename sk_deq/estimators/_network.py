@@ -42,6 +42,7 @@ from .._runtime import available_memory_bytes, check_fits_in_memory, on_gpu
 from .._scaling import apply_input_scaling
 from ._stream import partial_fit_available, picklable
 from .._validation import is_tensor
+from ._component import Network
 
 __all__ = ["DTYPES", "STAGE_SHARE", "Model", "NetworkMixin", "stage_inputs", "BLOCK_ENTRIES", "GPU_BLOCK_ENTRIES"]
 __all__ += ["GPU_ONE_PASS_BLOCK_ENTRIES", "FIT_BLOCK_ENTRIES", "PAD_FRACTION", "block_rows", "map_row_blocks"]
@@ -274,39 +275,6 @@ def _same_value(a, b) -> bool:
         return bool(a == b)
     except (TypeError, ValueError):
         return False
-
-
-class Network:
-    """One kind of network, the component an estimator holds (its class attribute ``_network``).
-
-    A component is stateless: it reads the estimator's parameters and writes
-    the theory's constants onto the estimator.  It says what defines the
-    network (:attr:`params`, with their scikit-learn :attr:`constraints`,
-    which the estimator class takes into its ``_parameter_constraints``),
-    computes those constants at the data scale (:meth:`prepare`) and builds
-    the feature module (:meth:`make_features`).  The DEQ's component is
-    :class:`~sk_deq.estimators._deq.DEQNetwork`, the explicit networks'
-    :class:`~sk_deq.estimators._explicit.NamedLayers` and
-    :class:`~sk_deq.estimators._matched.MatchedLayers`.
-    """
-
-    #: The parameters that define this kind of network besides :attr:`NetworkMixin._NETWORK_PARAMS`.
-    params: ClassVar[tuple] = ()
-    #: Their scikit-learn constraints.
-    constraints: ClassVar[dict] = {}
-    #: Whether the features compute a block of rows in one pass (explicit nets) rather than iterate on it (a DEQ).
-    one_pass: ClassVar[bool] = False
-    #: Settings of the feature module that may change after fit, copied from the estimator before every use:
-    #: ``{module attribute: (estimator parameter, conversion or None)}``.
-    runtime_settings: ClassVar[dict] = {}
-
-    def prepare(self, est, tau0: float) -> None:
-        """Compute the theory's constants (centring, matching) at the data scale ``tau0`` onto ``est``."""
-        raise NotImplementedError
-
-    def make_features(self, est, n_features: int, n_outputs: int, generator, dtype, device) -> torch.nn.Module:
-        """The feature module of ``est`` (weights drawn from ``generator``), after checking that it fits."""
-        raise NotImplementedError
 
 
 class NetworkMixin:

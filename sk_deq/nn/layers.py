@@ -54,7 +54,7 @@ from ._solver_contract import check_solver_call, check_solver_result
 from .solvers import SOLVERS, SolverInfo, SolverLog, get_solver
 from collections.abc import Sequence
 
-__all__ = ["DEQDivergenceError", "DEQLayer", "ExplicitNet", "ROWS_PER_STREAM", "gaussian_weights"]
+__all__ = ["DEQDivergenceError", "DEQLayer", "ExplicitNet", "ROWS_PER_STREAM", "WeightDraws", "gaussian_weights"]
 
 
 #: Rows of a weight matrix drawn from one numpy stream.
@@ -63,16 +63,19 @@ ROWS_PER_STREAM = 64
 _PARALLEL_ENTRIES = 1 << 16  # fewer entries are drawn on the calling thread
 
 
-def gaussian_weights(rows: int, cols: int, generator: torch.Generator | None = None, *, dtype=None, device=None):
+def gaussian_weights(
+    rows: int, cols: int, generator: torch.Generator | WeightDraws | None = None, *, dtype=None, device=None
+):
     """A ``(rows, cols)`` matrix of independent standard normal draws, drawn in float64 on the host.
 
     Parameters
     ----------
     rows, cols : int
         The shape.
-    generator : torch.Generator, optional
+    generator : torch.Generator or WeightDraws, optional
         The CPU generator one seed is taken from (torch's default one when
-        None): the same generator state gives the same matrix.
+        None): the same generator state gives the same matrix.  A
+        :class:`WeightDraws` hands over its next matrix, the same one.
     dtype : torch.dtype, optional
         The returned dtype (the float64 draws rounded to it); torch's
         default dtype when None.
@@ -100,7 +103,20 @@ def gaussian_weights(rows: int, cols: int, generator: torch.Generator | None = N
     device = torch.device(device) if device is not None else torch.empty(0).device
     if device.type == "meta":
         return torch.empty(rows, cols, dtype=dtype, device=device)
-    seed = int(torch.randint(0, 2**62, (1,), generator=generator, device="cpu"))
+    if isinstance(generator, WeightDraws):
+        out = generator.take(rows, cols)
+    else:
+        out = _draw(_take_seed(generator), rows, cols)
+    return torch.from_numpy(out).to(dtype=dtype, device=device)
+
+
+def _take_seed(generator: torch.Generator | None) -> int:
+    """The seed of one matrix's streams, taken from ``generator`` (torch's default one when None)."""
+    return int(torch.randint(0, 2**62, (1,), generator=generator, device="cpu"))
+
+
+def _draw(seed: int, rows: int, cols: int) -> np.ndarray:
+    """The float64 ``(rows, cols)`` draws of ``seed``: blocks of rows from spawned streams, filled in parallel."""
     out = np.empty((rows, cols))
     blocks = [slice(i, min(i + ROWS_PER_STREAM, rows)) for i in range(0, rows, ROWS_PER_STREAM)]
     streams = np.random.SeedSequence(seed).spawn(len(blocks))
@@ -115,7 +131,59 @@ def gaussian_weights(rows: int, cols: int, generator: torch.Generator | None = N
     else:
         for k in range(len(blocks)):
             fill(k)
-    return torch.from_numpy(out).to(dtype=dtype, device=device)
+    return out
+
+
+class WeightDraws:
+    """A network's first weight matrices, drawn ahead on a worker thread while the caller goes on.
+
+    The seeds of ``shapes`` are taken from ``generator`` at once, in order,
+    as :func:`gaussian_weights` would take them; the matrices are drawn on
+    a worker thread.  Passed as the ``generator`` of
+    :func:`gaussian_weights` (through :class:`DEQLayer` or
+    :class:`ExplicitNet`), the object hands them over in the same order,
+    and draws any further matrix from ``generator`` as
+    :func:`gaussian_weights` would: the network is the one ``generator``
+    gives, to the bit.  A fit on a GPU starts the draw before it stages the
+    inputs and computes their statistics, so the host draws while the
+    copies and the device work go on.
+
+    Parameters
+    ----------
+    shapes : sequence of (int, int)
+        The shapes of the first matrices the network will draw, in order.
+    generator : torch.Generator
+        The CPU generator the seeds come from.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from sk_deq.nn.layers import WeightDraws, gaussian_weights
+    >>> ahead = WeightDraws([(30, 4)], torch.Generator().manual_seed(0))
+    >>> g = torch.Generator().manual_seed(0)
+    >>> torch.equal(gaussian_weights(30, 4, ahead), gaussian_weights(30, 4, g))
+    True
+    >>> torch.equal(gaussian_weights(5, 5, ahead), gaussian_weights(5, 5, g))  # beyond shapes: from the generator
+    True
+    """
+
+    def __init__(self, shapes: Sequence[tuple[int, int]], generator: torch.Generator):
+        self.generator = generator
+        seeds = [_take_seed(generator) for _ in shapes]
+        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sk_deq-weights")
+        self._ahead = [((int(r), int(c)), pool.submit(_draw, s, int(r), int(c))) for (r, c), s in zip(shapes, seeds)]
+        pool.shutdown(wait=False)
+
+    def take(self, rows: int, cols: int) -> np.ndarray:
+        """The next matrix, of shape ``(rows, cols)``: the one drawn ahead, or a new draw past them."""
+        if not self._ahead:
+            return _draw(_take_seed(self.generator), rows, cols)
+        shape, future = self._ahead.pop(0)
+        if shape != (rows, cols):  # another order would give another network: a defect of the caller
+            raise RuntimeError(
+                f"A {rows} x {cols} weight matrix was asked for where {shape[0]} x {shape[1]} was drawn."
+            )
+        return future.result()
 
 
 class DEQDivergenceError(ValueError):

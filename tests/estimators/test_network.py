@@ -168,3 +168,49 @@ def test_a_non_finite_feature_anywhere_is_an_error_naming_it(blobs, bad, where):
     with pytest.raises(ValueError, match="produced non-finite features"):
         with SolverLog(est.module_) as log:
             est._compute_features(X, torch.device("cpu"), where, log)
+
+
+# the weights drawn ahead (Network.draw_ahead): on a GPU the host draws them while the inputs are copied and
+# their statistics computed; on the CPU the generator itself.  The path is forced here on the CPU: the same
+# network, to the bit, for every kind of network, a fit and a first partial_fit.
+@pytest.mark.parametrize(
+    "make, n_ahead",
+    [
+        (lambda: DEQClassifier("tanh", 0.3, n_hidden=40, random_state=1), 2),
+        (lambda: MatchedExplicitClassifier("relu", 0.2, n_hidden=40, random_state=2), 2),  # auto: 2 or 3 layers
+        (lambda: MatchedExplicitClassifier("tanh", 0.2, n_hidden=40, random_state=3), 1),  # auto: 1 or 2 layers
+        (lambda: MatchedExplicitClassifier("relu", 0.2, family="leaky_relux3", n_hidden=40, random_state=4), 3),
+        (lambda: ExplicitClassifier(layers=["relu", "tanh"], n_hidden=40, random_state=5), 2),
+    ],
+)
+@pytest.mark.parametrize("how", ["fit", "partial_fit"])
+def test_weights_drawn_ahead_give_the_same_network(make, n_ahead, how, blobs, monkeypatch):
+    import sk_deq.estimators._component as component
+    from sk_deq.nn.layers import WeightDraws
+
+    X, y = blobs
+    train = (lambda est: est.fit(X, y)) if how == "fit" else (lambda est: est.partial_fit(X, y, classes=np.unique(y)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        plain = train(make())
+        drawn = []
+        real = WeightDraws.__init__
+
+        def record(self, shapes, generator):
+            drawn.append(list(shapes))
+            real(self, shapes, generator)
+
+        monkeypatch.setattr(component, "on_gpu", lambda device: True)
+        monkeypatch.setattr(WeightDraws, "__init__", record)
+        ahead = train(make())
+    assert len(drawn) == 1 and len(drawn[0]) == n_ahead
+    for a, b in zip(plain.module_.parameters(), ahead.module_.parameters(), strict=True):
+        assert torch.equal(a, b)
+
+
+def test_an_unknown_family_is_still_the_matchs_error_with_weights_drawn_ahead(blobs, monkeypatch):
+    import sk_deq.estimators._component as component
+
+    monkeypatch.setattr(component, "on_gpu", lambda device: True)
+    with pytest.raises(ValueError, match="Unknown family 'nope'"):
+        MatchedExplicitClassifier("relu", 0.2, family="nope", n_hidden=8).fit(*blobs)

@@ -13,7 +13,7 @@ from sk_deq.kernels import anderson_fixed_point
 from sk_deq.matching import match_explicit
 from sk_deq.estimators import DEQClassifier, MatchedExplicitClassifier
 from sk_deq.nn import DEQDivergenceError, DEQLayer, ExplicitNet
-from sk_deq.nn.layers import ROWS_PER_STREAM, gaussian_weights
+from sk_deq.nn.layers import ROWS_PER_STREAM, WeightDraws, gaussian_weights
 from sk_deq.theory import deq_ck_coefficients, explicit_coefficients
 
 
@@ -272,6 +272,35 @@ def test_one_generator_gives_independent_matrices_and_seeds_differ():
     a = gaussian_weights(5, 5)
     torch.manual_seed(7)
     assert torch.equal(a, gaussian_weights(5, 5))
+
+
+def test_weights_drawn_ahead_are_the_generators_to_the_bit():
+    shapes = [(ROWS_PER_STREAM + 5, 30), (40, ROWS_PER_STREAM + 5)]
+    ahead, g = WeightDraws(shapes, _gen(4)), _gen(4)
+    for rows, cols in [*shapes, (7, 3), (2, 9)]:  # the last two past the drawn ones: from the generator
+        assert torch.equal(
+            gaussian_weights(rows, cols, ahead, dtype=torch.float64),
+            gaussian_weights(rows, cols, g, dtype=torch.float64),
+        )
+    assert torch.equal(ahead.generator.get_state(), g.get_state())  # the same seeds taken, in the same order
+
+
+def test_weights_drawn_ahead_refuse_another_order():
+    ahead = WeightDraws([(20, 30), (30, 30)], _gen(0))
+    with pytest.raises(RuntimeError, match="30 x 30 weight matrix was asked for where 20 x 30"):
+        ahead.take(30, 30)
+
+
+def test_a_failed_draw_ahead_raises_at_the_build(monkeypatch):
+    import sk_deq.nn.layers as layers
+
+    def fail(seed, rows, cols):
+        raise MemoryError("no room")
+
+    monkeypatch.setattr(layers, "_draw", fail)
+    ahead = WeightDraws([(5, 5)], _gen(0))
+    with pytest.raises(MemoryError, match="no room"):
+        gaussian_weights(5, 5, ahead)
 
 
 def test_the_meta_device_draws_nothing():
