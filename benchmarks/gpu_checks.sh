@@ -3,7 +3,7 @@
 #
 #   OUT=/tmp/gpu bash benchmarks/gpu_checks.sh      # from the repository root, on a machine with CUDA
 #
-# Runs the CUDA tests, then bench_gpu_load.py (busy share of large fits, a grid
+# Runs the CUDA tests (tests/test_gpu.py), then bench_gpu_load.py (busy share of large fits, a grid
 # search, the weights drawn ahead), bench_gpu_krr.py --only exact (exact kernel
 # ridge on all of Fashion-MNIST) and the Fashion-MNIST comparison up to width
 # 16,384 (sk-deq compare). Fashion-MNIST is read from $SCIKIT_LEARN_DATA/fashion-mnist
@@ -30,7 +30,7 @@ step() {  # step SECONDS NAME COMMAND...: run with a time limit, log its exit st
     nproc
     git -C "$root" rev-parse --short HEAD 2>/dev/null
 } >>"$log" 2>&1
-step "${T_TESTS:-100}" tests "$py" -m pytest -q -p no:cacheprovider -m "gpu or not gpu" tests/test_gpu.py tests/kernels/test_torch_engine.py
+step "${T_TESTS:-100}" tests "$py" -m pytest -q -p no:cacheprovider -m gpu tests/test_gpu.py
 step "${T_LOAD:-170}" load "$py" benchmarks/bench_gpu_load.py --repeats 3 --json "$out/gpu_load.json"
 step "${T_KRR:-120}" krr "$py" benchmarks/bench_gpu_krr.py --only exact --json "$out/krr_exact.json"
 step "${T_COMPARE:-150}" compare "$py" -m sk_deq.cli compare --data fashion-mnist --widths "${WIDTHS:-1024,4096,16384}" \
