@@ -147,8 +147,9 @@ def draw(quick: bool, repeats: int, progress=print) -> list[dict]:
     return records
 
 
-def bench(parts=PARTS, quick: bool = False, repeats: int = 3, progress=print) -> dict:
-    """The records of ``parts``; see the module docstring."""
+def bench(parts=PARTS, quick: bool = False, repeats: int = 3, progress=print, save=None) -> dict:
+    """The records of ``parts``; see the module docstring.  ``save(result)`` runs after every part."""
+    save = save or (lambda result: None)
     import torch
 
     if not torch.cuda.is_available():
@@ -161,8 +162,10 @@ def bench(parts=PARTS, quick: bool = False, repeats: int = 3, progress=print) ->
         out["large"] = large(quick, progress)
         shares = [r["busy_share_plain"] for r in out["large"]]
         out["goals"] = [{**GOAL, "measured": ", ".join(f"{100 * s:.0f} %" for s in shares), "met": min(shares) >= 0.8}]
+        save(out)
     if "grid" in parts:
         out["grid"] = grid(quick, progress)
+        save(out)
     if "draw" in parts:
         out["draw"] = draw(quick, repeats, progress)
     out["seconds"] = time.perf_counter() - t0
@@ -173,9 +176,10 @@ def main(argv=None) -> int:
     ap = parser(__doc__, quick="8,000 rows at width 1024", repeats=3)
     ap.add_argument("--only", nargs="+", choices=PARTS, default=list(PARTS))
     args = ap.parse_args(argv)
-    result = bench(args.only, args.quick, args.repeats)
-    if args.json:
-        write_json(args.json, result, indent=2)
+    save = (lambda result: write_json(args.json, result, indent=2)) if args.json else None
+    result = bench(args.only, args.quick, args.repeats, save=save)
+    if save:
+        save(result)
     print(json.dumps(result, indent=2))
     return 0
 
