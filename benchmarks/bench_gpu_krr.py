@@ -62,11 +62,12 @@ def _one_hot(y, torch, device):
 
 def _solve(K, Y, alpha, torch):
     """``(K + alpha I)^-1 Y`` by Cholesky; ``K`` is left as it was."""
+    diagonal = K.diagonal().clone()
     K.diagonal().add_(alpha)
     try:
         L, info = torch.linalg.cholesky_ex(K)
     finally:
-        K.diagonal().sub_(alpha)
+        K.diagonal().copy_(diagonal)
     if int(info) != 0:
         raise np.linalg.LinAlgError(f"K + {alpha} I is not positive definite (minor {int(info)})")
     return torch.cholesky_solve(Y, L)

@@ -19,10 +19,13 @@ shape (``bench_gpu.mixture``; nothing is downloaded), tanh at
     ``alpha`` and two folds, eight fits with no refit: its wall time and
     the busy share of the same search under the profiler.
 ``draw``
-    The weights drawn ahead (``Network.draw_ahead``, the default) against
-    drawn when the network is built (the plain generator), alternating,
-    ``--repeats`` fits each: the matched net at width 4096 and 16,384, the
-    DEQ at width 4096, 60,000 rows.  The networks are the same to the bit.
+    The weights drawn ahead (:class:`~sk_deq.nn.layers.WeightDraws`, the
+    default on a GPU) against drawn when the network is built (the
+    generator itself, the default on the CPU), alternating, ``--repeats``
+    fits each: on a GPU the matched net at width 4096 and 16,384 and the DEQ
+    at width 4096, 60,000 rows; with ``--device cpu`` the matched net at
+    width 1024 and 4096 and the DEQ at width 1024, 8,000 rows, on all the
+    CPU's cores.  The networks are the same to the bit.
 
 Target (the hardware issue): the GPU at least 80 % busy in a fit with at
 least 1 s of work.  Without CUDA every part returns ``{"cuda": null}``.
@@ -31,6 +34,7 @@ Usage::
 
     python benchmarks/bench_gpu_load.py --json gpu_load.json
     python benchmarks/bench_gpu_load.py --only grid draw --repeats 5
+    python benchmarks/bench_gpu_load.py --device cpu --repeats 7   # the draw part on the CPU
     python benchmarks/bench_gpu_load.py --quick   # small sizes, a smoke run (on the CPU: nothing to measure)
 """
 
@@ -67,10 +71,10 @@ def _profiled(fn) -> dict:
     return device_busy(prof.events(), wall)
 
 
-def _plain_fit(model, width, X, y) -> float:
+def _plain_fit(model, width, X, y, device="cuda") -> float:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return timed(make(model, width, "cuda").fit, X, y, sync=_sync)[1]
+        return timed(make(model, width, device).fit, X, y, sync=_sync if device.startswith("cuda") else None)[1]
 
 
 def large(quick: bool, progress=print) -> list[dict]:
@@ -114,32 +118,45 @@ def grid(quick: bool, progress=print) -> dict:
     return rec
 
 
-def draw(quick: bool, repeats: int, progress=print) -> list[dict]:
-    """The ``draw`` part: fit time with the weights drawn ahead and without, alternating."""
+def draw(quick: bool, repeats: int, device: str = "cuda", progress=print, configs=None, n=None) -> list[dict]:
+    """The ``draw`` part: fit time with the weights drawn ahead and at the build, alternating, on ``device``.
+
+    ``configs`` (``(model, width)`` pairs) and ``n`` replace the sizes of the module docstring.
+    """
     import torch
 
-    from sk_deq.estimators._component import Network
+    from sk_deq.estimators._network import NetworkMixin
+    from sk_deq.nn.layers import WeightDraws
 
-    ahead = Network.draw_ahead
+    default = NetworkMixin._weight_source
 
-    def at_build(self, est, n_features, seed, device):  # the generator itself: the draw waits for the build
+    def ahead(self, n_features, seed, device):  # on any device (the default draws ahead on a GPU only)
+        return WeightDraws(self._network.weight_shapes(self, n_features), torch.Generator().manual_seed(seed))
+
+    def at_build(self, n_features, seed, device):  # the generator itself: the draw waits for the build
         return torch.Generator().manual_seed(seed)
 
-    n = 8000 if quick else 60000
+    cuda = device.startswith("cuda")
+    n = n or (8000 if quick or not cuda else 60000)
     X, y = mixture(n)
-    configs = [("matched", 1024), ("deq", 1024)] if quick else [("matched", 4096), ("matched", 16384), ("deq", 4096)]
+    if configs is None and cuda:
+        configs = (
+            [("matched", 1024), ("deq", 1024)] if quick else [("matched", 4096), ("matched", 16384), ("deq", 4096)]
+        )
+    elif configs is None:
+        configs = [("matched", 1024), ("matched", 4096), ("deq", 1024)]
     records = []
     for model, width in configs:
         times: dict[str, list[float]] = {"ahead": [], "at_build": []}
-        _plain_fit(model, width, X, y)  # warm
+        _plain_fit(model, width, X, y, device)  # warm
         for r in range(repeats):
             for name in ("ahead", "at_build") if r % 2 == 0 else ("at_build", "ahead"):
-                Network.draw_ahead = ahead if name == "ahead" else at_build
+                NetworkMixin._weight_source = ahead if name == "ahead" else at_build  # type: ignore[method-assign]
                 try:
-                    times[name].append(_plain_fit(model, width, X, y))
+                    times[name].append(_plain_fit(model, width, X, y, device))
                 finally:
-                    Network.draw_ahead = ahead
-        rec = {"model": model, "n_samples": n, "n_hidden": width, "fit_s": times}
+                    NetworkMixin._weight_source = default  # type: ignore[method-assign]
+        rec = {"model": model, "device": device, "n_samples": n, "n_hidden": width, "fit_s": times}
         rec["median_ahead_s"] = statistics.median(times["ahead"])
         rec["median_at_build_s"] = statistics.median(times["at_build"])
         progress(json.dumps(rec))
@@ -147,11 +164,22 @@ def draw(quick: bool, repeats: int, progress=print) -> list[dict]:
     return records
 
 
-def bench(parts=PARTS, quick: bool = False, repeats: int = 3, progress=print, save=None) -> dict:
-    """The records of ``parts``; see the module docstring.  ``save(result)`` runs after every part."""
+def bench(parts=PARTS, quick: bool = False, repeats: int = 3, progress=print, save=None, device="cuda") -> dict:
+    """The records of ``parts``; see the module docstring.  ``save(result)`` runs after every part.
+
+    With ``device='cpu'`` only the ``draw`` part runs, on the CPU (8,000 rows; widths 1024 and 4096).
+    """
     save = save or (lambda result: None)
     import torch
 
+    if device == "cpu":
+        result = {
+            "device": "cpu",
+            "torch_threads": torch.get_num_threads(),
+            "draw": draw(quick, repeats, "cpu", progress),
+        }
+        save(result)
+        return result
     if not torch.cuda.is_available():
         return {"cuda": None, "reason": "torch.cuda.is_available() is False: no CUDA GPU on this machine"}
     X, y = mixture(500)
@@ -167,7 +195,7 @@ def bench(parts=PARTS, quick: bool = False, repeats: int = 3, progress=print, sa
         out["grid"] = grid(quick, progress)
         save(out)
     if "draw" in parts:
-        out["draw"] = draw(quick, repeats, progress)
+        out["draw"] = draw(quick, repeats, "cuda", progress)
     out["seconds"] = time.perf_counter() - t0
     return out
 
@@ -175,9 +203,10 @@ def bench(parts=PARTS, quick: bool = False, repeats: int = 3, progress=print, sa
 def main(argv=None) -> int:
     ap = parser(__doc__, quick="8,000 rows at width 1024", repeats=3)
     ap.add_argument("--only", nargs="+", choices=PARTS, default=list(PARTS))
+    ap.add_argument("--device", choices=["cuda", "cpu"], default="cuda", help="cpu: the draw part alone, on the CPU")
     args = ap.parse_args(argv)
     save = (lambda result: write_json(args.json, result, indent=2)) if args.json else None
-    result = bench(args.only, args.quick, args.repeats, save=save)
+    result = bench(args.only, args.quick, args.repeats, save=save, device=args.device)
     if save:
         save(result)
     print(json.dumps(result, indent=2))

@@ -633,3 +633,44 @@ def test_gpu_trace_records_and_reads_a_fit_on_the_cpu(monkeypatch, tmp_path):
     got = read(path)
     assert {"initialize", "cache_features", "fit_network"} <= set(got["phases_ms"])
     assert got["busy_ms"] == 0.0 and got["idle_gaps"] and got["idle_gaps"][0]["host_torch_ms"] > 0
+
+
+def test_the_gpu_load_benchmark_without_cuda_is_null_and_its_draw_part_runs_on_the_cpu(monkeypatch):
+    import torch
+
+    import bench_gpu_load
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert bench_gpu_load.bench(quick=True)["cuda"] is None
+    records = bench_gpu_load.draw(
+        False, 2, "cpu", progress=lambda line: None, configs=[("matched", 16), ("deq", 16)], n=300
+    )
+    assert [(r["model"], r["n_hidden"], r["device"]) for r in records] == [("matched", 16, "cpu"), ("deq", 16, "cpu")]
+    for r in records:
+        assert len(r["fit_s"]["ahead"]) == len(r["fit_s"]["at_build"]) == 2 and r["median_ahead_s"] > 0
+    from sk_deq.estimators._network import NetworkMixin
+
+    assert NetworkMixin._weight_source.__name__ == "_weight_source"  # the default put back
+
+
+def test_the_exact_kernel_ridge_of_the_gpu_benchmark_solves_and_cross_validates():
+    import torch
+
+    import bench_gpu_krr
+
+    rng = np.random.default_rng(0)
+    F = rng.standard_normal((90, 30))
+    K = torch.from_numpy(F @ F.T)
+    y = np.arange(90) % 10
+    Y = bench_gpu_krr._one_hot(y, torch, "cpu")
+    assert torch.equal(Y.argmax(1), torch.as_tensor(y)) and float(Y.sum()) == 90 * (1 - 9)
+    before = K.clone()
+    coef = bench_gpu_krr._solve(K, Y, 0.5, torch)
+    assert torch.equal(K, before)  # the kernel is left as it was
+    ref = np.linalg.solve(F @ F.T + 0.5 * np.eye(90), Y.numpy())
+    np.testing.assert_allclose(coef.numpy(), ref, rtol=1e-9, atol=1e-12)
+    with pytest.raises(np.linalg.LinAlgError, match="not positive definite"):
+        bench_gpu_krr._solve(-K, Y, 0.5, torch)
+    alpha, scores = bench_gpu_krr._cv_alpha(K, y, 60, torch, "cpu")
+    assert alpha in bench_gpu_krr.ALPHAS and len(scores) == len(bench_gpu_krr.ALPHAS)
+    assert alpha == bench_gpu_krr.ALPHAS[int(np.argmax(scores))]

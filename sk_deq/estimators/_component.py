@@ -10,8 +10,6 @@ from typing import ClassVar
 
 import torch
 
-from .._runtime import on_gpu
-from ..nn.layers import WeightDraws
 
 __all__ = ["Network"]
 
@@ -49,22 +47,9 @@ class Network:
         raise NotImplementedError
 
     def weight_shapes(self, est, n_features: int) -> list[tuple[int, int]]:
-        """The shapes of the first weight matrices :meth:`make_features` draws, in order, known before :meth:`prepare`."""
-        raise NotImplementedError
+        """The shapes of the first weight matrices :meth:`make_features` draws, in order, known before :meth:`prepare`.
 
-    def draw_ahead(self, est, n_features: int, seed: int, device) -> WeightDraws | torch.Generator:
-        """The source of the weights of ``seed``: on a GPU, the draw of :meth:`weight_shapes` started.
-
-        On a GPU the host draws while the inputs are copied and their
-        statistics computed on the device (:class:`~sk_deq.nn.layers.WeightDraws`).
-        On the CPU the generator itself: the draw waits for the build, since
-        drawing beside the statistics' threads slowed fits down (the
-        benchmarks page, "How the defaults were chosen").  The same weights
-        either way.
+        A fit on a GPU draws them while it stages the inputs and computes their
+        statistics (``NetworkMixin._weight_source``).
         """
-        generator = torch.Generator().manual_seed(seed)
-        if not on_gpu(device):
-            return generator
-        shapes = self.weight_shapes(est, n_features)
-        est._check_network_fits(shapes, n_features, 0, device)  # before the draw; the readout's at the build
-        return WeightDraws(shapes, generator)
+        raise NotImplementedError

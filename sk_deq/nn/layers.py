@@ -175,7 +175,23 @@ class WeightDraws:
         pool.shutdown(wait=False)
 
     def take(self, rows: int, cols: int) -> np.ndarray:
-        """The next matrix, of shape ``(rows, cols)``: the one drawn ahead, or a new draw past them."""
+        """The next matrix, of shape ``(rows, cols)``: the one drawn ahead, or a new draw past them.
+
+        Parameters
+        ----------
+        rows, cols : int
+            Its shape, which must be that of the next matrix drawn ahead.
+
+        Returns
+        -------
+        ndarray of shape (rows, cols)
+            The float64 draws.
+
+        Raises
+        ------
+        RuntimeError
+            When the shape is not that of the next matrix drawn ahead.
+        """
         if not self._ahead:
             return _draw(_take_seed(self.generator), rows, cols)
         shape, future = self._ahead.pop(0)

@@ -170,7 +170,7 @@ def test_a_non_finite_feature_anywhere_is_an_error_naming_it(blobs, bad, where):
             est._compute_features(X, torch.device("cpu"), where, log)
 
 
-# the weights drawn ahead (Network.draw_ahead): on a GPU the host draws them while the inputs are copied and
+# the weights drawn ahead (NetworkMixin._weight_source): on a GPU the host draws them while the inputs are copied and
 # their statistics computed; on the CPU the generator itself.  The path is forced here on the CPU: the same
 # network, to the bit, for every kind of network, a fit and a first partial_fit.
 @pytest.mark.parametrize(
@@ -185,7 +185,7 @@ def test_a_non_finite_feature_anywhere_is_an_error_naming_it(blobs, bad, where):
 )
 @pytest.mark.parametrize("how", ["fit", "partial_fit"])
 def test_weights_drawn_ahead_give_the_same_network(make, n_ahead, how, blobs, monkeypatch):
-    import sk_deq.estimators._component as component
+    import sk_deq.estimators._network as network
     from sk_deq.nn.layers import WeightDraws
 
     X, y = blobs
@@ -200,7 +200,7 @@ def test_weights_drawn_ahead_give_the_same_network(make, n_ahead, how, blobs, mo
             drawn.append(list(shapes))
             real(self, shapes, generator)
 
-        monkeypatch.setattr(component, "on_gpu", lambda device: True)
+        monkeypatch.setattr(network, "_draws_ahead", lambda device: True)
         monkeypatch.setattr(WeightDraws, "__init__", record)
         ahead = train(make())
     assert len(drawn) == 1 and len(drawn[0]) == n_ahead
@@ -209,8 +209,8 @@ def test_weights_drawn_ahead_give_the_same_network(make, n_ahead, how, blobs, mo
 
 
 def test_an_unknown_family_is_still_the_matchs_error_with_weights_drawn_ahead(blobs, monkeypatch):
-    import sk_deq.estimators._component as component
+    import sk_deq.estimators._network as network
 
-    monkeypatch.setattr(component, "on_gpu", lambda device: True)
+    monkeypatch.setattr(network, "_draws_ahead", lambda device: True)
     with pytest.raises(ValueError, match="Unknown family 'nope'"):
         MatchedExplicitClassifier("relu", 0.2, family="nope", n_hidden=8).fit(*blobs)
