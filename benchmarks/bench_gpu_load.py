@@ -20,8 +20,8 @@ shape (``bench_gpu.mixture``; nothing is downloaded), tanh at
     the busy share of the same search under the profiler.
 ``draw``
     The weights drawn ahead (:class:`~sk_deq.nn.layers.WeightDraws`, the
-    default on a GPU) against drawn when the network is built (the
-    generator itself, the default on the CPU), alternating, ``--repeats``
+    default) against drawn when the network is built (the generator
+    itself), alternating, ``--repeats``
     fits each: on a GPU the matched net at width 4096 and 16,384 and the DEQ
     at width 4096, 60,000 rows; with ``--device cpu`` the matched net at
     width 1024 and 4096 and the DEQ at width 1024, 8,000 rows, on all the
@@ -126,12 +126,8 @@ def draw(quick: bool, repeats: int, device: str = "cuda", progress=print, config
     import torch
 
     from sk_deq.estimators._network import NetworkMixin
-    from sk_deq.nn.layers import WeightDraws
 
-    default = NetworkMixin._weight_source
-
-    def ahead(self, n_features, seed, device):  # on any device (the default draws ahead on a GPU only)
-        return WeightDraws(self._network.weight_shapes(self, n_features), torch.Generator().manual_seed(seed))
+    default = NetworkMixin._weight_source  # the draw ahead
 
     def at_build(self, n_features, seed, device):  # the generator itself: the draw waits for the build
         return torch.Generator().manual_seed(seed)
@@ -151,7 +147,7 @@ def draw(quick: bool, repeats: int, device: str = "cuda", progress=print, config
         _plain_fit(model, width, X, y, device)  # warm
         for r in range(repeats):
             for name in ("ahead", "at_build") if r % 2 == 0 else ("at_build", "ahead"):
-                NetworkMixin._weight_source = ahead if name == "ahead" else at_build  # type: ignore[method-assign]
+                NetworkMixin._weight_source = default if name == "ahead" else at_build  # type: ignore[method-assign]
                 try:
                     times[name].append(_plain_fit(model, width, X, y, device))
                 finally:

@@ -49,7 +49,7 @@ class Network:
     def weight_shapes(self, est, n_features: int) -> list[tuple[int, int]]:
         """The shapes of the first weight matrices :meth:`make_features` draws, in order, known before :meth:`prepare`.
 
-        A fit on a GPU draws them while it stages the inputs and computes their
+        A fit draws them while it stages the inputs and computes their
         statistics (``NetworkMixin._weight_source``).
         """
         raise NotImplementedError

@@ -278,11 +278,6 @@ def _same_value(a, b) -> bool:
         return False
 
 
-def _draws_ahead(device) -> bool:
-    """Whether a fit on ``device`` draws its weights ahead (``NetworkMixin._weight_source``): on a GPU."""
-    return on_gpu(device)
-
-
 class NetworkMixin:
     """Building, running and pickling the network ``module_`` (a mixin of the torch estimators).
 
@@ -517,24 +512,18 @@ class NetworkMixin:
         check_fits_in_memory(drawn, f"{what}: the float64 draws on the CPU need", "Reduce n_hidden.", available=host)
         check_fits_in_memory(kept, f"{what} need on {device}", "Reduce n_hidden.", available=_device_memory(device))
 
-    def _weight_source(self, n_features: int, seed: int, device) -> WeightDraws | torch.Generator:
-        """The source of the network's weights of ``seed``: on a GPU, the draw of its first matrices started.
+    def _weight_source(self, n_features: int, seed: int, device) -> WeightDraws:
+        """The network's weights of ``seed``, their draw started: :class:`~sk_deq.nn.layers.WeightDraws`.
 
-        On a GPU the host draws the component's
-        :meth:`~sk_deq.estimators._component.Network.weight_shapes` on a
-        worker thread while the inputs are copied and their statistics
-        computed on the device (:class:`~sk_deq.nn.layers.WeightDraws`).  On
-        the CPU the generator itself: the draw waits for the build, since
-        drawing beside the statistics' threads slowed fits down (the
-        benchmarks page, "How the defaults were chosen").  The same weights
-        either way.
+        The host draws the component's first matrices
+        (:meth:`~sk_deq.estimators._component.Network.weight_shapes`) on a
+        worker thread while the fit goes on: on a GPU while the inputs are
+        copied and their statistics computed on the device.  The same
+        weights as drawn at the build, to the bit.
         """
-        generator = torch.Generator().manual_seed(seed)
-        if not _draws_ahead(device):
-            return generator
         shapes = self._network.weight_shapes(self, n_features)
         self._check_network_fits(shapes, n_features, 0, device)  # before the draw; the readout's at the build
-        return WeightDraws(shapes, generator)
+        return WeightDraws(shapes, torch.Generator().manual_seed(seed))
 
     def _features_trainable(self) -> bool:
         return any(p.requires_grad for p in self.module_.features.parameters())

@@ -144,9 +144,9 @@ class WeightDraws:
     :class:`ExplicitNet`), the object hands them over in the same order,
     and draws any further matrix from ``generator`` as
     :func:`gaussian_weights` would: the network is the one ``generator``
-    gives, to the bit.  A fit on a GPU starts the draw before it stages the
-    inputs and computes their statistics, so the host draws while the
-    copies and the device work go on.
+    gives, to the bit.  A fit starts the draw before it stages the inputs
+    and computes their statistics: on a GPU the host draws while the copies
+    and the device work go on.
 
     Parameters
     ----------

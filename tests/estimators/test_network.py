@@ -170,9 +170,9 @@ def test_a_non_finite_feature_anywhere_is_an_error_naming_it(blobs, bad, where):
             est._compute_features(X, torch.device("cpu"), where, log)
 
 
-# the weights drawn ahead (NetworkMixin._weight_source): on a GPU the host draws them while the inputs are copied and
-# their statistics computed; on the CPU the generator itself.  The path is forced here on the CPU: the same
-# network, to the bit, for every kind of network, a fit and a first partial_fit.
+# the weights drawn ahead (NetworkMixin._weight_source): the host draws a network's first matrices on a worker
+# thread while the fit goes on.  Against a network drawn at the build (the generator itself): the same network,
+# to the bit, for every kind of network, a fit and a first partial_fit.
 @pytest.mark.parametrize(
     "make, n_ahead",
     [
@@ -185,14 +185,13 @@ def test_a_non_finite_feature_anywhere_is_an_error_naming_it(blobs, bad, where):
 )
 @pytest.mark.parametrize("how", ["fit", "partial_fit"])
 def test_weights_drawn_ahead_give_the_same_network(make, n_ahead, how, blobs, monkeypatch):
-    import sk_deq.estimators._network as network
+    from sk_deq.estimators._network import NetworkMixin
     from sk_deq.nn.layers import WeightDraws
 
     X, y = blobs
     train = (lambda est: est.fit(X, y)) if how == "fit" else (lambda est: est.partial_fit(X, y, classes=np.unique(y)))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        plain = train(make())
         drawn = []
         real = WeightDraws.__init__
 
@@ -200,17 +199,18 @@ def test_weights_drawn_ahead_give_the_same_network(make, n_ahead, how, blobs, mo
             drawn.append(list(shapes))
             real(self, shapes, generator)
 
-        monkeypatch.setattr(network, "_draws_ahead", lambda device: True)
         monkeypatch.setattr(WeightDraws, "__init__", record)
         ahead = train(make())
+        monkeypatch.setattr(
+            NetworkMixin, "_weight_source", lambda self, n, seed, device: torch.Generator().manual_seed(seed)
+        )
+        at_build = train(make())
     assert len(drawn) == 1 and len(drawn[0]) == n_ahead
-    for a, b in zip(plain.module_.parameters(), ahead.module_.parameters(), strict=True):
+    assert len(drawn) == 1  # the network drawn at the build drew nothing ahead
+    for a, b in zip(at_build.module_.parameters(), ahead.module_.parameters(), strict=True):
         assert torch.equal(a, b)
 
 
-def test_an_unknown_family_is_still_the_matchs_error_with_weights_drawn_ahead(blobs, monkeypatch):
-    import sk_deq.estimators._network as network
-
-    monkeypatch.setattr(network, "_draws_ahead", lambda device: True)
+def test_an_unknown_family_is_still_the_matchs_error_with_weights_drawn_ahead(blobs):
     with pytest.raises(ValueError, match="Unknown family 'nope'"):
         MatchedExplicitClassifier("relu", 0.2, family="nope", n_hidden=8).fit(*blobs)
