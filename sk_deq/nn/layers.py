@@ -587,6 +587,12 @@ class ExplicitNet(nn.Module):
         """
         y = x
         inv = 1.0 / math.sqrt(self.n_hidden)
+        graph = torch.is_grad_enabled() and (x.requires_grad or any(W.requires_grad for W in self.weights))
         for W, act, c in zip(self.weights, self.layers, self.centers):
-            y = (act.torch(y @ W.T) - c) * inv
+            h = y @ W.T
+            if graph:
+                y = (act.torch(h) - c) * inv
+                continue
+            y = act._torch_inplace(h)  # no graph: over the product's buffer where the form allows (the same bits)
+            y = y.sub_(c).mul_(inv) if y is h else (y - c) * inv
         return y

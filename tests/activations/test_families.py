@@ -152,3 +152,30 @@ def test_family_repr_and_params():
     assert repr(LeakyReLU(1.5, 0.25)) == "LeakyReLU(a=1.5, b=0.25)"
     assert Quadratic(0.1, 0.9).params == {"c2": 0.1, "c1": 0.9}
     assert repr(get_activation("tanh")) == "Activation('tanh')"
+
+
+# The families' in-place torch forms (``_torch_inplace``: no autograd, over the pre-activations' buffer; the
+# networks' no-grad forward) against their torch forms: the same values to the last bit, at every element
+# position (widths with and without vector tails, one and two threads), special values included.
+@pytest.mark.parametrize("act", [*FAMILY_CASES, LeakyReLU(1.0, 0.0), LeakyReLU(0.7, -1.3), Quadratic(0.0, 1.0)])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_family_in_place_forms_give_the_torch_forms_bits(act, dtype, threads):
+    torch = pytest.importorskip("torch")
+    dtype = getattr(torch, dtype)
+    tiny = torch.finfo(dtype).tiny
+    special = torch.tensor([0.0, -0.0, 1.0, -1.0, float("inf"), -float("inf"), float("nan"), tiny, -tiny / 4, 1e30])
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        for width in (7, 100, 1024, 4097):
+            x = 3 * torch.randn(16, width, generator=torch.Generator().manual_seed(width), dtype=dtype)
+            x[0, : len(special)] = special[:width].to(dtype)
+            x[1, :: max(width // 7, 1)] = act.c if isinstance(act, HardTanh) else 0.0  # at the breakpoints
+            expected = act.torch(x)
+            buffer = x.clone()
+            out = act._torch_inplace(buffer)
+            assert out is buffer  # written over the pre-activations: no new tensor
+            np.testing.assert_array_equal(out.numpy(), expected.numpy(), err_msg=f"width {width}")
+    finally:
+        torch.set_num_threads(before)

@@ -330,3 +330,30 @@ def test_modules_and_estimators_draw_the_same_network_whatever_the_threads(torch
     assert torch.equal(nets[0].A, nets[1].A) and torch.equal(nets[0].B, nets[1].B)
     for one, two in zip(weights[:2], weights[2:]):  # the hidden weights are not trained (trainable='readout')
         assert one.keys() == two.keys() and all(torch.equal(one[k], two[k]) for k in one)
+
+
+@pytest.mark.parametrize(
+    "layers",
+    [
+        (LeakyReLU(1.21, 0.0048), LeakyReLU(0.94, 0.56)),
+        (HardTanh(0.76, 1.2),),
+        (LeakyReLU(0.9, 0.45), "tanh", "gelu", "sigmoid"),
+        ("relu", lambda t: t * 0.5),  # a user's torch callable: its result is a new tensor
+        (lambda t: t,),  # ... or the pre-activations themselves
+    ],
+)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_explicit_net_without_a_graph_gives_the_graphs_bits_and_leaves_its_input(layers, dtype):
+    """Without autograd the forward writes each layer's activation over its product's buffer (a new tensor per
+    layer); with it, the torch forms."""
+    net = ExplicitNet(30, 64, layers, [0.1 * (i + 1) for i in range(len(layers))], generator=_gen(2), dtype=dtype)
+    x = torch.randn(50, 30, generator=_gen(3), dtype=dtype) / 5
+    before = x.clone()
+    with torch.no_grad():
+        fast = net(x)
+    assert torch.equal(x, before)
+    with torch.enable_grad():
+        net.weights[0].requires_grad_(True)
+        slow = net(x)
+    assert slow.requires_grad and slow.grad_fn is not None
+    assert torch.equal(fast, slow.detach())
