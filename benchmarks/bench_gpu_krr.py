@@ -155,6 +155,15 @@ def nystroem(quick: bool, components, progress=print) -> list[dict]:
     return records
 
 
+def collect(quick: bool = False, repeats: int = 1) -> dict:
+    """``run_all``'s entry point: the exact part on CUDA (``{"cuda": null}`` without it); the Nystroem part is its own run."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return {"cuda": None, "reason": "torch.cuda.is_available() is False: no CUDA GPU on this machine"}
+    return {"cuda": torch.version.cuda, "exact": exact(quick, "cuda", 1000 if quick else 20000)}
+
+
 def main(argv=None) -> int:
     ap = parser(__doc__, quick="3,000 training and 1,000 test rows", repeats=None)
     ap.add_argument("--only", nargs="+", choices=PARTS, default=list(PARTS))

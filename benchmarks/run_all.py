@@ -169,6 +169,10 @@ REGISTRY: dict[str, Benchmark] = {
     "scale": Benchmark("bench_scale", description="time and memory against n"),
     "regression": Benchmark("bench_regression", description="regressors vs kernel ridge and MLP, nested 5-fold CV"),
     "gpu": Benchmark("bench_gpu", description="a fit on CUDA: host and device time per phase, syncs, speed-up"),
+    "gpu_load": Benchmark(
+        "bench_gpu_load", description="GPU busy share at scale, in a grid search; weights drawn ahead"
+    ),
+    "gpu_krr": Benchmark("bench_gpu_krr", description="exact kernel ridge on all of Fashion-MNIST on a GPU"),
 }
 
 #: The project's targets: ``id`` is matched with the ``goals`` the benchmarks return (first provider wins).
@@ -190,7 +194,7 @@ GOALS = [
         ("fit_features_gemm", "a fit's training features / their float32 GEMMs (width 1024)", "<= 1.15x", ("blocks",)),
         ("forward_gemm", "DEQ forward / float32 GEMM throughput (n=4000, m=1024)", ">= 90 %", ("forward",)),
         ("torch_engine_agreement", "torch kernel engine agrees with the NumPy engine", "<= 1e-10", ("torch_engine",)),
-        ("gpu_busy_share", "GPU busy share of a fit with at least 1 s of GPU work", ">= 80 %", ("gpu",)),
+        ("gpu_busy_share", "GPU busy share of a fit with at least 1 s of GPU work", ">= 80 %", ("gpu_load", "gpu")),
     )
 ]
 

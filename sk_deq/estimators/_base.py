@@ -241,7 +241,7 @@ class TorchEstimatorBase(NetworkMixin, BaseEstimator):
         data, targets, sample_weight = self._validate(X, y, sample_weight, reset=not warm)
         seeds = self._draw_seeds()
         device = self._device()
-        draws = None if warm else self._weight_source(data.X.shape[1], seeds[0], device)
+        draws = None if warm else self._weight_source(data.X.shape[1], targets, seeds[0], device)
         data = Data(stage_inputs(data.X, device), data.y, data.weight)  # on a GPU: one copy of X, not four
         self._initialize(data.X, targets, sample_weight, draws, device, warm)
         t_start = time.perf_counter()
@@ -417,7 +417,7 @@ class TorchEstimatorBase(NetworkMixin, BaseEstimator):
         device = self._device()
         if first:
             seeds = self._draw_seeds()
-            draws = self._weight_source(data.X.shape[1], seeds[0], device)
+            draws = self._weight_source(data.X.shape[1], targets, seeds[0], device)
             self._initialize(data.X, targets, sample_weight, draws, device, warm=False)
             self._stream = Stream(np.random.RandomState(seeds[2]))
         else:

@@ -512,17 +512,20 @@ class NetworkMixin:
         check_fits_in_memory(drawn, f"{what}: the float64 draws on the CPU need", "Reduce n_hidden.", available=host)
         check_fits_in_memory(kept, f"{what} need on {device}", "Reduce n_hidden.", available=_device_memory(device))
 
-    def _weight_source(self, n_features: int, seed: int, device) -> WeightDraws:
+    def _weight_source(self, n_features: int, targets, seed: int, device) -> WeightDraws:
         """The network's weights of ``seed``, their draw started: :class:`~sk_deq.nn.layers.WeightDraws`.
 
         The host draws the component's first matrices
         (:meth:`~sk_deq.estimators._component.Network.weight_shapes`) on a
         worker thread while the fit goes on: on a GPU while the inputs are
         copied and their statistics computed on the device.  The same
-        weights as drawn at the build, to the bit.
+        weights as drawn at the build, to the bit.  The validated
+        ``targets`` are fitted first (``_fit_targets``, as the build does
+        again): they give the readout's size for the memory check.
         """
         shapes = self._network.weight_shapes(self, n_features)
-        self._check_network_fits(shapes, n_features, 0, device)  # before the draw; the readout's at the build
+        n_outputs = self._fit_targets(targets, first=True)  # type: ignore[attr-defined]
+        self._check_network_fits(shapes, n_features, n_outputs, device)  # before the draw
         return WeightDraws(shapes, torch.Generator().manual_seed(seed))
 
     def _features_trainable(self) -> bool:

@@ -202,7 +202,7 @@ def test_weights_drawn_ahead_give_the_same_network(make, n_ahead, how, blobs, mo
         monkeypatch.setattr(WeightDraws, "__init__", record)
         ahead = train(make())
         monkeypatch.setattr(
-            NetworkMixin, "_weight_source", lambda self, n, seed, device: torch.Generator().manual_seed(seed)
+            NetworkMixin, "_weight_source", lambda self, n, targets, seed, device: torch.Generator().manual_seed(seed)
         )
         at_build = train(make())
     assert len(drawn) == 1 and len(drawn[0]) == n_ahead
