@@ -34,7 +34,7 @@ import sys
 import time
 
 import numpy as np
-from _harness import parser, write_json
+from _harness import finish, parser
 from sklearn.linear_model import RidgeClassifier
 from sklearn.model_selection import StratifiedKFold
 
@@ -178,9 +178,7 @@ def main(argv=None) -> int:
         result["nystroem"] = nystroem(
             args.quick, [min(c, 1000) for c in args.components] if args.quick else args.components
         )
-    if args.json:
-        write_json(args.json, result, indent=2)
-    print(json.dumps(result, indent=2))
+    finish(result, args, lambda r: json.dumps(r, indent=2))
     return 0
 
 
