@@ -71,6 +71,14 @@ def _t_elu(t):
     return torch.where(t > 0, t, torch.expm1(torch.clamp(t, max=0.0)))
 
 
+def _t_elu_inplace(t):
+    """``max(t, 0) + expm1(min(t, 0))`` over ``t`` (no autograd): one term is zero, so the values of ``_t_elu``."""
+    import torch
+
+    negative = torch.expm1_(torch.clamp_max(t, 0.0))
+    return torch.clamp_min_(t, 0.0).add_(negative)
+
+
 @functools.cache
 def _torch_forms() -> dict:
     """``name -> (torch function, in-place form or None)`` of the named activations (torch imported on first use).
@@ -89,7 +97,7 @@ def _torch_forms() -> dict:
         "gelu": (_t_gelu, None),
         "silu": (_t_silu, None),
         "softplus": (_t_softplus, None),
-        "elu": (_t_elu, None),
+        "elu": (_t_elu, _t_elu_inplace),
     }
 
 

@@ -179,3 +179,17 @@ def test_family_in_place_forms_give_the_torch_forms_bits(act, dtype, threads):
             np.testing.assert_array_equal(out.numpy(), expected.numpy(), err_msg=f"width {width}")
     finally:
         torch.set_num_threads(before)
+
+
+@pytest.mark.parametrize("name", sorted(ACTIVATIONS))
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_named_in_place_forms_give_the_torch_forms_bits_on_special_values(name, dtype):
+    torch = pytest.importorskip("torch")
+    dtype = getattr(torch, dtype)
+    tiny = torch.finfo(dtype).tiny
+    x = torch.tensor(
+        [0.0, -0.0, float("inf"), -float("inf"), float("nan"), tiny, -tiny, 30.0, -30.0, 1e-3], dtype=dtype
+    )
+    x = torch.cat([x, 3 * torch.randn(1000, generator=torch.Generator().manual_seed(0), dtype=dtype)])
+    act = get_activation(name)
+    np.testing.assert_array_equal(act._torch_inplace(x.clone()).numpy(), act.torch(x).numpy())
