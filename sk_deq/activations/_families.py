@@ -185,7 +185,8 @@ class _ClosedFormFamily(Activation):
     """A parametric family whose Gaussian moments have closed forms (``_moments_at``, ``_mean_at``).
 
     Subclasses define the numpy form ``_f``, its derivative ``_fprime`` and
-    the torch form ``_ftorch``.
+    the torch form ``_ftorch``, and may write ``_ftorch``'s values over its
+    input in ``_torch_inplace`` (no autograd).
     """
 
     _f: Callable
@@ -196,13 +197,6 @@ class _ClosedFormFamily(Activation):
         super().__init__(
             self._f, name=name, derivative=self._fprime, breakpoints=breakpoints, torch_func=self._ftorch, odd=odd
         )
-
-    def _torch_inplace(self, x):
-        """``phi0(x)`` without autograd, written over ``x``: the values of ``_ftorch``, to the last bit."""
-        return self._ftorch_inplace(x)
-
-    def _ftorch_inplace(self, x):
-        return self._ftorch(x)
 
     def _variance_at(self, t):
         return self.moments(t).var
@@ -253,7 +247,7 @@ class LeakyReLU(_ClosedFormFamily):
 
         return torch.where(x >= 0, self.a * x, self.b * x)
 
-    def _ftorch_inplace(self, x):
+    def _torch_inplace(self, x):
         # a max(x, 0) + b min(x, 0): one of the two terms is zero, so each element is a x or b x as in _ftorch,
         # without torch.where (on the CPU many times slower than a clamp)
         import torch
@@ -330,7 +324,7 @@ class HardTanh(_ClosedFormFamily):
 
         return self.a * torch.clamp(x, -self.c, self.c)
 
-    def _ftorch_inplace(self, x):
+    def _torch_inplace(self, x):
         import torch
 
         return torch.clamp_(x, -self.c, self.c).mul_(self.a)
@@ -395,7 +389,7 @@ class Quadratic(_ClosedFormFamily):
     def _ftorch(self, x):
         return (self.c2 * x + self.c1) * x
 
-    def _ftorch_inplace(self, x):
+    def _torch_inplace(self, x):
         return x.mul_(x * self.c2 + self.c1)  # x (c2 x + c1): the product commutes exactly
 
     @property

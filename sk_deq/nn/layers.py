@@ -593,6 +593,6 @@ class ExplicitNet(nn.Module):
             if graph:
                 y = (act.torch(h) - c) * inv
                 continue
-            y = act._torch_inplace(h)  # no graph: over the product's buffer where the form allows (the same bits)
-            y = y.sub_(c).mul_(inv) if y is h else (y - c) * inv
+            # no graph: over the product's buffer where the form allows (the same bits), as in the DEQ's map
+            y = act._torch_inplace(h).sub_(c).mul_(inv)
         return y
