@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, overload
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from joblib import Parallel, delayed
 from scipy import linalg
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils import check_random_state
@@ -36,7 +35,7 @@ from ._validation import to_numpy, validate_samples
 from ._validation import KERNEL_TRANSFORMER_CONSTRAINTS, SortedStrOptions, fit_context
 from ._runtime import one_blas_thread
 from .kernels import ImplicitKernelEngine
-from .kernels.engine import kernel_workers
+from .kernels._workers import kernel_workers, map_unordered
 from ._runtime import check_kernel_fits_in_memory
 
 if TYPE_CHECKING:
@@ -122,8 +121,8 @@ class ImplicitCKNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
         arrays of ``block_size x max(n_components, n_features)`` entries.
         Chosen from scikit-learn's ``working_memory`` when None.
     n_jobs : int, default=None
-        Row blocks transformed in parallel through joblib: threads by default
-        (one BLAS thread each), or a Dask cluster's workers inside
+        Row blocks transformed in parallel: on threads by default (one BLAS
+        thread each), or through joblib on a Dask cluster's workers inside
         ``joblib.parallel_config(backend='dask')``; also the threads of the
         landmark kernels of ``fit``.  ``None`` means all cores outside a
         joblib context or worker, as for every exact kernel
@@ -432,10 +431,7 @@ class ImplicitCKNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
             return out
         # one BLAS thread per worker, set before the first block starts: the row blocks are the parallelism
         with one_blas_thread():
-            tasks = Parallel(n_jobs=workers, prefer="threads", return_as="generator_unordered")(
-                delayed(_row_task)(self, engine, sl, X[sl]) for sl in rows
-            )
-            for sl, block in tasks:
+            for sl, block in map_unordered(_row_task, ((self, engine, sl, X[sl]) for sl in rows), workers):
                 out[sl] = block
         return out
 

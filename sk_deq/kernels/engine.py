@@ -5,7 +5,8 @@ The recursions are those of :ref:`theory-exact` and :ref:`theory-ntk`.
 :class:`ImplicitKernelEngine` fixes the activation, ``sigma_a2``,
 ``sigma_b2``, the training scale and the kernel; it prepares per-sample
 quantities once and assembles kernel matrices block by block (on all cores
-by default: threads through joblib, :func:`kernel_workers`), each block
+by default: threads, :func:`kernel_workers` and
+:func:`~sk_deq.kernels._workers.map_unordered`), each block
 solved by the activation's dual solver (:mod:`sk_deq.kernels._duals`,
 :mod:`sk_deq.kernels._mehler`).  :func:`implicit_kernel` and
 :func:`implicit_kernel_diagonal` are its plain-function forms.
@@ -17,8 +18,6 @@ import contextlib
 import copy
 
 import numpy as np
-from joblib import Parallel, delayed, effective_n_jobs
-from joblib.parallel import get_active_backend
 
 from .._runtime import full_float32_precision, resolve_device
 from .._validation import check_bias_variance, check_kernel, check_samples, check_tau0
@@ -28,6 +27,7 @@ from ..activations import Activation, get_activation
 from ..theory import deq_ck_coefficients
 from ._duals import Samples, _ClosedFormDual, _Dual, _ReluDual
 from ._mehler import MehlerDual
+from ._workers import kernel_workers, map_unordered, shares_memory
 from .._runtime import auto_block_size, check_kernel_fits_in_memory
 
 __all__ = ["ImplicitKernelEngine", "dual_for", "implicit_kernel", "implicit_kernel_diagonal", "kernel_workers"]
@@ -46,52 +46,6 @@ def dual_for(act: Activation, sa: float, sb: float, c: float, tol: float) -> _Du
     if formula.slopes is not None:
         return _ReluDual(act, sa, sb, c, tol, formula)
     return _ClosedFormDual(act, sa, sb, c, tol, formula)
-
-
-def kernel_workers(n_jobs=None) -> int:
-    """The number of threads an exact kernel's numpy engine solves its blocks with.
-
-    ``None``, the default of every exact kernel, means all cores (as
-    scikit-learn's OpenMP code and BLAS use them without being asked), with
-    two exceptions: inside a ``joblib.parallel_config`` context that sets
-    ``n_jobs``, that value; inside a joblib worker (an outer ``Parallel``,
-    e.g. ``GridSearchCV(n_jobs=...)``, already uses the cores), 1.  An
-    integer is joblib's: ``1`` serial, ``-1`` all cores, ``-2`` all but one.
-
-    Parameters
-    ----------
-    n_jobs : int or None, default=None
-        The ``n_jobs`` asked for.
-
-    Returns
-    -------
-    int
-        Worker threads, at least 1.
-
-    Raises
-    ------
-    ValueError
-        For ``n_jobs=0``.
-
-    Examples
-    --------
-    >>> import joblib
-    >>> from sk_deq.kernels.engine import kernel_workers
-    >>> kernel_workers(1), kernel_workers(None) == joblib.cpu_count()
-    (1, True)
-    >>> with joblib.parallel_config(n_jobs=1):
-    ...     kernel_workers(None)
-    1
-    """
-    if n_jobs is None:
-        backend, n_context = get_active_backend()
-        if n_context is not None:
-            n_jobs = n_context
-        elif getattr(backend, "nesting_level", 0):
-            return 1
-        else:
-            n_jobs = -1
-    return max(1, int(effective_n_jobs(n_jobs)))
 
 
 class ImplicitKernelEngine:
@@ -311,9 +265,9 @@ class ImplicitKernelEngine:
             Rows and columns per block; by default chosen from
             scikit-learn's ``working_memory`` and the number of workers.
         n_jobs : int, optional
-            Blocks computed in parallel through joblib: threads, one BLAS
-            thread each, unless a ``joblib.parallel_config`` backend such as
-            ``dask`` is active.  ``None`` means all cores outside a joblib
+            Blocks computed in parallel on threads, one BLAS thread each,
+            or through joblib when a ``joblib.parallel_config`` backend such
+            as ``dask`` is active.  ``None`` means all cores outside a joblib
             context or worker (:func:`kernel_workers`); ``1`` is serial.
             Every block is solved as in serial, its inner products on one
             BLAS thread whatever ``n_jobs`` (in serial too, when there is more
@@ -367,7 +321,7 @@ class ImplicitKernelEngine:
         serial = workers == 1 or len(pairs) == 1
         # threads write their blocks (and mirrors) into out themselves; the
         # workers of a process backend (loky, dask) send them back instead
-        shared = serial or getattr(get_active_backend(prefer="threads")[0], "supports_sharedmem", False)
+        shared = serial or shares_memory()
         target = out if shared else None
         bias = self.bias_variance
         tasks = ((dual, kern, bi, bj, SX.take(bi), SY.take(bj), target, symmetric, bias) for bi, bj in pairs)
@@ -383,10 +337,7 @@ class ImplicitKernelEngine:
                 for task in tasks:
                     _block_task(*task)
             else:
-                done = Parallel(n_jobs=workers, prefer="threads", return_as="generator_unordered")(
-                    delayed(_block_task)(*task) for task in tasks
-                )
-                for res in done:
+                for res in map_unordered(_block_task, tasks, workers):
                     if res is not None:
                         _write_block(out, *res, symmetric, bias)
 
@@ -517,8 +468,8 @@ def implicit_kernel(
         Rows and columns per block; by default chosen from scikit-learn's
         ``working_memory``.
     n_jobs : int, optional
-        Blocks computed in parallel through joblib (threads by default; the
-        active joblib backend, e.g. ``dask``, when one is configured).
+        Blocks computed in parallel on threads (through the active joblib
+        backend, e.g. ``dask``, when one is configured).
         ``None`` means all cores outside a joblib context or worker
         (:func:`kernel_workers`); ``1`` is serial.  With the same
         ``block_size`` the result does not depend on it.  Ignored with a

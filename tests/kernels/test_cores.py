@@ -13,6 +13,7 @@ from joblib import Parallel, delayed
 
 from sk_deq import ImplicitCKNystroem, ImplicitCKTransformer
 from sk_deq.kernels import ImplicitKernelEngine, implicit_kernel
+from sk_deq.kernels._workers import map_unordered
 from sk_deq.kernels.engine import kernel_workers
 
 
@@ -58,6 +59,71 @@ def test_kernel_workers_resolves_n_jobs():
     assert Parallel(n_jobs=2, prefer="threads")(delayed(kernel_workers)() for _ in range(2)) == [1, 1]
     with pytest.raises(ValueError, match="n_jobs"):
         kernel_workers(0)
+
+
+class _CountingTime:
+    """joblib's ``time`` module with its sleeps counted (joblib's result loop polls in sleeps of 10 ms)."""
+
+    def __init__(self):
+        import time
+
+        self._module, self.sleeps = time, 0
+
+    def __getattr__(self, name):
+        return getattr(self._module, name)
+
+    def sleep(self, seconds):
+        self.sleeps += 1
+        self._module.sleep(seconds)
+
+
+def _slow_square(x, started: list, release: threading.Event):
+    started.append(threading.current_thread().name)
+    release.wait(0.02)
+    return x * x
+
+
+def test_threads_are_waited_on_not_polled(monkeypatch, rows):
+    """On the default backend the tasks run on a pool of sk_deq's and the caller blocks on them: joblib's
+    result loop, which sleeps 10 ms whenever no result is ready, is not used; under another active
+    backend the tasks go to joblib."""
+    import joblib.parallel
+
+    clock = _CountingTime()
+    monkeypatch.setattr(joblib.parallel, "time", clock)
+    started: list = []
+    tasks = [(x, started, threading.Event()) for x in range(6)]
+    assert sorted(map_unordered(_slow_square, tasks, 2)) == [x * x for x in range(6)]
+    assert clock.sleeps == 0
+    assert len(started) == 6 and all(name.startswith("sk_deq-blocks") for name in started)
+    X = rows(160)  # the engine's blocks and the Nystroem transform's rows go the same way
+    ImplicitKernelEngine("tanh", 0.2, 1.0).kernel(ImplicitKernelEngine("tanh", 0.2, 1.0).prepare(X), block_size=32)
+    ImplicitCKNystroem("tanh", n_components=20, block_size=40, random_state=0).fit(X).transform(X)
+    assert clock.sleeps == 0
+    started.clear()
+    with joblib.parallel_config(backend="loky"):
+        out = sorted(map_unordered(pow, [(x, 2) for x in range(6)], 2))
+    assert out == [x * x for x in range(6)]
+    # the same joblib path polls: the count would catch the pool's loss
+    out = Parallel(n_jobs=2, prefer="threads", return_as="generator_unordered")(delayed(_slow_square)(*t) for t in tasks)
+    assert sorted(out) == [x * x for x in range(6)] and clock.sleeps > 0
+
+
+def _fail_or_wait(x, gate: threading.Event, ran: list):
+    ran.append(x)
+    if x == 0:
+        raise ValueError("block 0 failed")
+    gate.wait(0.05)
+    return x
+
+
+def test_a_failed_task_raises_and_cancels_the_rest():
+    ran: list = []
+    gate = threading.Event()
+    with pytest.raises(ValueError, match="block 0 failed"):
+        for _ in map_unordered(_fail_or_wait, [(x, gate, ran) for x in range(40)], 2):
+            pass
+    assert 0 in ran and len(ran) < 40  # the tasks not started when it raised never ran
 
 
 def _record_threads(monkeypatch, dual):
