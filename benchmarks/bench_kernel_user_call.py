@@ -9,10 +9,15 @@ interleaved repeat after repeat after one untimed round, medians reported:
 * ``all cores``: the default ``n_jobs=None``;
 * each also with the rectangular path forced (``transform`` not told that
   ``X`` is the training data, so every pair of blocks is computed twice), the
-  path of any other ``X``.
+  path of any other ``X``;
+* ``all cores, joblib``: the blocks handed to ``joblib.Parallel`` (the path
+  under a configured joblib backend, whose result loop polls in sleeps of
+  10 ms) instead of the engine's thread pool
+  (:func:`sk_deq.kernels._workers.map_unordered`).
 
-Recorded: the speed-up of all cores over one on both paths, and what the
-square path saves at each thread count.
+Recorded: the speed-up of all cores over one on both paths, what the
+square path saves at each thread count, and what the pool saves over
+joblib.
 
 Usage::
 
@@ -29,9 +34,14 @@ import numpy as np
 from _harness import finish, interleaved, parser
 from threadpoolctl import threadpool_limits
 
+import sk_deq.kernels._workers as workers
 from sk_deq import ImplicitCKTransformer
 
-RUNS = ("1 core", "all cores", "1 core, rectangular", "all cores, rectangular")
+RUNS = ("1 core", "all cores", "1 core, rectangular", "all cores, rectangular", "all cores, joblib")
+
+
+class _NoBackend:
+    """Stands in for joblib's threading backend class: no backend is one, so every call goes to joblib."""
 
 
 def _context(label):
@@ -40,6 +50,8 @@ def _context(label):
         stack.enter_context(mock.patch.object(ImplicitCKTransformer, "_is_training_data", lambda self, Xs: False))
     if label.startswith("1 core"):
         stack.enter_context(threadpool_limits(1))
+    if label.endswith("joblib"):
+        stack.enter_context(mock.patch.object(workers, "ThreadingBackend", _NoBackend))
     return stack
 
 
@@ -59,6 +71,7 @@ def collect(quick: bool = False, repeats: int = 5, show=None) -> dict:
         r["cores speed-up, rectangular"] = med["1 core, rectangular"] / med["all cores, rectangular"]
         r["square gain, all cores"] = med["all cores, rectangular"] / med["all cores"]
         r["square gain, 1 core"] = med["1 core, rectangular"] / med["1 core"]
+        r["pool gain"] = med["all cores, joblib"] / med["all cores"]
         records.append(r)
         if show:
             show(r)

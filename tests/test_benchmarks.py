@@ -395,6 +395,23 @@ def test_kernel_goals_and_torch_engine_agreement_from_records():
     assert run_all._derived_goals("peers", {"records": [{"max_abs_diff": 1.0}]}) == []
 
 
+def test_the_user_call_bench_compares_the_pool_with_joblib():
+    """Its ``joblib`` run hands the blocks to joblib; its plain run uses the engine's pool."""
+    import threading
+
+    import bench_kernel_user_call
+
+    from sk_deq.kernels._workers import map_unordered
+
+    def names():
+        return set(map_unordered(lambda: threading.current_thread().name, [()] * 4, 2))
+
+    with bench_kernel_user_call._context("all cores"):
+        assert all(n.startswith("sk_deq-blocks") for n in names())
+    with bench_kernel_user_call._context("all cores, joblib"):
+        assert not any(n.startswith("sk_deq-blocks") for n in names())
+
+
 def test_the_fit_and_cores_goals_come_from_their_records():
     import bench_blocks
     import bench_kernel_user_call
