@@ -21,7 +21,7 @@ from joblib import Parallel, delayed, effective_n_jobs
 from joblib._parallel_backends import ThreadingBackend
 from joblib.parallel import get_active_backend
 
-__all__ = ["kernel_workers", "map_unordered"]
+__all__ = ["kernel_workers", "map_unordered", "shares_memory"]
 
 
 def kernel_workers(n_jobs=None) -> int:

@@ -105,7 +105,9 @@ def test_threads_are_waited_on_not_polled(monkeypatch, rows):
         out = sorted(map_unordered(pow, [(x, 2) for x in range(6)], 2))
     assert out == [x * x for x in range(6)]
     # the same joblib path polls: the count would catch the pool's loss
-    out = Parallel(n_jobs=2, prefer="threads", return_as="generator_unordered")(delayed(_slow_square)(*t) for t in tasks)
+    out = Parallel(n_jobs=2, prefer="threads", return_as="generator_unordered")(
+        delayed(_slow_square)(*t) for t in tasks
+    )
     assert sorted(out) == [x * x for x in range(6)] and clock.sleeps > 0
 
 
