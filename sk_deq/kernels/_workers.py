@@ -7,9 +7,9 @@ it submits them to a :class:`~concurrent.futures.ThreadPoolExecutor` of its
 own and waits on their completion; under any other backend a
 ``joblib.parallel_config`` makes active (``loky``, ``dask``) it hands them
 to joblib.  Both are threads running the same function on the same blocks,
-so the results are the same bits; the pool only stops waiting the way
-joblib's result loop waits, in sleeps of 10 ms, which at a kernel of a
-tenth of a second is several percent of its time.
+so the results are the same bits; the pool's caller wakes when a block
+completes, where joblib's result loop polls in sleeps (what that costs: the
+benchmarks page, "Speed on the CPU").
 """
 
 from __future__ import annotations
@@ -18,8 +18,7 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
 
 from joblib import Parallel, delayed, effective_n_jobs
-from joblib._parallel_backends import ThreadingBackend
-from joblib.parallel import get_active_backend
+from joblib.parallel import ThreadingBackend, get_active_backend
 
 __all__ = ["kernel_workers", "map_unordered", "shares_memory"]
 
@@ -93,7 +92,7 @@ def map_unordered(fn: Callable, tasks: Iterable[tuple], workers: int) -> Iterato
     tasks : iterable of tuple
         The positional arguments of each call.
     workers : int
-        Threads (or joblib workers), at least 2.
+        Threads (or joblib's workers).
 
     Yields
     ------

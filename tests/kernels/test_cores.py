@@ -97,10 +97,10 @@ def test_threads_are_waited_on_not_polled(monkeypatch, rows):
     assert clock.sleeps == 0
     assert len(started) == 6 and all(name.startswith("sk_deq-blocks") for name in started)
     X = rows(160)  # the engine's blocks and the Nystroem transform's rows go the same way
-    ImplicitKernelEngine("tanh", 0.2, 1.0).kernel(ImplicitKernelEngine("tanh", 0.2, 1.0).prepare(X), block_size=32)
+    eng = ImplicitKernelEngine("tanh", 0.2, 1.0)
+    eng.kernel(eng.prepare(X), block_size=32)
     ImplicitCKNystroem("tanh", n_components=20, block_size=40, random_state=0).fit(X).transform(X)
     assert clock.sleeps == 0
-    started.clear()
     with joblib.parallel_config(backend="loky"):
         out = sorted(map_unordered(pow, [(x, 2) for x in range(6)], 2))
     assert out == [x * x for x in range(6)]
