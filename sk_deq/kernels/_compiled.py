@@ -60,7 +60,7 @@ _BUILD_LOCK = threading.Lock()
 
 @functools.cache
 def _build() -> CompiledSeries | None:
-    loops = jit_loops(LOOPS, (_clip1, _tail, _nonneg))
+    loops = jit_loops(LOOPS, (_clip1, _tail, _nonneg, _horner_rest, _abs_max, _bits_value))
     return None if loops is None else CompiledSeries(*loops)
 
 
@@ -282,7 +282,7 @@ def _outer_sums(rho, Hr, HcT, k0, kmax, step, odd, derivative, neg_sa, s, rhs, p
     n, m = rho.shape
     x = np.empty(m)
     rows = np.empty((5, m))  # the rows of p, dp, g, stp and dg where they are not kept (no rows)
-    top, nan = 0.0, False
+    top = 0  # the bits of the largest |step| (see _abs_max)
     for i in range(n):
         r = rho[i]
         pi = p[i] if p.shape[0] else rows[0]
@@ -294,17 +294,7 @@ def _outer_sums(rho, Hr, HcT, k0, kmax, step, odd, derivative, neg_sa, s, rhs, p
             pi[j] = h * hc[j]
         if derivative:
             dpi[:] = 0.0
-        k = kmax - step
-        while k >= k0:
-            h, hc = Hr[i, k], HcT[k]
-            if derivative:
-                for j in range(m):
-                    dpi[j] = dpi[j] * x[j] + pi[j]
-                    pi[j] = pi[j] * x[j] + h * hc[j]
-            else:
-                for j in range(m):
-                    pi[j] = pi[j] * x[j] + h * hc[j]
-            k -= step
+        _horner_rest(Hr[i], HcT, x, pi, dpi, k0, kmax - step, step, derivative)
         if odd:
             if derivative:
                 for j in range(m):
@@ -325,13 +315,58 @@ def _outer_sums(rho, Hr, HcT, k0, kmax, step, odd, derivative, neg_sa, s, rhs, p
         sti = stp[i] if stp.shape[0] else rows[3]
         for j in range(m):  # no reduction here: the loop is vectorised
             pi[j], gi[j], dgi[j], ni[j], sti[j] = _tail(mode, neg_sa, r[j], si[j], ri[j], pi[j], dpi[j], dgi[j])
-        for j in range(m):
-            a = abs(sti[j])
-            if a > top:
-                top = a
-            elif a != a:
-                nan = True
-    return np.nan if nan else top
+        top = _abs_max(sti, top)
+    return np.nan if top > _INF_BITS else _bits_value(top)
+
+
+def _horner_rest(h, HcT, x, p, dp, k0, k, step, derivative):
+    """Horner's rule from degree ``k`` down to ``k0`` on a row (``p`` holds the terms above ``k``): two degrees per
+    pass over the row, ``p`` and ``dp`` kept in registers between them (the same operations as one degree at a time)."""
+    m = p.shape[0]
+    while k - step >= k0:
+        h1, c1, h2, c2 = h[k], HcT[k], h[k - step], HcT[k - step]
+        if derivative:
+            for j in range(m):
+                xj = x[j]
+                d = dp[j] * xj + p[j]
+                q = p[j] * xj + h1 * c1[j]
+                dp[j] = d * xj + q
+                p[j] = q * xj + h2 * c2[j]
+        else:
+            for j in range(m):
+                xj = x[j]
+                q = p[j] * xj + h1 * c1[j]
+                p[j] = q * xj + h2 * c2[j]
+        k -= 2 * step
+    if k >= k0:
+        h1, c1 = h[k], HcT[k]
+        if derivative:
+            for j in range(m):
+                dp[j] = dp[j] * x[j] + p[j]
+                p[j] = p[j] * x[j] + h1 * c1[j]
+        else:
+            for j in range(m):
+                p[j] = p[j] * x[j] + h1 * c1[j]
+
+
+#: The bits of +inf: a float's magnitude, read as an integer, exceeds them only for a NaN.
+_INF_BITS = int(np.float64(np.inf).view(np.int64))
+_MAGNITUDE = 0x7FFFFFFFFFFFFFFF
+
+
+def _abs_max(v, top):
+    """The larger of ``top`` and the largest ``|v[j]|``, as the integer bits of the magnitudes (their order is the
+    floats' order, a NaN above +inf): an integer maximum, which vectorises where a float one with NaNs does not."""
+    bits = v.view(np.int64)
+    for j in range(v.shape[0]):
+        b = bits[j] & _MAGNITUDE
+        top = b if b > top else top
+    return top
+
+
+def _bits_value(b):
+    """The float whose bits are the integer ``b``."""
+    return np.array([b], dtype=np.int64).view(np.float64)[0]
 
 
 def _paired_sums(

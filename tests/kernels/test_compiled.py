@@ -243,6 +243,31 @@ def test_a_newton_step_is_numpys_step_and_writes_only_what_is_kept(plain_python_
     assert np.isnan(plain_python_loops.newton_step(bad, terms, ks, True, eq, keep=())[3])
 
 
+@pytest.mark.parametrize("odd", [True, False])
+@pytest.mark.parametrize("n_degrees", [1, 2, 3, 4, 5])
+@pytest.mark.parametrize("loops", ["plain", "compiled"])
+def test_sums_two_degrees_a_pass_give_numpys_bits(request, loops, odd, n_degrees):
+    """The loops take two degrees per pass over a row and an odd count's last one alone: every count of
+    degrees, odd and full series, against numpy's Horner loop; the largest step is the largest magnitude
+    (of negative steps too), 0.0 where every step is zero, NaN where a step is NaN."""
+    cs = request.getfixturevalue("plain_python_loops") if loops == "plain" else _compiled_or_skip()
+    rng = np.random.default_rng(n_degrees)
+    Hr, Hc = rng.standard_normal((5, 12)) * 0.4, rng.standard_normal((9, 12)) * 0.4
+    rho = np.clip(rng.standard_normal((5, 9)) / 3, -0.9, 0.9)
+    ks = list(range(1, 2 * n_degrees, 2)) if odd else list(range(n_degrees))
+    series = _series.HermiteSeries(0.3, 0.1, 1e-12, ks[-1], odd, None, _series.NUMPY_OPS, 64)
+    want = series._series(rho.copy(), _series._OuterTerms(_series.NUMPY_OPS, Hr, Hc), ks)
+    terms = _series._OuterTerms(_series.NUMPY_OPS, Hr, Hc)
+    for got, ref in zip(cs.evaluate(rho, terms, ks, odd), want):
+        np.testing.assert_array_equal(got, ref)
+    s, rhs = rng.uniform(0.5, 1.5, rho.shape), rng.standard_normal(rho.shape) * 0.2
+    _, _, step, delta = cs.newton_step(rho, terms, ks, odd, (0.3, s, rhs))
+    assert delta == np.max(np.abs(step)) and np.any(step < 0)
+    assert np.isnan(cs.newton_step(np.where(rho == rho[1, 2], np.nan, rho), terms, ks, odd, (0.3, s, rhs))[3])
+    # at a root of g(rho) = s rho - 0 * series - s rho every step is zero: the largest is 0.0, not NaN
+    assert cs.newton_step(rho, terms, ks, odd, (0.0, s, s * rho))[3] == 0.0
+
+
 def test_table_inverse_loop_gives_numpys_bits_at_the_ends_of_the_table():
     """The loop run as plain Python (no numba needed) on values inside, at and beyond both ends."""
     dual = ImplicitKernelEngine("relu", 0.3, 1.0).dual
