@@ -142,12 +142,19 @@ class _Dual:
     def gram(self, R: Samples, C: Samples) -> np.ndarray:
         return R.X @ C.X.T
 
-    def block(self, R: Samples, C: Samples, kernel: str, out=None, bias: float = 0.0) -> np.ndarray:
+    def block(
+        self, R: Samples, C: Samples, kernel: str, out=None, bias: float = 0.0, upper: bool = False
+    ) -> np.ndarray:
         """The kernel block of rows ``R`` and columns ``C``, plus ``bias``, written into ``out`` when given.
 
         ``out`` may be a view of the whole kernel matrix (strided rows): each
         chunk is written there as it is solved, with no block-sized
-        intermediate and no copy afterwards.
+        intermediate and no copy afterwards.  With ``upper`` the block lies on
+        the diagonal of a symmetric kernel (``R`` and ``C`` the same samples)
+        and only its entries on and above the diagonal are asked for: each
+        chunk of rows leaves out the columns left of its first row, and the
+        caller mirrors the upper triangle (a quarter of the block fewer
+        entries solved at two chunks per block).
         """
         P = self.gram(R, C)
         nr, nc = P.shape
@@ -156,10 +163,11 @@ class _Dual:
             return self.chunk(P, R, C, kernel)
         out = np.empty_like(P) if out is None else out
         for i0 in range(0, nr, step):
-            sl = slice(i0, i0 + step)
-            self.chunk_into(P[sl], R.take(sl), C, kernel, out[sl])
+            sl, cols = slice(i0, i0 + step), slice(i0 if upper else 0, nc)
+            part = C if cols.start == 0 else C.take(cols)
+            self.chunk_into(P[sl, cols], R.take(sl), part, kernel, out[sl, cols])
             if bias:
-                out[sl] += bias  # while the chunk is in cache
+                out[sl, cols] += bias  # while the chunk is in cache
         return out
 
     def chunk(self, P, R, C, kernel):  # pragma: no cover - interface

@@ -406,10 +406,11 @@ def _mirror_upper(out, tile):
 def _block_task(dual, kernel, bi, bj, R, C, out, symmetric, bias=0.0):
     """Solve one block; write it plus ``bias`` (and its mirror) into ``out`` when given, else return
     ``(bi, bj, block)`` (the caller adds the bias as it writes)."""
+    upper = symmetric and bi == bj  # a diagonal block: its upper triangle solved, then mirrored
     with np.errstate(all="ignore"):
         if out is None:
-            return bi, bj, dual.block(R, C, kernel)
-        dual.block(R, C, kernel, out=out[bi, bj], bias=bias)  # solved straight into its place
+            return bi, bj, dual.block(R, C, kernel, upper=upper)
+        dual.block(R, C, kernel, out=out[bi, bj], bias=bias, upper=upper)  # solved straight into its place
     if symmetric:
         _mirror_block(out, bi, bj)
     return None
