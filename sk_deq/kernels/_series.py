@@ -35,6 +35,10 @@ __all__ = ["NUMPY_OPS", "ArrayOps", "HermiteSeries", "numpy_ops"]
 _MARGIN = 0.05  # correlation margin of the degree choice
 _PRE_TOL = 1e-8  # truncation tolerance of the low-degree pre-solve
 _START_TOL = 1e-4  # truncation tolerance of the first Newton step
+#: What a degree of an entry near correlation one costs, in degrees of the bulk's entries: the near ones are
+#: gathered, sorted and summed one at a time, the bulk's in rows the compiled loops vectorise
+#: (``benchmarks/bench_kernels.py``; the benchmarks page, "How the defaults were chosen").
+_NEAR_COST = 8
 _SPLITS = (0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 
 
@@ -183,6 +187,14 @@ class _Bounds(NamedTuple):
     dtail_c: np.ndarray
     scale: float
     ntk: bool
+    root: np.ndarray | None = None  # sqrt(tail_r tail_c), and below sqrt(dtail_r dtail_c): see _block_bounds()
+    droot: np.ndarray | None = None
+
+
+def _block_bounds(tail_r, tail_c, dtail_r, dtail_c, scale: float, ntk: bool) -> _Bounds:
+    """The :class:`_Bounds` of a block, the products of its tails' square roots taken once."""
+    droot = np.sqrt(dtail_r * dtail_c) if ntk else None
+    return _Bounds(tail_r, tail_c, dtail_r, dtail_c, scale, ntk, np.sqrt(tail_r * tail_c), droot)
 
 
 def _copy_into(out, x):
@@ -228,15 +240,21 @@ class HermiteSeries:
     # -- degrees (on the host, from the exact truncation bounds) ----------------
     def _degrees(self, rho_abs, b: _Bounds, tol=None):
         """Smallest degree meeting the tolerance for each correlation bound (``K + 1`` where none does)."""
+        return self._degree_table(rho_abs, b, (self.tol if tol is None else tol,))[0]
+
+    def _degree_table(self, rho_abs, b: _Bounds, tols):
+        """:meth:`_degrees` for each tolerance of ``tols`` (rows) at once: one bound, one comparison per tolerance."""
         K = np.arange(self.K + 1)
         rho_abs = np.minimum(np.atleast_1d(np.asarray(rho_abs, dtype=np.float64)), 1.0)
+        root = np.sqrt(b.tail_r * b.tail_c) if b.root is None else b.root
         with np.errstate(under="ignore", divide="ignore"):
             lr = np.log(np.maximum(rho_abs, 1e-300))[:, None]
-            bound = self.sa * np.exp(lr * (K + 1)) * np.sqrt(b.tail_r * b.tail_c)
+            bound = self.sa * np.exp(lr * (K + 1)) * root
             if b.ntk:
-                bound = np.maximum(bound, self.sa * np.exp(lr * K) * np.sqrt(b.dtail_r * b.dtail_c) * b.scale)
-        ok = bound <= (self.tol if tol is None else tol) * b.scale
-        return np.where(ok.any(axis=1), ok.argmax(axis=1), self.K + 1)
+                droot = np.sqrt(b.dtail_r * b.dtail_c) if b.droot is None else b.droot
+                bound = np.maximum(bound, self.sa * np.exp(lr * K) * droot * b.scale)
+        ok = bound[None] <= (np.asarray(tols, dtype=np.float64) * b.scale)[:, None, None]
+        return np.where(ok.any(axis=2), ok.argmax(axis=2), self.K + 1)
 
     def _degree(self, rho_abs, b: _Bounds, tol=None) -> int:
         return int(self._degrees(min(1.0, rho_abs), b, tol)[0])
@@ -247,18 +265,18 @@ class HermiteSeries:
         return ks if top is None else ks[: max(1, sum(k <= top for k in ks))]
 
     def _split(self, size, top, counts, b: _Bounds):
-        """Split correlation and bulk degree minimising (entries x degree + 2 x near entries x their degree).
+        """Split correlation and bulk degree minimising (entries x degree + ``_NEAR_COST`` x near entries x their degree).
 
         ``size`` entries start at most ``top`` in absolute value, ``counts[c]``
         of them above ``_SPLITS[c]``.
         """
-        Kc = self._degrees(np.minimum(np.array(_SPLITS) + _MARGIN, 1.0), b)
-        k_top = min(self._degree(top + _MARGIN, b), self.K)
+        Kc = self._degrees(np.fmin(np.append(_SPLITS, top) + _MARGIN, 1.0), b)  # the splits', then the top's (NaN: 1)
+        Kc, k_top = Kc[:-1], min(int(Kc[-1]), self.K)
         best = None
         for cand, k_c, count in zip(_SPLITS, Kc, counts):
             if k_c > self.K:
                 continue
-            cost = size * max(k_c, 1) + 2 * int(count) * k_top
+            cost = size * max(k_c, 1) + _NEAR_COST * int(count) * k_top
             if best is None or cost < best[0]:
                 best = (cost, cand, int(k_c))
         return (0.0, 1) if best is None else best[1:]
@@ -387,7 +405,7 @@ class HermiteSeries:
         has_special = bool(special.any())
         scale = float(max(np.max(hR.a, initial=0.0), np.max(hC.a, initial=0.0), 1e-300))
         tails = [hR.largest("tail"), hC.largest("tail"), hR.largest("dtail"), hC.largest("dtail")]
-        b = _Bounds(*tails, scale, kernel == "ntk")
+        b = _block_bounds(*tails, scale, kernel == "ntk")
         choice = self._split(math.prod(rho0.shape), top, counts, b)
         rho, p, dp = self._correlations(rho0, s, rhs, R, C, special if has_special else None, b, choice)
         xp = self.ops.xp
@@ -437,8 +455,9 @@ class HermiteSeries:
         ``choice`` is :meth:`_split`'s: the split correlation and the bulk's degree.
         """
         split, K_bulk = choice
-        K_pre = self._degree(split + _MARGIN, b, tol=_PRE_TOL)
-        K_start = self._degree(split + _MARGIN, b, tol=_START_TOL)
+        K_pre, K_start = (
+            int(k) for k in self._degree_table(min(1.0, split + _MARGIN), b, (_PRE_TOL, _START_TOL))[:, 0]
+        )
         # entries starting beyond the split are solved again below: kept out of
         # the bulk iteration (a zero right-hand side), they do not hold up its convergence
         rho_bulk, rhs_bulk = self._bulk_inputs(rho0, rhs, split)
@@ -483,8 +502,10 @@ class HermiteSeries:
         for g0 in range(0, len(order), self.group):
             idx = order[g0 : g0 + self.group]
             rmax = _amax(abs(rho0[idx])) + _MARGIN
-            K = max(1, min(self._degree(rmax, b), self.K))
-            K_pre, K_start = self._degree(rmax, b, tol=_PRE_TOL), self._degree(rmax, b, tol=_START_TOL)
+            K, K_pre, K_start = (
+                int(k) for k in self._degree_table(min(1.0, rmax), b, (self.tol, _PRE_TOL, _START_TOL))[:, 0]
+            )
+            K = max(1, min(K, self.K))
             gi, gj = ii[idx], jj[idx]
             terms = _PairedTerms(self.ops, R.H, C.H, gi, gj, K)
             r_, p_, dp_ = self._solve(rho0[idx], s[idx], rhs[idx], terms, K, b.ntk, K_pre, K_start)

@@ -199,3 +199,25 @@ def test_mehler_final_correction_matches_full_degree_newton(act, kernel, monkeyp
     for i, j in [(0, 1), (0, 2), (5, 17), (30, 59)]:
         ref = implicit_kernel_entry(act, SA, 1.0, X[i] @ X[i], X[j] @ X[j], X[i] @ X[j], kernel=kernel)
         assert abs(K[i, j] - ref) <= 1e-10 * max(1.0, abs(ref))
+
+
+@pytest.mark.parametrize("ntk", [False, True])
+def test_degrees_for_several_tolerances_at_once_are_each_tolerances_degrees(ntk):
+    """The degree table (one bound, a comparison per tolerance; the tails' square roots taken once per block)
+    gives, row by row, the degrees of each tolerance alone from the uncached bounds, at correlations from 0
+    to 1 (and beyond, clipped), where a bound meets no tolerance up to the largest degree too."""
+    from sk_deq.kernels import _series
+
+    rng = np.random.default_rng(3)
+    K = 40
+    tails = [np.sort(rng.uniform(0.5, 1.0, K + 1))[::-1] / (1.0 + np.arange(K + 1)) ** 2 * f for f in (1, 1, 2, 3)]
+    series = HermiteSeries(SA, 0.1, 1e-12, K, True, None, _series.NUMPY_OPS, 64)
+    rho = np.array([0.0, 0.05, 0.3, 0.7, 0.95, 0.999, 1.0, 1.5])
+    plain = _series._Bounds(*tails, 0.8, ntk)
+    cached = _series._block_bounds(*tails, 0.8, ntk)
+    tols = (1e-12, 1e-8, 1e-4)
+    table = series._degree_table(rho, cached, tols)
+    for row, tol in zip(table, tols):
+        np.testing.assert_array_equal(row, series._degrees(rho, plain, tol))
+    assert table[0, -1] == K + 1 and table[-1, 0] <= 1  # none meets 1e-12 at rho = 1; at most 1 at rho = 0
+    assert np.all(np.diff(table, axis=1) >= 0) and np.all(np.diff(table, axis=0) <= 0)
