@@ -10,6 +10,12 @@ Sections (each can be run alone with ``--only``):
     float64 ``X @ X.T`` of the same samples, measured right before each
     kernel in the same process.  Every ratio is repeated and reported as
     median and range (the machine is shared and noisy).
+``near_cost``
+    The weight of a degree of an entry near correlation one in the split
+    of a block (``sk_deq.kernels._series._NEAR_COST``): the serial exact
+    kernel of tanh, SiLU and sigmoid (``prepare`` plus ``kernel``, one job,
+    one BLAS thread) at the first of ``--sizes`` for several weights,
+    interleaved, and each kernel's largest difference from the default's.
 ``mc``
     Monte Carlo (random DEQs, as in the paper) against the exact kernel:
     relative spectral error and time per width, the width each accuracy
@@ -162,6 +168,43 @@ def collect(quick: bool = False, repeats: int = 3) -> dict:
     config = {"sizes": sizes, "repeats": repeats, "activations": list(SPEED_ACTIVATIONS), "n_jobs": [-1, 1]}
     config["threads"] = "n_jobs=-1: all BLAS threads for the GEMM; n_jobs=1: 1 BLAS and OpenMP thread for both"
     return {"config": config, "records": records}
+
+
+NEAR_COSTS = (2, 4, 8, 12)
+
+
+def bench_near_cost(n, repeats, weights=NEAR_COSTS, acts=("tanh", "silu", "sigmoid")):
+    """Time the serial exact kernel for each weight of ``_series._NEAR_COST``; see the module docstring."""
+    from unittest import mock
+
+    from threadpoolctl import threadpool_limits
+
+    from sk_deq.kernels import _series
+
+    X, _ = digits_784(n)
+    print(f"\n== near_cost: the split's weight of a near entry's degree, serial kernel, n = {n} ==")
+    records = []
+    with threadpool_limits(limits=1):
+        for act in acts:
+            ref = exact_square_kernel(ImplicitKernelEngine(act, 0.2, 1.0), X, 1)
+
+            def once(w, _round, act=act, ref=ref):
+                with mock.patch.object(_series, "_NEAR_COST", w):
+                    K, t = timed(exact_square_kernel, ImplicitKernelEngine(act, 0.2, 1.0), X, 1)
+                return t, float(np.max(np.abs(K - ref)))
+
+            for w in weights:  # one untimed round
+                once(w, -1)
+            res = rounds(weights, repeats, once)
+            for w in weights:
+                ts = [t for t, _ in res[w]]
+                default = w == _series._NEAR_COST
+                print(f"{act:>8} weight {w:>3}{' (default)' if default else '':>10}: {fmt_range(ts, '.3f')} s")
+                records.append(
+                    {"activation": act, "n": int(n), "near_cost": w, "default": default, "kernel_s": ts,
+                     "median_s": statistics.median(ts), "max_abs_diff_to_default": res[w][-1][1]}
+                )  # fmt: skip
+    return records
 
 
 def bench_mc(n, widths, act="relu"):
@@ -400,7 +443,7 @@ def bench_krr(n_train, n_test):
 def main(argv=None):
     """Run the sections of ``--only`` (all by default), printing as they go; ``--json`` keeps what they return."""
     ap = parser(__doc__, quick="small sizes, one repeat", repeats=3)
-    ap.add_argument("--only", nargs="*", default=["accuracy", "speed", "mc", "memory", "krr"])
+    ap.add_argument("--only", nargs="*", default=["accuracy", "speed", "near_cost", "mc", "memory", "krr"])
     ap.add_argument("--sizes", type=int, nargs="*", default=[4000, 6000, 8000, 10000])
     ap.add_argument("--n-jobs", type=int, nargs="*", default=[1, 2])
     ap.add_argument("--activations", nargs="*", default=list(SPEED_ACTIVATIONS))
@@ -414,6 +457,7 @@ def main(argv=None):
     sections = {
         "accuracy": bench_accuracy,
         "speed": lambda: bench_speed(args.sizes, args.repeats, args.activations, args.n_jobs),
+        "near_cost": lambda: bench_near_cost(args.sizes[0], args.repeats),
         "mc": lambda: bench_mc(args.mc_n, args.mc_widths),
         "memory": lambda: bench_memory(
             1000 if args.quick else 2000, [1000, 2000] if args.quick else [2000, 8000], [256, 1024]

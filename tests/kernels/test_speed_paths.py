@@ -140,6 +140,28 @@ def test_bench_speed_returns_one_record_per_case(monkeypatch, varied):
     assert recs[1]["method"] == "Hermite expansion"
 
 
+def test_bench_near_cost_times_each_weight_and_restores_the_default(monkeypatch, varied):
+    from pathlib import Path
+
+    from sk_deq.kernels import _series
+
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    import bench_kernels
+
+    monkeypatch.setattr(bench_kernels, "digits_784", lambda n, seed=0: (varied(n, p=30), None))
+    default = _series._NEAR_COST
+    seen = []
+    block = _series.HermiteSeries.block
+    monkeypatch.setattr(
+        _series.HermiteSeries, "block", lambda self, *a, **k: (seen.append(_series._NEAR_COST), block(self, *a, **k))[1]
+    )
+    recs = bench_kernels.bench_near_cost(60, 2, weights=(2, default), acts=("tanh",))
+    assert [(r["near_cost"], r["default"]) for r in recs] == [(2, False), (default, True)]
+    assert recs[1]["max_abs_diff_to_default"] == 0.0 and recs[0]["max_abs_diff_to_default"] < 1e-12
+    assert all(len(r["kernel_s"]) == 2 for r in recs) and {2, default} <= set(seen)
+    assert _series._NEAR_COST == default
+
+
 @pytest.mark.parametrize("act", ["gelu", "erf"])
 def test_closed_form_start_is_the_dual_at_zero_covariance(act):
     dual = _dual(act, tau0=0.8)
