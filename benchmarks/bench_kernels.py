@@ -14,8 +14,9 @@ Sections (each can be run alone with ``--only``):
     The weight of a degree of an entry near correlation one in the split
     of a block (``sk_deq.kernels._series._NEAR_COST``): the serial exact
     kernel of tanh, SiLU and sigmoid (``prepare`` plus ``kernel``, one job,
-    one BLAS thread) at the first of ``--sizes`` for several weights,
-    interleaved, and each kernel's largest difference from the default's.
+    one BLAS thread) at the first of ``--sizes`` for the weights
+    ``--near-costs``, interleaved, and each kernel's largest difference
+    from the default's.
 ``mc``
     Monte Carlo (random DEQs, as in the paper) against the exact kernel:
     relative spectral error and time per width, the width each accuracy
@@ -44,6 +45,7 @@ Usage::
     python benchmarks/bench_kernels.py --only speed --sizes 4000 10000 --repeats 3 --n-jobs 1 2
     python benchmarks/bench_kernels.py --quick               # smoke run
     python benchmarks/bench_kernels.py --only speed mc --json kernels.json
+    python benchmarks/bench_kernels.py --only near_cost --sizes 3000 --near-costs 4 8 12 16 24 --repeats 7
 """
 
 from __future__ import annotations
@@ -447,6 +449,7 @@ def main(argv=None):
     ap.add_argument("--sizes", type=int, nargs="*", default=[4000, 6000, 8000, 10000])
     ap.add_argument("--n-jobs", type=int, nargs="*", default=[1, 2])
     ap.add_argument("--activations", nargs="*", default=list(SPEED_ACTIVATIONS))
+    ap.add_argument("--near-costs", type=int, nargs="*", default=list(NEAR_COSTS))
     ap.add_argument("--mc-n", type=int, default=2000)
     ap.add_argument("--mc-widths", type=int, nargs="*", default=[250, 500, 1000, 2000, 4000])
     args = ap.parse_args(argv)
@@ -457,7 +460,7 @@ def main(argv=None):
     sections = {
         "accuracy": bench_accuracy,
         "speed": lambda: bench_speed(args.sizes, args.repeats, args.activations, args.n_jobs),
-        "near_cost": lambda: bench_near_cost(args.sizes[0], args.repeats),
+        "near_cost": lambda: bench_near_cost(args.sizes[0], args.repeats, args.near_costs),
         "mc": lambda: bench_mc(args.mc_n, args.mc_widths),
         "memory": lambda: bench_memory(
             1000 if args.quick else 2000, [1000, 2000] if args.quick else [2000, 8000], [256, 1024]
