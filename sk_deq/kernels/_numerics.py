@@ -303,14 +303,19 @@ def _correlation_failure(what: str, delta: float, rho, dg) -> str:
     )
 
 
-def newton(fun, rho, *, tol: float, max_iter: int = 30, strict: bool = True, full: bool = False, xp=np, step_at=None):
+def newton(
+    fun, rho, *, tol: float, max_iter: int = 30, strict: bool = True, full: bool = False, xp=np, step_at=None,
+    clipped: bool = False,
+):  # fmt: skip
     """Entrywise Newton iteration clipped to [-1, 1]; falls back to the
     bracketed :func:`safeguarded_newton` (from the same start) when it does
     not converge in ``max_iter`` steps.  Same returns and ``xp`` as that function.
 
     ``step_at(rho) -> (new, ev, step, max |step|)``, when given, takes a whole
     step at once (a compiled loop): the same values as ``fun`` and the
-    operations below.
+    operations below.  ``clipped`` says that ``rho`` already lies in
+    [-1, 1] (NaN aside): it is then the start as it is, not a clipped copy
+    (neither is written to).
 
     Newton converges quadratically: after a step ``delta`` the error is about
     ``C delta^2`` with ``C = |g'' / (2 g')|`` (below 0.2 for the kernel
@@ -318,7 +323,7 @@ def newton(fun, rho, *, tol: float, max_iter: int = 30, strict: bool = True, ful
     therefore stops once ``max |delta| <= 0.1 sqrt(tol)`` (or ``tol``,
     whichever is larger), which leaves an error below ``tol / 100``.
     """
-    start = xp.clip(rho, -1.0, 1.0)
+    start = rho if clipped else xp.clip(rho, -1.0, 1.0)
     rho = start
     stop = max(tol, 0.1 * math.sqrt(tol), _RHO_RESOLUTION)
     for _ in range(max_iter):

@@ -327,14 +327,16 @@ class HermiteSeries:
         ``K_pre`` (truncated to ``_PRE_TOL``), then one correction with the
         degree-``K`` value and the pre-solve's last derivative; entries whose
         correction exceeds ``_ACCEPT`` get full-degree Newton iterations.
-        Returns ``rho`` and the series' value and derivative there (the
+        ``rho0`` lies in [-1, 1], as every start here does (a block's start is
+        clipped, and so is every Newton step).  Returns ``rho`` and the
+        series' value and derivative there (the
         derivative exactly only with ``exact_derivative``; else that of a
         point within ~1e-5).
         """
         xp, ks = self.ops.xp, self._ks(K)
         if K_pre is None or K_pre >= K - 2:
             eq, at = self._equation(s, rhs, terms, ks), self._stepper(s, rhs, terms, ks, ("p", "dp", "step"))
-            rho, (_, _, p, dp), step = newton(eq, rho0, tol=self.tol, full=True, xp=xp, step_at=at)
+            rho, (_, _, p, dp), step = newton(eq, rho0, tol=self.tol, full=True, xp=xp, step_at=at, clipped=True)
             if exact_derivative:  # the NTK needs E[phi' phi'] at the returned iterate
                 return (rho, *self._series(rho, terms, ks))
             p += dp * step  # values at the previous iterate, moved to the returned one to first order
@@ -344,7 +346,9 @@ class HermiteSeries:
             rho = self._step(rho, s, rhs, terms, self._ks(K, K_start))
         ks_pre = self._ks(K, K_pre)
         pre, at = self._equation(s, rhs, terms, ks_pre), self._stepper(s, rhs, terms, ks_pre, ("dg", "dp"))
-        rho, (_, dg, _, dp), _ = newton(pre, rho, tol=_PRE_TOL, max_iter=8, strict=False, full=True, xp=xp, step_at=at)
+        rho, (_, dg, _, dp), _ = newton(
+            pre, rho, tol=_PRE_TOL, max_iter=8, strict=False, full=True, xp=xp, step_at=at, clipped=True
+        )
         rho, p, step, delta = self._correct(rho, s, rhs, terms, ks, dg, dp)  # full-degree value, pre-solve slopes
         if exact_derivative:
             p, dp = self._series(rho, terms, ks)

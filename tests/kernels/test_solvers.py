@@ -161,3 +161,30 @@ def test_gp_fit_on_diabetes_with_tanh():
     gp.fit(X, y[:200])
     assert np.isfinite(gp.log_marginal_likelihood_value_)
     assert 1e-3 <= gp.kernel_.k1.sigma_a2 <= 0.9
+
+
+def test_newton_from_a_start_already_clipped_takes_it_as_it_is():
+    """``clipped=True`` skips the start's clipped copy: the same iterates and values as the copy gives, the
+    caller's array untouched; a start outside [-1, 1] still gets clipped without it."""
+    from sk_deq.kernels._numerics import newton
+
+    seen = []
+
+    def fun(rho):  # roots at 0.3 * (1 + entry index / 10)
+        seen.append(rho)
+        target = 0.3 * (1.0 + np.arange(rho.size) / 10.0)
+        return rho**3 - target**3, 3.0 * rho**2 + 1e-3
+
+    start = np.linspace(-0.9, 0.9, 7)
+    kept = start.copy()
+    got = newton(fun, start, tol=1e-12, full=True, clipped=True)
+    assert seen[0] is start  # the first evaluation at the caller's array itself
+    seen.clear()
+    want = newton(fun, start, tol=1e-12, full=True)
+    assert seen[0] is not start
+    for a, b in zip([got[0], *got[1], got[2]], [want[0], *want[1], want[2]]):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(start, kept)
+    np.testing.assert_allclose(got[0], 0.3 * (1.0 + np.arange(7) / 10.0), rtol=1e-9)
+    outside = newton(fun, np.full(7, 5.0), tol=1e-12)
+    np.testing.assert_allclose(outside, 0.3 * (1.0 + np.arange(7) / 10.0), rtol=1e-9)
