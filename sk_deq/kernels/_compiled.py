@@ -372,7 +372,6 @@ def _bits_value(b):
 def _paired_sums(
     rho, Hr, Hc, rows, cols, k0, kmax, step, odd, derivative, neg_sa, s, rhs, p, dp, g, dg, mode, new, stp
 ):
-    top, nan = 0.0, False
     for e in range(rho.shape[0]):
         r = rho[e]
         x = r * r if odd else r
@@ -399,12 +398,10 @@ def _paired_sums(
         p[e], g[e], dg[e], ne, se = _tail(mode, neg_sa, r, s[e], rhs[e], pe, dpe, dg[e])
         if mode >= STEP:
             new[e], stp[e] = ne, se
-            a = abs(se)
-            if a > top:
-                top = a
-            elif a != a:
-                nan = True
-    return np.nan if nan else top
+    if mode < STEP:
+        return 0.0
+    top = _abs_max(stp, 0)
+    return np.nan if top > _INF_BITS else _bits_value(top)
 
 
 # HermiteSeries.block's start, per entry (numpy's bits):
