@@ -187,8 +187,8 @@ class _Bounds(NamedTuple):
     dtail_c: np.ndarray
     scale: float
     ntk: bool
-    root: np.ndarray | None = None  # sqrt(tail_r tail_c), and below sqrt(dtail_r dtail_c): see _block_bounds()
-    droot: np.ndarray | None = None
+    root: np.ndarray  # sqrt(tail_r tail_c), taken once (see _block_bounds)
+    droot: np.ndarray | None  # sqrt(dtail_r dtail_c) for the NTK, else None
 
 
 def _block_bounds(tail_r, tail_c, dtail_r, dtail_c, scale: float, ntk: bool) -> _Bounds:
@@ -246,13 +246,11 @@ class HermiteSeries:
         """:meth:`_degrees` for each tolerance of ``tols`` (rows) at once: one bound, one comparison per tolerance."""
         K = np.arange(self.K + 1)
         rho_abs = np.minimum(np.atleast_1d(np.asarray(rho_abs, dtype=np.float64)), 1.0)
-        root = np.sqrt(b.tail_r * b.tail_c) if b.root is None else b.root
         with np.errstate(under="ignore", divide="ignore"):
             lr = np.log(np.maximum(rho_abs, 1e-300))[:, None]
-            bound = self.sa * np.exp(lr * (K + 1)) * root
+            bound = self.sa * np.exp(lr * (K + 1)) * b.root
             if b.ntk:
-                droot = np.sqrt(b.dtail_r * b.dtail_c) if b.droot is None else b.droot
-                bound = np.maximum(bound, self.sa * np.exp(lr * K) * droot * b.scale)
+                bound = np.maximum(bound, self.sa * np.exp(lr * K) * b.droot * b.scale)
         ok = bound[None] <= (np.asarray(tols, dtype=np.float64) * b.scale)[:, None, None]
         return np.where(ok.any(axis=2), ok.argmax(axis=2), self.K + 1)
 

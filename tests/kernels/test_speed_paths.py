@@ -6,6 +6,8 @@ and with the interpolant forced to fail its check); kernels through those
 paths against the scalar per-entry reference.
 """
 
+import math
+
 import numpy as np
 import pytest
 
@@ -226,20 +228,31 @@ def test_mehler_final_correction_matches_full_degree_newton(act, kernel, monkeyp
 @pytest.mark.parametrize("ntk", [False, True])
 def test_degrees_for_several_tolerances_at_once_are_each_tolerances_degrees(ntk):
     """The degree table (one bound, a comparison per tolerance; the tails' square roots taken once per block)
-    gives, row by row, the degrees of each tolerance alone from the uncached bounds, at correlations from 0
-    to 1 (and beyond, clipped), where a bound meets no tolerance up to the largest degree too."""
+    gives, row by row, the smallest degree whose truncation bound meets each tolerance, found here one degree
+    at a time from the bound's formula, at correlations from 0 to 1 (and beyond, clipped), where no degree up
+    to the largest meets it too."""
     from sk_deq.kernels import _series
 
     rng = np.random.default_rng(3)
-    K = 40
+    K, sa, scale = 40, SA, 0.8
     tails = [np.sort(rng.uniform(0.5, 1.0, K + 1))[::-1] / (1.0 + np.arange(K + 1)) ** 2 * f for f in (1, 1, 2, 3)]
-    series = HermiteSeries(SA, 0.1, 1e-12, K, True, None, _series.NUMPY_OPS, 64)
+    series = HermiteSeries(sa, 0.1, 1e-12, K, True, None, _series.NUMPY_OPS, 64)
     rho = np.array([0.0, 0.05, 0.3, 0.7, 0.95, 0.999, 1.0, 1.5])
-    plain = _series._Bounds(*tails, 0.8, ntk)
-    cached = _series._block_bounds(*tails, 0.8, ntk)
     tols = (1e-12, 1e-8, 1e-4)
-    table = series._degree_table(rho, cached, tols)
+    table = series._degree_table(rho, _series._block_bounds(*tails, scale, ntk), tols)
+
+    def degree(r, tol):  # |rho|^(k+1) sa sqrt(tail_r tail_c), and for the NTK |rho|^k sa sqrt(dtail_r dtail_c) scale
+        r = min(r, 1.0)
+        for k in range(K + 1):
+            bound = sa * r ** (k + 1) * math.sqrt(tails[0][k] * tails[1][k])
+            if ntk:
+                bound = max(bound, sa * r**k * math.sqrt(tails[2][k] * tails[3][k]) * scale)
+            if bound <= tol * scale:
+                return k
+        return K + 1
+
     for row, tol in zip(table, tols):
-        np.testing.assert_array_equal(row, series._degrees(rho, plain, tol))
+        np.testing.assert_array_equal(row, [degree(r, tol) for r in rho])
+        np.testing.assert_array_equal(row, series._degrees(rho, _series._block_bounds(*tails, scale, ntk), tol))
     assert table[0, -1] == K + 1 and table[-1, 0] <= 1  # none meets 1e-12 at rho = 1; at most 1 at rho = 0
     assert np.all(np.diff(table, axis=1) >= 0) and np.all(np.diff(table, axis=0) <= 0)
