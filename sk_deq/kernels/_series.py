@@ -254,9 +254,6 @@ class HermiteSeries:
         ok = bound[None] <= (np.asarray(tols, dtype=np.float64) * b.scale)[:, None, None]
         return np.where(ok.any(axis=2), ok.argmax(axis=2), self.K + 1)
 
-    def _degree(self, rho_abs, b: _Bounds, tol=None) -> int:
-        return int(self._degrees(min(1.0, rho_abs), b, tol)[0])
-
     def _ks(self, K, top=None):
         """The degrees in use up to ``K`` (at least one; up to ``top`` when given)."""
         ks = list(range(1, K + 1, 2)) if self.odd else list(range(K + 1))
