@@ -23,6 +23,16 @@ Sections:
     ``DEQClassifier`` against ``MatchedExplicitClassifier`` (same activation,
     ``sigma_a2``, width, seed): fit + predict seconds and test accuracy at
     widths 1,024 and 4,096.
+``bound``
+    What the readout alone can do for the time ratio DEQ / matched, in the
+    goal's setting (ReLU, width 1,024): both models' fit + predict and their
+    readouts' share (the training history's seconds), interleaved; the
+    ratio without the readouts; how much faster both readouts would have
+    to be for a ratio of 3; and the floor of the readout itself on the
+    matched net's features: its setup (Gram matrix and Cholesky factor)
+    plus, per loss evaluation, the two products over the features, every
+    other cost (the L-BFGS driver, the preconditioner's triangular solves,
+    the softmax) taken as zero.
 
 Every timing is the median of ``repeats`` interleaved runs (the contestants
 alternate inside each repeat).  ``collect(quick, repeats)`` returns the
@@ -37,6 +47,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import math
 import statistics
 
 import numpy as np
@@ -45,13 +56,15 @@ from _data import load_digits_once, mnist_split
 from _harness import finish, fit_predict, interleaved, parser, rounds, timed
 
 from sk_deq import DEQClassifier, MatchedExplicitClassifier
-from sk_deq.nn.readout import LinearReadout, ReadoutObjective, fit_readout, ridge_readout
+from sk_deq.nn.readout import LinearReadout, ReadoutObjective, _Preconditioner, fit_readout, ridge_readout
 from sk_deq.nn.training import train
 
 ACTIVATION = "tanh"
 SIGMA_A2 = 0.2
 ALPHA = 1e-5  # the classifiers' default
 TOL = 1e-4  # the classifiers' default improvement_tol
+BOUND_ACTIVATION = "relu"  # the setting of the readout goals (bench_peers): ReLU, sigma_a2 = 0.2
+TARGET_RATIO = 3.0
 
 
 def _data(quick: bool):
@@ -163,6 +176,98 @@ def bench_solvers(quick: bool, repeats: int) -> list[dict]:
     return records
 
 
+def readout_parts(clf, Z, y, repeats: int) -> dict:
+    """Where the time of ``clf``'s readout on its features ``Z`` goes, and its floor (medians of ``repeats``).
+
+    ``setup``: the preconditioner (Gram matrix and Cholesky factor);
+    ``evaluation``: one loss and gradient; ``products``: that evaluation's
+    two products over the features alone; ``readout``: the whole fit from
+    zero.  ``floor = setup + n_eval * products``.
+    """
+    k = clf.module_.readout.out_features
+    obj = ReadoutObjective(Z, y, k, ALPHA)
+    W, b = torch.zeros(Z.shape[1], k, dtype=torch.float64), torch.zeros(k, dtype=torch.float64)
+    G = torch.zeros(len(Z), k, dtype=Z.dtype)
+    lin = _zero_readout(clf)
+    info = fit_readout(lin, obj, tol=TOL)  # the evaluation count (the same on every repeat)
+    t = interleaved(
+        {
+            "setup": lambda: _Preconditioner(obj),
+            "evaluation": lambda: obj.evaluate(W, b),
+            "products": lambda: (Z @ W.to(Z.dtype), G.T @ Z),
+            "readout": lambda: fit_readout(_zero_readout(clf), obj, tol=TOL),
+        },
+        repeats,
+    )
+    med = t.medians
+    floor = med["setup"] + info.n_eval * med["products"]
+    return {
+        **{f"{name}_s": v for name, v in med.items()},
+        "n_iter": info.n_iter,
+        "n_eval": info.n_eval,
+        "floor_s": floor,
+        "most_speedup": med["readout"] / floor,
+    }
+
+
+def _fit_predict_readout(clf, *data) -> dict:
+    out = _fit_predict(clf, *data)
+    out["readout_s"] = sum(h["dur"] for h in clf.history_)  # from the setup to the last iteration
+    out["model"] = clf
+    return out
+
+
+def needed_speedup(deq_s, deq_readout_s, matched_s, matched_readout_s, target=TARGET_RATIO) -> float:
+    """How much faster both readouts must get for ``deq / matched >= target`` (inf: not by the readouts alone).
+
+    With ``D``, ``M`` the rest of each fit + predict and ``R_D``, ``R_M`` the
+    readouts, ``(D + R_D / s) / (M + R_M / s) = target`` gives
+    ``s = (target R_M - R_D) / (D - target M)``; at most 1 where the
+    target is met already.
+    """
+    rest_d, rest_m = deq_s - deq_readout_s, matched_s - matched_readout_s
+    if rest_d <= target * rest_m:  # even readouts that cost nothing leave the ratio below the target
+        return math.inf
+    return max(target * matched_readout_s - deq_readout_s, 0.0) / (rest_d - target * rest_m)
+
+
+def bench_bound(quick: bool, repeats: int) -> dict:
+    Xtr, ytr, Xte, yte = _data(quick)
+    width = 256 if quick else 1024
+    models = {
+        "DEQClassifier": lambda: DEQClassifier(BOUND_ACTIVATION, SIGMA_A2, n_hidden=width, random_state=0),
+        "MatchedExplicitClassifier": lambda: MatchedExplicitClassifier(
+            BOUND_ACTIVATION, SIGMA_A2, n_hidden=width, random_state=0
+        ),
+    }
+    models["MatchedExplicitClassifier"]().fit(Xtr[:50], ytr[:50])  # warm the match cache
+    runs = rounds(models, repeats, lambda name, r: _fit_predict_readout(models[name](), Xtr, ytr, Xte, yte))
+    med = {
+        name: {key: statistics.median(o[key] for o in v) for key in ("fit_s", "predict_s", "readout_s")}
+        for name, v in runs.items()
+    }
+    total = {name: m["fit_s"] + m["predict_s"] for name, m in med.items()}
+    deq, mat = "DEQClassifier", "MatchedExplicitClassifier"
+    y = torch.from_numpy(np.searchsorted(np.unique(ytr), ytr).astype(np.int64))
+    clf = runs[mat][-1]["model"]
+    Z = torch.from_numpy(clf.features(Xtr)).to(clf._torch_dtype)
+    parts = readout_parts(clf, Z, y, repeats)
+    need = needed_speedup(total[deq], med[deq]["readout_s"], total[mat], med[mat]["readout_s"])
+    return {
+        "activation": BOUND_ACTIVATION,
+        "width": width,
+        "n_train": len(Xtr),
+        "fit_predict_s": total,
+        "readout_s": {name: m["readout_s"] for name, m in med.items()},
+        "accuracy": {name: statistics.fmean(o["acc"] for o in v) for name, v in runs.items()},
+        "ratio": total[deq] / total[mat],
+        "ratio_without_readouts": (total[deq] - med[deq]["readout_s"]) / (total[mat] - med[mat]["readout_s"]),
+        "readout_speedup_needed": need,
+        "matched_readout_parts": parts,
+        "reachable_by_the_readouts": need <= parts["most_speedup"],
+    }
+
+
 def _fit_predict(clf, *data) -> dict:
     """The test accuracy and L-BFGS iterations of one timed fit and predict (seconds under ``fit`` and ``predict``)."""
     out = fit_predict(clf, *data)
@@ -248,6 +353,7 @@ def collect(quick: bool = False, repeats: int = 3) -> dict:
         "threads": torch.get_num_threads(),
         "solvers": bench_solvers(quick, repeats),
         "end_to_end": end_to_end,
+        "bound": bench_bound(quick, repeats),
         "goals": _goals(end_to_end),
     }
 
@@ -271,6 +377,19 @@ def main(argv=None):
             f"{fp['MatchedExplicitClassifier']:.2f}s, speed-up {r['speedup_matched_over_deq']:.2f}x; accuracy DEQ "
             f"{r['models']['DEQClassifier']['acc']:.3f}, matched {r['models']['MatchedExplicitClassifier']['acc']:.3f}"
         )
+    b, p = out["bound"], out["bound"]["matched_readout_parts"]
+    fp, ro = b["fit_predict_s"], b["readout_s"]
+    print(
+        f"\nbound ({b['activation']}, width {b['width']}): fit+predict DEQ {fp['DEQClassifier']:.3f}s (readout "
+        f"{ro['DEQClassifier']:.3f}), matched {fp['MatchedExplicitClassifier']:.3f}s (readout "
+        f"{ro['MatchedExplicitClassifier']:.3f}); ratio {b['ratio']:.2f}x, {b['ratio_without_readouts']:.2f}x "
+        f"without the readouts; readouts {b['readout_speedup_needed']:.2f}x faster needed for {TARGET_RATIO:g}x"
+    )
+    print(
+        f"matched readout: {p['readout_s']:.3f}s, setup {p['setup_s']:.3f}s, {p['n_eval']} evaluations of "
+        f"{p['evaluation_s'] * 1e3:.2f} ms (products {p['products_s'] * 1e3:.2f} ms); floor {p['floor_s']:.3f}s, "
+        f"so at most {p['most_speedup']:.2f}x faster"
+    )
     finish(out, args)
 
 

@@ -412,6 +412,57 @@ def test_the_user_call_bench_compares_the_pool_with_joblib():
         assert not any(n.startswith("sk_deq-blocks") for n in names())
 
 
+def test_the_user_call_bench_times_the_fit_of_each_call():
+    """Each call appends its fit's seconds, and the kernel it returns is the user's."""
+    import bench_kernel_user_call
+
+    from sk_deq import ImplicitCKTransformer
+
+    X = np.random.default_rng(0).normal(size=(40, 6))
+    fits: list = []
+    call = bench_kernel_user_call._call(X, 1, fits)
+    K = call()
+    call()
+    assert len(fits) == 2 and all(0 < f < 60 for f in fits)
+    ref = ImplicitCKTransformer(activation="tanh", input_scaling="none", n_jobs=1).fit(X).transform(X)
+    np.testing.assert_array_equal(K, ref)
+    assert bench_kernel_user_call._call(X, 1)() is not None  # no list: nothing recorded
+
+
+def test_the_readout_bound_solves_for_the_ratio():
+    """The readout speed-up it reports gives exactly the target ratio; none can where the rest alone misses it."""
+    from bench_readout import needed_speedup
+
+    rng = np.random.default_rng(1)
+    for _ in range(50):
+        rest_m, r_m, r_d = rng.uniform(0.05, 0.5, 3)
+        rest_d = rest_m * rng.uniform(3.05, 8.0)
+        s = needed_speedup(rest_d + r_d, r_d, rest_m + r_m, r_m)
+        if 3 * r_m > r_d:
+            assert (rest_d + r_d / s) / (rest_m + r_m / s) == pytest.approx(3.0, rel=1e-12)
+        else:  # the ratio is 3 or more whatever the readouts cost
+            assert s == 0.0 and (rest_d + r_d) / (rest_m + r_m) >= 3.0 - 1e-12
+    assert needed_speedup(0.6, 0.15, 0.27, 0.15) == pytest.approx((3 * 0.15 - 0.15) / (0.45 - 3 * 0.12))
+    assert needed_speedup(0.5, 0.2, 0.3, 0.15) == np.inf  # the rest: 0.3 / 0.15 = 2, under 3 at any readout speed
+
+
+def test_the_readout_parts_add_up_to_their_floor():
+    pytest.importorskip("mlxtend")
+    import torch
+    from bench_readout import readout_parts
+
+    from sk_deq import MatchedExplicitClassifier
+
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(300, 20)), rng.integers(0, 3, 300)
+    clf = MatchedExplicitClassifier("relu", 0.2, n_hidden=64, random_state=0).fit(X, y)
+    Z = torch.from_numpy(clf.features(X)).float()
+    p = readout_parts(clf, Z, torch.from_numpy(y), repeats=1)
+    assert p["n_eval"] >= p["n_iter"] >= 1
+    assert p["floor_s"] == pytest.approx(p["setup_s"] + p["n_eval"] * p["products_s"], rel=1e-12)
+    assert p["most_speedup"] == pytest.approx(p["readout_s"] / p["floor_s"], rel=1e-12)
+
+
 def test_the_fit_and_cores_goals_come_from_their_records():
     import bench_blocks
     import bench_kernel_user_call
