@@ -463,6 +463,20 @@ def test_the_readout_parts_add_up_to_their_floor():
     assert p["most_speedup"] == pytest.approx(p["readout_s"] / p["floor_s"], rel=1e-12)
 
 
+def test_the_readout_bound_runs_in_a_tiny_configuration():
+    pytest.importorskip("mlxtend")
+    import bench_readout
+
+    (b,) = bench_readout.bench_bound(quick=True, repeats=1)
+    assert b["width"] == 256 and b["n_train"] == 1000
+    assert b["ratio"] == pytest.approx(b["deq_s"] / b["matched_s"])
+    rest = (b["deq_s"] - b["deq_readout_s"]) / (b["matched_s"] - b["matched_readout_s"])
+    assert b["ratio_without_readouts"] == pytest.approx(rest)
+    assert 0 < b["deq_readout_s"] < b["deq_s"] and 0 < b["matched_readout_s"] < b["matched_s"]
+    assert b["reachable_by_the_readouts"] == (b["readout_speedup_needed"] <= b["matched_readout_most_speedup"])
+    assert 0.5 < b["matched_accuracy"] <= 1.0 and 0.5 < b["deq_accuracy"] <= 1.0
+
+
 def test_the_fit_and_cores_goals_come_from_their_records():
     import bench_blocks
     import bench_kernel_user_call
