@@ -164,6 +164,7 @@ REGISTRY: dict[str, Benchmark] = {
         description="predict throughput and latency, a fit's features, against the row block",
     ),
     "weight_draws": Benchmark("bench_weight_draws", description="weight draws: one torch stream vs numpy streams"),
+    "busy_core": Benchmark("bench_busy_core", description="torch's threads with another process on one core"),
     "nystroem": Benchmark("bench_nystroem", description="Nystroem features of the implicit kernel"),
     "large_fit": Benchmark("bench_large_fit", description="fit at large n: time and memory"),
     "scale": Benchmark("bench_scale", description="time and memory against n"),

@@ -477,6 +477,30 @@ def test_the_readout_bound_runs_in_a_tiny_configuration():
     assert 0.5 < b["matched_accuracy"] <= 1.0 and 0.5 < b["deq_accuracy"] <= 1.0
 
 
+def test_the_busy_core_bench_stops_its_spinner():
+    """The spinning child runs inside the block only, and is stopped when the block raises too."""
+    import bench_busy_core
+
+    with bench_busy_core.busy_core(False) as none:
+        assert none is None
+    with pytest.raises(RuntimeError), bench_busy_core.busy_core(True) as spinner:
+        assert spinner.poll() is None  # running
+        raise RuntimeError("stop")
+    assert spinner.poll() is not None
+
+
+def test_the_busy_core_bench_runs_in_a_tiny_configuration():
+    pytest.importorskip("mlxtend")
+    import bench_busy_core
+
+    out = bench_busy_core.collect(quick=True, repeats=1, width=32)
+    rows = {(r["condition"], r["model"]): r for r in out["records"]}
+    assert set(rows) == {(c, m) for c in ("quiet", "busy") for m in ("matched", "deq")}
+    for r in rows.values():
+        assert r["all threads s"] > 0 and r["1 thread s"] > 0
+        assert r["speed-up of all threads"] == pytest.approx(r["1 thread s"] / r["all threads s"])
+
+
 def test_the_fit_and_cores_goals_come_from_their_records():
     import bench_blocks
     import bench_kernel_user_call
