@@ -19,7 +19,7 @@ from sklearn.model_selection import train_test_split
 
 from sk_deq.datasets import load_mnist_digits
 
-__all__ = ["augmented_mnist", "load_digits_once", "mnist_split"]
+__all__ = ["augmented_mnist", "load_digits_once", "mnist_4000", "mnist_split"]
 
 SIDE = 28
 MAX_SHIFT = 2.0  # pixels
@@ -44,6 +44,15 @@ def mnist_split(test_size: int = 1000, random_state: int = 0):
     _, y = load_digits_once()
     train, test = train_test_split(np.arange(len(y)), test_size=test_size, random_state=random_state, stratify=y)
     return train, np.sort(test)
+
+
+def mnist_4000(quick: bool = False):
+    """``X_train, y_train, X_test, y_test`` of :func:`mnist_split` (4,000 / 1,000); ``quick``: its first 1,000 / 300."""
+    X, y = load_digits_once()
+    train, test = mnist_split()
+    if quick:
+        train, test = train[:1000], test[:300]
+    return X[train], y[train], X[test], y[test]
 
 
 def _affine(angle: float, shift) -> tuple[np.ndarray, np.ndarray]:

@@ -1,7 +1,7 @@
 """Torch's threads when another process keeps a core busy: the networks on all threads and on one, side by side.
 
 ``MatchedExplicitClassifier`` and ``DEQClassifier`` (ReLU, ``sigma_a2 =
-0.2``, width 1,024) fit and predict MNIST-4000 / 1000 (``_data.mnist_split``;
+0.2``, width 1,024) fit and predict MNIST-4000 / 1000 (``_data.mnist_4000``;
 ``--quick``: width 256 on 1,000 / 300 digits), timed in rounds (the runs
 rotate from one round to the next, one untimed round first), on torch's
 default number of threads and on one:
@@ -29,7 +29,7 @@ import sys
 import warnings
 
 import torch
-from _data import load_digits_once, mnist_split
+from _data import mnist_4000
 from _harness import finish, fit_predict, parser, rounds, text_table
 
 from sk_deq import DEQClassifier, MatchedExplicitClassifier
@@ -52,14 +52,6 @@ def busy_core(busy: bool):
         spinner.wait()
 
 
-def _data(quick: bool):
-    X, y = load_digits_once()
-    train, test = mnist_split()
-    if quick:
-        train, test = train[:1000], test[:300]
-    return X[train], y[train], X[test], y[test]
-
-
 def _run(model: str, threads: int, width: int, seed: int, data) -> float:
     est = MODELS[model]("relu", 0.2, n_hidden=width, random_state=seed)
     with torch_threads(threads), warnings.catch_warnings():
@@ -69,7 +61,7 @@ def _run(model: str, threads: int, width: int, seed: int, data) -> float:
 
 def collect(quick: bool = False, repeats: int = 3, width: int | None = None) -> dict:
     """Fit + predict seconds per condition, model and thread count (medians), and the speed-ups of all threads."""
-    data = _data(quick)
+    data = mnist_4000(quick)
     width = width or (256 if quick else 1024)
     threads = torch.get_num_threads()
     MatchedExplicitClassifier("relu", 0.2, n_hidden=16).fit(data[0][:50], data[1][:50])  # warm the match cache

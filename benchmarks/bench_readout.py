@@ -52,7 +52,7 @@ import statistics
 
 import numpy as np
 import torch
-from _data import load_digits_once, mnist_split
+from _data import mnist_4000
 from _harness import finish, fit_predict, interleaved, parser, rounds, timed
 
 from sk_deq import DEQClassifier, MatchedExplicitClassifier
@@ -65,14 +65,6 @@ ALPHA = 1e-5  # the classifiers' default
 TOL = 1e-4  # the classifiers' default improvement_tol
 BOUND_ACTIVATION = "relu"  # the setting of the readout goals (bench_peers): ReLU, sigma_a2 = 0.2
 TARGET_RATIO = 3.0
-
-
-def _data(quick: bool):
-    X, y = load_digits_once()
-    train_idx, test_idx = mnist_split()
-    if quick:
-        train_idx, test_idx = train_idx[:1000], test_idx[:300]
-    return X[train_idx], y[train_idx], X[test_idx], y[test_idx]
 
 
 def gemm_rate(n=4000, m=1024, repeats=5) -> float:
@@ -136,7 +128,7 @@ def _objective(lin, Z, y):
 
 
 def bench_solvers(quick: bool, repeats: int) -> list[dict]:
-    Xtr, ytr, Xte, yte = _data(quick)
+    Xtr, ytr, Xte, yte = mnist_4000(quick)
     width = 256 if quick else 1024
     y = torch.from_numpy(np.searchsorted(np.unique(ytr), ytr).astype(np.int64))
     yt = np.searchsorted(np.unique(ytr), yte)
@@ -232,7 +224,7 @@ def needed_speedup(deq_s, deq_readout_s, matched_s, matched_readout_s, target=TA
 
 
 def bench_bound(quick: bool, repeats: int) -> list[dict]:
-    Xtr, ytr, Xte, yte = _data(quick)
+    Xtr, ytr, Xte, yte = mnist_4000(quick)
     width = 256 if quick else 1024
     models = {
         "DEQClassifier": lambda: DEQClassifier(BOUND_ACTIVATION, SIGMA_A2, n_hidden=width, random_state=0),
@@ -280,7 +272,7 @@ def _fit_predict(clf, *data) -> dict:
 
 
 def bench_end_to_end(quick: bool, repeats: int) -> list[dict]:
-    Xtr, ytr, Xte, yte = _data(quick)
+    Xtr, ytr, Xte, yte = mnist_4000(quick)
     widths = [256] if quick else [1024, 4096]
     records = []
     for width in widths:
