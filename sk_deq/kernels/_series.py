@@ -179,22 +179,18 @@ class _PairedTerms(_OuterTerms):
 
 
 class _Bounds(NamedTuple):
-    """What the truncation bound of a block needs (host arrays): the largest tails of its rows and columns."""
+    """What the truncation bound of a block needs (host arrays), from the largest tails of its rows and columns."""
 
-    tail_r: np.ndarray
-    tail_c: np.ndarray
-    dtail_r: np.ndarray
-    dtail_c: np.ndarray
+    root: np.ndarray  # sqrt(tail_r tail_c) per degree
+    droot: np.ndarray | None  # sqrt(dtail_r dtail_c) per degree for the NTK, else None
     scale: float
     ntk: bool
-    root: np.ndarray  # sqrt(tail_r tail_c), taken once (see _block_bounds)
-    droot: np.ndarray | None  # sqrt(dtail_r dtail_c) for the NTK, else None
 
 
 def _block_bounds(tail_r, tail_c, dtail_r, dtail_c, scale: float, ntk: bool) -> _Bounds:
-    """The :class:`_Bounds` of a block, the products of its tails' square roots taken once."""
+    """The :class:`_Bounds` of a block: the products of its tails' square roots, taken once."""
     droot = np.sqrt(dtail_r * dtail_c) if ntk else None
-    return _Bounds(tail_r, tail_c, dtail_r, dtail_c, scale, ntk, np.sqrt(tail_r * tail_c), droot)
+    return _Bounds(np.sqrt(tail_r * tail_c), droot, scale, ntk)
 
 
 def _copy_into(out, x):
