@@ -5,6 +5,7 @@ import sys
 import warnings
 
 sys.path.insert(0, os.path.abspath(".."))
+sys.path.insert(0, os.path.abspath("_ext"))  # figures: measured figures rendered from benchmarks/results
 import sk_deq
 
 project = "sk_deq"
@@ -21,6 +22,7 @@ extensions = [
     "sphinx.ext.viewcode",
     "numpydoc",
     "sphinx_gallery.gen_gallery",
+    "figures",
 ]
 
 autosummary_generate = True

@@ -1,0 +1,218 @@
+"""Measured figures reach the README and the docs only from results files (``docs/_ext/figures``)."""
+
+import json
+import re
+import shutil
+import textwrap
+from pathlib import Path
+
+import pytest
+
+figures = pytest.importorskip("figures")  # docs/_ext, put on the path by this folder's conftest
+
+from figures import FigureError, load, lookup, parse_table, parse_value  # noqa: E402
+from figures import _load  # noqa: E402
+from figures.audit import typed_figures  # noqa: E402
+from figures.readme import render_readme  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.rst"))]
+
+#: figures that match the pattern of a measurement but are none: (file, the text around it, why)
+NOT_MEASURED = [
+    ("cli.rst", "--tol 0.05|none", "a default tolerance of the command"),
+    ("cli.rst", "below 0.05", "the significance level the table marks"),
+    ("install.rst", "Python 3.10", "a version"),
+]
+
+
+def _allowed(page: Path, line: str) -> bool:
+    return any(page.name == f and text in line for f, text, _ in NOT_MEASURED)
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+def test_no_measured_figure_is_typed_by_hand(page):
+    typed = [(no, fig, line) for no, fig, line in typed_figures(page) if not _allowed(page, line)]
+    assert not typed, (
+        f"{page.name}: measured-looking figures typed by hand (render them from a results file with the "
+        "results-table directive or the result role, see docs/_ext/figures; or, if one is no measurement, "
+        "add it to NOT_MEASURED with the reason):\n" + "\n".join(f"  line {no}: {fig!r} in {line!r}" for no, fig, line in typed[:40])
+    )
+
+
+def test_not_measured_entries_are_used():
+    """Every exception of NOT_MEASURED still matches a line (no stale permission)."""
+    for name, text, _ in NOT_MEASURED:
+        page = next(p for p in PAGES if p.name == name)
+        assert text in page.read_text(encoding="utf-8"), f"{name}: {text!r} is no longer there; drop it"
+
+
+def test_readme_figures_are_those_of_their_files():
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert render_readme(text) == text, "README.md differs from its results files: run `python docs/_ext/figures`"
+
+
+_DIRECTIVE = re.compile(r"^(\s*)\.\. results-table:: (.+)\n((?:\1\s+:.*\n|\1\s{4,}.*\n)*)", re.M)
+_ROLE = re.compile(r":result:`([^`]+)`")
+
+
+def _declared(page):
+    text = page.read_text(encoding="utf-8")
+    tables = [(m.group(2), m.group(3).splitlines()) for m in _DIRECTIVE.finditer(text)]
+    values = [m.group(1) for m in _ROLE.finditer(text)]
+    return tables, values
+
+
+@pytest.mark.parametrize("page", sorted((ROOT / "docs").glob("*.rst")), ids=lambda p: p.name)
+def test_every_figure_of_the_docs_renders(page):
+    """Each table and value has its results file, with provenance, and selects what it names."""
+    tables, values = _declared(page)
+    for arg, lines in tables:
+        table = parse_table(arg, lines).render()
+        assert table.rows and all(len(r) == len(table.header) for r in table.rows)
+        assert all(p.commit and p.date and p.machine and p.command for p in table.sources)
+    for spec in values:
+        assert parse_value(spec).text
+
+
+def test_every_provenance_sidecar_has_its_file():
+    for side in _load.RESULTS.glob("*.provenance.json"):
+        data = side.with_name(side.name.replace(".provenance.json", ".json"))
+        assert data.is_file(), f"{side.name} describes no results file"
+        assert "provenance" not in json.loads(data.read_text()), f"{data.name} has its own provenance"
+
+
+# ------------------------------------------------------------------------- the mechanism
+
+
+@pytest.fixture
+def results(tmp_path, monkeypatch):
+    """A results folder of two files: one with its own provenance, one with a sidecar."""
+    res = tmp_path / "benchmarks" / "results"
+    res.mkdir(parents=True)
+    prov = {
+        "schema": "sk_deq.provenance/1",
+        "created_utc": "2026-01-02T03:04:05+00:00",
+        "command": "bench.py --repeats 3",
+        "git": {"commit": "0123456789abcdef", "clean": True},
+        "machine": {"cpu_model": "Intel(R) Xeon(R) Processor", "cpus_usable": 2, "memory_gib": 23.5, "gpu": None},
+        "benchmark": "kernels.cores",
+    }
+    rows = [{"act": "relu", "n": 1000, "s": 1.234, "models": {"deq": {"acc": 0.9312}}}, {"act": "tanh", "n": 2000, "s": 2.5}]
+    (res / "a.json").write_text(json.dumps({"provenance": prov, "records": rows}))
+    (res / "b.json").write_text(json.dumps({"summary": {"ratio": 3.14159}}))
+    (res / "b.provenance.json").write_text(json.dumps({**prov, "git": {"commit": "fedcba9876543210", "clean": False}}))
+    (res / "c.json").write_text(json.dumps({"x": 1}))
+    monkeypatch.setattr(_load, "RESULTS", res)
+    monkeypatch.setattr(_load, "ROOT", tmp_path)
+    load.cache_clear()
+    yield res
+    load.cache_clear()
+
+
+def test_provenance_from_the_file_or_its_sidecar(results):
+    a, b = load("a.json").provenance, load("b.json").provenance
+    assert (a.file, a.commit, a.date, a.benchmark) == ("benchmarks/results/a.json", "0123456", "2026-01-02", "kernels.cores")
+    assert a.machine == "2 cores of an Intel Xeon, 24 GiB"
+    assert b.commit == "fedcba9 (with uncommitted changes)"
+    with pytest.raises(FigureError, match="records no provenance"):
+        load("c.json")
+    with pytest.raises(FigureError, match="no results file"):
+        load("missing.json")
+
+
+def test_lookup_selects_one_row_or_says_why(results):
+    data = load("a.json").data
+    assert lookup(data, "records[act=tanh].s") == 2.5
+    assert lookup(data, "records[1].n") == 2000
+    assert lookup(data, "records[act=relu,n=1000].models.deq.acc") == 0.9312
+    with pytest.raises(FigureError, match="matches 0 rows"):
+        lookup(data, "records[act=gelu].s")
+    with pytest.raises(FigureError, match="no 'nope'"):
+        lookup(data, "records[0].nope")
+    with pytest.raises(FigureError, match="matches 2 rows"):
+        lookup({"r": [{"a": 1}, {"a": 1}]}, "r[a=1]")
+    assert lookup({"r": [{"x": 0.2, "y": 5}]}, "r[x=0.2].y") == 5  # a dot inside brackets is no separator
+
+
+def test_a_table_renders_its_rows_with_their_sources(results):
+    spec = parse_table("a.json", [":rows: records", ":where: act=relu", ":columns:", "   act: {act}", "   acc %: {100*get('models.deq.acc'):.2f}"])
+    table = spec.render()
+    assert table.header == ["act", "acc %"] and table.rows == [["relu", "93.12"]]
+    assert [p.file for p in table.sources] == ["benchmarks/results/a.json"]
+    with pytest.raises(FigureError, match="no rows"):
+        parse_table("a.json", [":rows: records", ":where: act=gelu", ":columns:", "   act: {act}"]).render()
+    with pytest.raises(FigureError, match="header: template"):
+        parse_table("a.json", [":rows: records", ":columns:", "   {act}"])
+    with pytest.raises(FigureError, match="no table"):
+        parse_table("no-such-table", [])
+
+
+def test_a_value_renders_with_its_source(results):
+    v = parse_value("b.json:summary.ratio|{v:.1f}×")
+    assert v.text == "3.1×" and v.source.file == "benchmarks/results/b.json"
+    assert parse_value("a.json:records[act=tanh].n|{v:,}").text == "2,000"
+    with pytest.raises(FigureError, match="template"):
+        parse_value("b.json:summary.ratio|{open('x')}")  # nothing but the listed functions in scope
+
+
+def test_the_readme_regions_render_and_check(results, tmp_path, capsys):
+    from figures.readme import main
+
+    readme = tmp_path / "README.md"
+    readme.write_text(
+        "Ratio <!-- result b.json:summary.ratio|{v:.2f}× -->old<!-- end result --> here.\n\n"
+        "<!-- results-table a.json\n:rows: records\n:columns:\n   act: {act}\n   s: {s:.1f}\n-->\nstale\n"
+        "<!-- end results-table -->\n"
+    )
+    assert main(["--check", "--readme", str(readme)]) == 1
+    assert main(["--readme", str(readme)]) == 0
+    text = readme.read_text()
+    assert '[3.14×](benchmarks/results/b.json "commit fedcba9 (with uncommitted changes), 2026-01-02' in text
+    assert "| act | s |\n|---|---|\n| relu | 1.2 |\n| tanh | 2.5 |\n" in text
+    assert "Source: [`benchmarks/results/a.json`]" in text and "`bench.py --repeats 3`" in text
+    assert main(["--check", "--readme", str(readme)]) == 0
+    assert render_readme(text) == text
+
+
+def test_the_audit_finds_typed_figures_but_not_rendered_ones(tmp_path):
+    page = tmp_path / "p.rst"
+    page.write_text(
+        textwrap.dedent(
+            """\
+            Fit in 2.3 s, 4× faster; accuracy 93.10 %.
+
+            .. results-table:: a.json
+               :columns:
+                  s: 9.99 s
+
+            Quoted :result:`a.json:x|1.23 s` and :math:`0.125` are not typed.
+
+            .. math::
+
+               x = 0.125
+            """
+        )
+    )
+    assert [(no, fig) for no, fig, _ in typed_figures(page)] == [(1, "2.3 s"), (1, "4×"), (1, "93.10 %")]
+
+
+def test_sphinx_renders_tables_values_and_their_sources(results, tmp_path):
+    """A tiny Sphinx project using the extension: the table, the value and the provenance reach the HTML."""
+    sphinx = pytest.importorskip("sphinx.cmd.build")
+    src = tmp_path / "docs"
+    src.mkdir()
+    (src / "conf.py").write_text(
+        f"import sys\nsys.path.insert(0, {str(ROOT / 'docs' / '_ext')!r})\nextensions = ['figures']\n"
+    )
+    (src / "index.rst").write_text(
+        "Page\n====\n\n.. results-table:: a.json\n   :rows: records\n   :columns:\n      act: {act}\n      s: {s:.2f} s\n\n"
+        "The ratio is :result:`b.json:summary.ratio|{v:.2f}×`.\n"
+    )
+    out = tmp_path / "html"
+    assert sphinx.build_main(["-q", "-W", "-b", "html", str(src), str(out)]) == 0
+    html = (out / "index.html").read_text()
+    assert "1.23 s" in html and "2.50 s" in html and "3.14×" in html
+    assert "commit <code" in html and "0123456" in html  # the table's source line
+    assert "Where the figures quoted on this page come from" in html and "fedcba9" in html
+    shutil.rmtree(out)
