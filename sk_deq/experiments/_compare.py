@@ -16,6 +16,7 @@ from typing import IO, Any
 import numpy as np
 
 from ._compare_result import CompareResult, p_text
+from ._provenance import provenance
 from ._common import (
     DATASETS,
     MODELS,
@@ -283,6 +284,7 @@ def compare_widths(
             },
             environment=environment(threads),
             datasets=info,
+            provenance=provenance(benchmark="sk-deq compare"),
         )
         # One matching solve per activation, timed on its own: every fit reuses it.
         for activation in activations:

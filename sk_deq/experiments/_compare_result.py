@@ -39,6 +39,10 @@ class CompareResult(JSONResult):
         Per activation: wall time in seconds of one matching solve (done once
         per activation; every fit at the same data scale reuses it, so it is
         not part of the matched network's fit time).
+    provenance : dict, default={}
+        Where the figures come from (:func:`sk_deq.experiments._provenance.provenance`,
+        taken when the run starts): command, time, git commit, machine,
+        versions and threads.
     records : list of dict, default=[]
         One entry per fit, in the order run: ``dataset``, ``activation``, ``width``, ``repeat``,
         ``model``, ``accuracy``, ``fit_seconds``, ``predict_seconds``,
@@ -53,6 +57,7 @@ class CompareResult(JSONResult):
     matches: dict = field(default_factory=dict)
     match_seconds: dict = field(default_factory=dict)
     records: list = field(default_factory=list)
+    provenance: dict = field(default_factory=dict)
 
     # -- aggregation --------------------------------------------------------
     def summary(self) -> list:
@@ -138,12 +143,14 @@ class CompareResult(JSONResult):
         Returns
         -------
         dict
-            ``config``, ``environment``, ``datasets``, ``matches``,
-            ``match_seconds``, ``summary`` (:meth:`summary`) and ``records``.
+            ``provenance``, ``config``, ``environment``, ``datasets``,
+            ``matches``, ``match_seconds``, ``summary`` (:meth:`summary`)
+            and ``records``.
             :func:`sk_deq.plotting.plot_compare_widths` accepts it in place of
             the result.
         """
         return {
+            "provenance": self.provenance,
             "config": self.config,
             "environment": self.environment,
             "datasets": self.datasets,
