@@ -36,7 +36,8 @@ def test_no_measured_figure_is_typed_by_hand(page):
     assert not typed, (
         f"{page.name}: measured-looking figures typed by hand (render them from a results file with the "
         "results-table directive or the result role, see docs/_ext/figures; or, if one is no measurement, "
-        "add it to NOT_MEASURED with the reason):\n" + "\n".join(f"  line {no}: {fig!r} in {line!r}" for no, fig, line in typed[:40])
+        "add it to NOT_MEASURED with the reason):\n"
+        + "\n".join(f"  line {no}: {fig!r} in {line!r}" for no, fig, line in typed[:40])
     )
 
 
@@ -98,7 +99,10 @@ def results(tmp_path, monkeypatch):
         "machine": {"cpu_model": "Intel(R) Xeon(R) Processor", "cpus_usable": 2, "memory_gib": 23.5, "gpu": None},
         "benchmark": "kernels.cores",
     }
-    rows = [{"act": "relu", "n": 1000, "s": 1.234, "models": {"deq": {"acc": 0.9312}}}, {"act": "tanh", "n": 2000, "s": 2.5}]
+    rows = [
+        {"act": "relu", "n": 1000, "s": 1.234, "models": {"deq": {"acc": 0.9312}}},
+        {"act": "tanh", "n": 2000, "s": 2.5},
+    ]
     (res / "a.json").write_text(json.dumps({"provenance": prov, "records": rows}))
     (res / "b.json").write_text(json.dumps({"summary": {"ratio": 3.14159}}))
     (res / "b.provenance.json").write_text(json.dumps({**prov, "git": {"commit": "fedcba9876543210", "clean": False}}))
@@ -112,7 +116,12 @@ def results(tmp_path, monkeypatch):
 
 def test_provenance_from_the_file_or_its_sidecar(results):
     a, b = load("a.json").provenance, load("b.json").provenance
-    assert (a.file, a.commit, a.date, a.benchmark) == ("benchmarks/results/a.json", "0123456", "2026-01-02", "kernels.cores")
+    assert (a.file, a.commit, a.date, a.benchmark) == (
+        "benchmarks/results/a.json",
+        "0123456",
+        "2026-01-02",
+        "kernels.cores",
+    )
     assert a.machine == "2 cores of an Intel Xeon, 24 GiB"
     assert b.commit == "fedcba9 (with uncommitted changes)"
     with pytest.raises(FigureError, match="records no provenance"):
@@ -136,9 +145,19 @@ def test_lookup_selects_one_row_or_says_why(results):
 
 
 def test_a_table_renders_its_rows_with_their_sources(results):
-    spec = parse_table("a.json", [":rows: records", ":where: act=relu", ":columns:", "   act: {act}", "   acc %: {100*get('models.deq.acc'):.2f}"])
+    spec = parse_table(
+        "a.json",
+        [
+            ":rows: records",
+            ":where: act=relu",
+            ":columns:",
+            "   act: {act}",
+            "   acc %: {100*get('models.deq.acc'):.2f}",
+            "   at: {commit} {date}",
+        ],
+    )
     table = spec.render()
-    assert table.header == ["act", "acc %"] and table.rows == [["relu", "93.12"]]
+    assert table.header == ["act", "acc %", "at"] and table.rows == [["relu", "93.12", "0123456 2026-01-02"]]
     assert [p.file for p in table.sources] == ["benchmarks/results/a.json"]
     with pytest.raises(FigureError, match="no rows"):
         parse_table("a.json", [":rows: records", ":where: act=gelu", ":columns:", "   act: {act}"]).render()

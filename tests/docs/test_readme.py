@@ -21,7 +21,9 @@ def test_a_readme_block_runs_by_itself(code, tmp_path):
     script = tmp_path / "block.py"
     script.write_text(code, encoding="utf-8")
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONWARNINGS": "error::RuntimeWarning"}
-    run = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    run = subprocess.run(
+        [sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     assert run.stdout.strip(), "a README block should print what it shows"
     assert "nan" not in run.stdout.lower().split()

@@ -5,6 +5,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from figures.readme import main  # noqa: E402
+from figures.readme import main
 
 raise SystemExit(main())

@@ -81,7 +81,7 @@ def _from_record(file: str, p: dict) -> Provenance:
     return Provenance(file, commit, date, machine, command, p.get("benchmark"))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def load(name: str) -> Result:
     """The results file ``benchmarks/results/<name>`` with its provenance."""
     path = RESULTS / name

@@ -14,7 +14,8 @@ regions, :mod:`figures.readme`)::
 
 A template is a Python f-string evaluated per row with the row's fields by
 name, ``row``, ``get(path)`` (a path inside the row), ``top(path)`` (a path
-inside the whole file), ``file`` (its name) and a few functions (``median``,
+inside the whole file), ``file`` (its name), ``commit`` and ``date`` (of
+its provenance: a table over several runs can show each row's age) and a few functions (``median``,
 ``mean``, ``stdev``, ``min``, ``max``, ``len``, ``abs``, ``round``, ``sum``).
 A value is ``file.json:path|template`` with the value as ``v``
 (``{v}`` when no template is given).
@@ -94,10 +95,19 @@ class TableSpec:
                 if not all(str(_try(row, k)) == v for k, v in self.where):
                     continue
                 names = {k: v for k, v in row.items() if isinstance(k, str) and k.isidentifier()}
-                names.update(row=row, file=name, get=lambda p, r=row: lookup(r, p), top=lambda p, d=res.data: lookup(d, p))
+                names.update(
+                    row=row,
+                    file=name,
+                    commit=res.provenance.commit,
+                    date=res.provenance.date,
+                    get=lambda p, r=row: lookup(r, p),
+                    top=lambda p, d=res.data: lookup(d, p),
+                )
                 out.rows.append([render_template(t, names) for _, t in self.columns])
         if not out.rows:
-            raise FigureError(f"table over {', '.join(self.files)} has no rows (rows={self.rows!r}, where={self.where!r})")
+            raise FigureError(
+                f"table over {', '.join(self.files)} has no rows (rows={self.rows!r}, where={self.where!r})"
+            )
         return out
 
 
@@ -158,7 +168,9 @@ def parse_table(argument: str, option_lines: list) -> TableSpec:
         if not sep:
             raise FigureError(f"column {line!r} is not 'header: template'")
         columns.append((head.strip(), template.strip()))
-    where = tuple(tuple(part.strip().split("=", 1)) for part in " ".join(opts.get("where", [])).split(",") if part.strip())
+    where = tuple(
+        tuple(part.strip().split("=", 1)) for part in " ".join(opts.get("where", [])).split(",") if part.strip()
+    )
     return TableSpec(files, " ".join(opts.get("rows", [])), tuple(columns), where)
 
 

@@ -18,7 +18,9 @@ __all__ = ["FIGURE", "typed_figures"]
 #: a measured-looking figure: a number with a unit (thousands separated by commas), or with two or more decimals
 FIGURE = re.compile(r"(?<![\w.])[0-9][0-9,]*(\.[0-9]+)? ?(ms|s|%|×|GiB|MiB|GB|min|h)(?!\w)|(?<![\w.])[0-9]+\.[0-9]{2,}")
 
-_README_REGION = re.compile(r"<!-- results-table .*?<!-- end results-table -->|<!-- result .*?<!-- end result -->", re.S)
+_README_REGION = re.compile(
+    r"<!-- results-table .*?<!-- end results-table -->|<!-- result .*?<!-- end result -->", re.S
+)
 _ROLE = re.compile(r":result:`[^`]*`|:math:`[^`]*`")
 
 

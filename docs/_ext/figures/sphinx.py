@@ -20,6 +20,7 @@ file, no provenance, a path that selects nothing) is an error of the build.
 from __future__ import annotations
 
 import re
+from typing import ClassVar
 
 from docutils import nodes
 from docutils.parsers.rst import directives
@@ -50,7 +51,11 @@ class ResultsTable(SphinxDirective):
     required_arguments = 1
     optional_arguments = 20
     final_argument_whitespace = True
-    option_spec = {"rows": directives.unchanged, "where": directives.unchanged, "columns": directives.unchanged}
+    option_spec: ClassVar[dict] = {
+        "rows": directives.unchanged,
+        "where": directives.unchanged,
+        "columns": directives.unchanged,
+    }
     has_content = False
 
     def run(self):
@@ -84,7 +89,7 @@ def _unique(items):
     return out
 
 
-class figure_source(nodes.General, nodes.Inline, nodes.Element):  # noqa: N801 (docutils' node naming)
+class figure_source(nodes.General, nodes.Inline, nodes.Element):
     """Marks where a quoted value came from (gathered at the end of its page)."""
 
 
