@@ -33,6 +33,8 @@ if TYPE_CHECKING:  # the names __getattr__ imports on first use, for type checke
     from .estimators import MatchedExplicitRegressor as MatchedExplicitRegressor
     from .gaussian_process import ImplicitCKKernel as ImplicitCKKernel
     from .kernel_approximation import ImplicitCKNystroem as ImplicitCKNystroem
+    from .kernel_ridge import ImplicitCKRidge as ImplicitCKRidge
+    from .kernel_ridge import ImplicitCKRidgeClassifier as ImplicitCKRidgeClassifier
     from .transformers import ImplicitCKTransformer as ImplicitCKTransformer
 
 _LAZY = {
@@ -45,6 +47,8 @@ _LAZY = {
     "ImplicitCKTransformer": "sk_deq.transformers",
     "ImplicitCKKernel": "sk_deq.gaussian_process",
     "ImplicitCKNystroem": "sk_deq.kernel_approximation",
+    "ImplicitCKRidge": "sk_deq.kernel_ridge",
+    "ImplicitCKRidgeClassifier": "sk_deq.kernel_ridge",
 }
 
 __all__ = [

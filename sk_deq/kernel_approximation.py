@@ -35,6 +35,7 @@ from ._validation import to_numpy, validate_samples
 from ._validation import KERNEL_TRANSFORMER_CONSTRAINTS, SortedStrOptions, fit_context
 from ._runtime import one_blas_thread
 from .kernels import ImplicitKernelEngine
+from .kernels._rpcholesky import rp_cholesky
 from .kernels._workers import kernel_workers, map_unordered
 from ._runtime import check_kernel_fits_in_memory
 
@@ -331,32 +332,15 @@ class ImplicitCKNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
     def _rpcholesky(self, S, k, rng) -> np.ndarray:
         """Block randomly pivoted Cholesky on the prepared rows ``S``: ``k`` pivots drawn by residual diagonal."""
         eng = self._engine
-        n = len(S)
-        residual = eng.diagonal(S).copy()
-        F = np.zeros((n, k))
-        chosen: list[int] = []
-        while len(chosen) < k:
-            total = float(residual.sum())
-            if not total > 0:  # the kernel is already exact: any new samples
-                rest = np.setdiff1d(np.arange(n), chosen)
-                chosen.extend(rng.permutation(rest)[: k - len(chosen)].tolist())
-                break
-            b = min(_RPC_BLOCK, k - len(chosen))
-            draw = np.unique(rng.choice(n, size=b, p=residual / total))
-            draw = np.setdiff1d(draw, chosen)
-            c = len(chosen)
-            G = eng.kernel(S, S.take(draw), n_jobs=self.n_jobs) - F[:, :c] @ F[draw, :c].T
-            new = _accept_pivots(G, draw, residual, len(chosen), k)
-            if len(new) == 0:
-                residual[draw] = 0.0  # numerically explained already: never draw them again
-                continue
-            cols = np.searchsorted(draw, new)
-            R = linalg.cholesky(G[new][:, cols], lower=False)
-            F[:, c : c + len(new)] = linalg.solve_triangular(R, G[:, cols].T, trans="T", lower=False).T
-            residual = np.maximum(residual - np.einsum("ij,ij->i", F[:, c : c + len(new)], F[:, c : c + len(new)]), 0)
-            residual[new] = 0.0
-            chosen.extend(new.tolist())
-        return np.asarray(chosen[:k], dtype=np.intp)
+        pivots, _ = rp_cholesky(
+            lambda idx: eng.kernel(S, S.take(idx), n_jobs=self.n_jobs),
+            eng.diagonal(S),
+            k,
+            rng,
+            block=_RPC_BLOCK,
+            fill=True,
+        )
+        return pivots
 
     def _factor(self, K_LL):
         """``normalization_ = K_LL^{-1/2}`` with eigenvalues under the floor left out."""
@@ -463,30 +447,3 @@ def _distinct(idx, n, k, rng) -> np.ndarray:
 
 def _row_task(nys, engine, sl, X):
     return sl, nys._transform_rows(X, engine)
-
-
-def _accept_pivots(G, draw, residual, n_chosen, k) -> np.ndarray:
-    """The drawn pivots whose residual is not negligible (at most ``k - n_chosen``).
-
-    A pivot is kept when its residual diagonal ``G[p, p]`` stays above a
-    relative threshold once the pivots kept before it are accounted for:
-    nearly dependent draws of one round are dropped, so the block's Cholesky
-    factor is well conditioned.
-    """
-    cols = np.arange(len(draw))
-    Gd = G[draw][:, cols]
-    scale = float(max(residual.max(), 0.0)) if residual.size else 0.0
-    threshold = 1e-10 * max(scale, np.finfo(np.float64).tiny)
-    kept: list[np.intp] = []
-    for j in cols:
-        if len(kept) >= k - n_chosen:
-            break
-        if kept:
-            A = Gd[np.ix_(kept, kept)]
-            v = Gd[kept, j]
-            schur = Gd[j, j] - v @ np.linalg.solve(A, v)
-        else:
-            schur = Gd[j, j]
-        if schur > threshold:
-            kept.append(j)
-    return draw[np.asarray(kept, dtype=np.intp)]
