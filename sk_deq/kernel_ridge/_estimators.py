@@ -75,7 +75,7 @@ _PARAMETERS = """activation : str, Activation or callable, default='relu'
     tol : float, default=1e-6
         Largest relative residual ``||Y - (K + alpha I) C|| / ||Y||`` of a
         target column (conjugate gradients).  With the kernel stored in
-        float32 a residual under about ``1e-6`` cannot be resolved.
+        float32 a residual far under about ``1e-6`` cannot be resolved.
     max_iter : int, default=1000
         Most conjugate-gradient iterations (products with the stored kernel).
     preconditioner_rank : int, default=1000
@@ -84,9 +84,11 @@ _PARAMETERS = """activation : str, Activation or callable, default='relu'
         stored kernel; ``n_samples x preconditioner_rank`` float64 in memory.
     storage : {'auto', 'float64', 'float32'}, default='auto'
         Dtype of the stored training kernel (its lower triangle): float64,
-        float32 (half the memory; entries rounded to about ``6e-8`` of their
-        size), or ``'auto'``: float64 where the fit fits in the memory
-        available, else float32.  Each tile is computed in float64.
+        float32 (half the memory; entries rounded to ``u = 2**-24`` of their
+        size, so that predictions agree with float64's to within
+        ``u ||K||_2 / alpha`` relative), or ``'auto'``: float64 where the
+        fit fits in the memory available, else float32.  Each tile is
+        computed in float64.
     validation_fraction : float, default=0.1
         Share of the samples held out to choose among several ``alpha``.
     kernel_tol : float, default=1e-12
@@ -112,7 +114,11 @@ _ATTRIBUTES = """dual_coef_ : ndarray of shape (n_samples,) or (n_samples, n_tar
         The ridge of the fit (the best candidate when ``alpha`` lists several).
     alpha_scores_ : ndarray of shape (n_alphas,)
         Held-out score of every candidate, in the order of ``alpha`` (only
-        when it lists several).
+        when it lists several): R² for the regressor, accuracy for the
+        classifier, weighted by ``sample_weight``.
+    validation_indices_ : ndarray of shape (n_validation,)
+        The held-out samples of that choice, drawn at random with
+        ``random_state`` (only when ``alpha`` lists several).
     solver_ : str
         The solver used, ``'cholesky'`` or ``'cg'``.
     n_iter_ : int
@@ -299,6 +305,7 @@ class _ImplicitRidgeBase(BaseEstimator):
                 store, op, Y[order], Yo, alphas, n_train, d, sw, order, plan, kw
             )
             x0 = np.vstack([Ct, np.zeros((n - n_train, Y.shape[1]))])
+            self.validation_indices_ = np.sort(order[n_train:])
         else:
             self.alpha_ = float(alphas[0])
         C, info = solve(store, op, Yo, self.alpha_, plan, x0=x0, **kw)
@@ -352,7 +359,13 @@ class _ImplicitRidgeBase(BaseEstimator):
             warnings.warn(
                 f"{type(self).__name__}: conjugate gradients stopped after max_iter={self.max_iter} iterations with "
                 f"a relative residual of {info.residuals.max():.2e}, above tol={self.tol:g}. Raise max_iter or "
-                "preconditioner_rank, or a larger alpha makes the system better conditioned.",
+                "preconditioner_rank, or a larger alpha makes the system better conditioned."
+                + (
+                    " With the kernel stored in float32 (fit_plan_.dtype) a residual under about 1e-6 times the "
+                    "kernel's condition number cannot be resolved: a larger tol, or storage='float64'."
+                    if self.fit_plan_.dtype == np.float32
+                    else ""
+                ),
                 ConvergenceWarning,
                 stacklevel=3,
             )

@@ -137,6 +137,22 @@ def choose_alpha(op, Y, alphas, n_train, heldout, score, plan, *, tol, max_iter,
         )
         scores[k] = score(heldout(C))
         solutions[k] = C.copy()
-    top = np.flatnonzero(scores == scores.max())
-    best = int(top[np.argmax(np.asarray(alphas)[top])])
-    return float(alphas[best]), scores, solutions[best]
+    return float(alphas[_best(scores, alphas)]), scores, solutions[_best(scores, alphas)]
+
+
+def _best(scores, alphas) -> int:
+    """The index of the best score, the largest ridge among equals; the largest ridge where none is a number."""
+    alphas = np.asarray(alphas)
+    finite = np.isfinite(scores)
+    if not finite.any():  # e.g. R² of a single held-out sample
+        import warnings
+
+        warnings.warn(
+            "No candidate alpha could be scored on the held-out samples (too few of them): the largest was taken. "
+            "Give more samples, a larger validation_fraction or one alpha.",
+            UserWarning,
+            stacklevel=4,
+        )
+        return int(np.argmax(alphas))
+    top = np.flatnonzero(finite & (scores == np.max(scores[finite])))
+    return int(top[np.argmax(alphas[top])])
