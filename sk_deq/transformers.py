@@ -50,6 +50,15 @@ __all__ = ["ImplicitCKTransformer"]
 
 _METHODS = ("exact", "linearized", "monte_carlo")
 
+#: what to do when the square training kernel of fit_transform does not fit (its rows cannot be split)
+_SQUARE_ADVICE = (
+    "The training kernel is square and cannot be computed a block of rows at a time. For kernel ridge on this many "
+    "samples use sk_deq.ImplicitCKRidge or ImplicitCKRidgeClassifier, which store the kernel once (its lower "
+    "triangle, in float32 where float64 does not fit; a pipeline ending in KernelRidge(kernel='precomputed') holds "
+    "the transformer's output and KernelRidge's own copy of it); or sk_deq.ImplicitCKNystroem features, whose "
+    "memory is linear in the samples; or fit on fewer samples."
+)
+
 
 class ImplicitCKTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     """Kernel of an infinite-width (or random finite-width) DEQ against the training data.
@@ -195,7 +204,11 @@ class ImplicitCKTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, B
     -----
     Memory: the output has ``n_samples x n_training_samples`` entries; a
     kernel that would not fit in the available memory raises a
-    ``MemoryError`` naming its size before anything is allocated.  With
+    ``MemoryError`` naming its size before anything is allocated.  Inside
+    a pipeline ending in ``KernelRidge(kernel="precomputed")``, the
+    training kernel is held twice at ``fit``: the transformer's output and
+    KernelRidge's copy for its solve.  For kernel ridge on many samples,
+    :class:`~sk_deq.ImplicitCKRidge` holds half of it once.  With
     ``method='monte_carlo'`` the fitted transformer also keeps the DEQ
     features of the training samples (``n_draws x n_training_samples x
     n_hidden`` floats).
@@ -266,7 +279,7 @@ class ImplicitCKTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, B
             warn_unused_settings(self, ["tol"], why)
         min_samples = 2 if self.input_scaling == "global" else 1
         if square and hasattr(X, "shape") and len(getattr(X, "shape", ())) == 2:
-            check_kernel_fits_in_memory(X.shape[0], X.shape[0])  # before any work
+            check_kernel_fits_in_memory(X.shape[0], X.shape[0], advice=_SQUARE_ADVICE)  # before any work
         X = validate_samples(self, X, reset=True, dtype=np.float64, ensure_min_samples=min_samples)
         device = resolve_device(self.device)  # an unsupported or missing device: ValueError before any work
         mean, scale, tau0 = fit_input_scaling(X, self.input_scaling, device=scaling_device(device))

@@ -242,3 +242,14 @@ def test_candidates_no_held_out_score_can_rank_take_the_largest(diabetes):
     with pytest.warns(UserWarning, match="could be scored"):
         model = ImplicitCKRidge(alpha=[0.1, 5.0], validation_fraction=0.2).fit(X[:5], y[:5])  # R² of one sample
     assert model.alpha_ == 5.0 and np.isnan(model.alpha_scores_).all()
+
+
+def test_the_transformer_s_refusal_of_a_square_kernel_names_the_ridge(monkeypatch):
+    import sk_deq._runtime as runtime
+
+    monkeypatch.setattr(runtime, "available_memory_bytes", lambda: 10_000)
+    X = np.random.default_rng(0).standard_normal((100, 3))
+    with pytest.raises(MemoryError, match=r"square.*ImplicitCKRidge.*ImplicitCKNystroem"):
+        ImplicitCKTransformer().fit_transform(X)
+    with pytest.raises(MemoryError, match="fewer samples at a time"):  # rows of a transform can be split
+        ImplicitCKTransformer().fit(X[:2]).transform(np.tile(X, (100, 1)))
