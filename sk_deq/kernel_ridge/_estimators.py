@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import time
 from numbers import Integral, Real
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
@@ -32,6 +34,22 @@ if TYPE_CHECKING:
     from ..activations import Activation
 
 __all__ = ["ImplicitCKRidge", "ImplicitCKRidgeClassifier"]
+
+
+class _Phases:
+    """Wall time of the named phases of a fit (``with phases("kernel"): ...``), in seconds."""
+
+    def __init__(self):
+        self.seconds: dict = {}
+
+    @contextlib.contextmanager
+    def __call__(self, name):
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - t0
+
 
 _WAYS_OUT = (
     "storage='float32' (half the memory of float64), fewer training rows, "
@@ -130,6 +148,11 @@ _ATTRIBUTES = """dual_coef_ : ndarray of shape (n_samples,) or (n_samples, n_tar
     fit_plan_ : FitPlan
         The memory the fit needed, by part (``fit_plan_.describe()``), the
         storage dtype and the solver.
+    fit_time_ : dict
+        Wall time in seconds of the fit's phases: ``'prepare'`` (validation,
+        scaling, the per-sample preparation, the plan), ``'kernel'`` (the
+        stored kernel), ``'alpha'`` (the candidates, when several) and
+        ``'solve'`` (preconditioner and solve).
     X_fit_ : ndarray of shape (n_samples, n_features)
         Training samples after input scaling.
     input_mean_ : ndarray of shape (n_features,) or None
@@ -242,7 +265,46 @@ class _ImplicitRidgeBase(BaseEstimator):
             The fitted estimator.
         """
         alphas = self._alphas()
+        phases = _Phases()
+        with phases("prepare"):
+            X, Y, sw = self._validate_fit(X, y, sample_weight)
+            Xs, S, plan = self._prepare(X, Y, sw, candidates=len(alphas) > 1)
+        rng = check_random_state(self.random_state)
+        order, n_train = self._split(Y, len(alphas) > 1, rng)
+        with phases("kernel"):
+            store = fill_store(
+                self._engine,
+                S.take(order),
+                plan,
+                n_jobs=self.n_jobs,
+                block_size=self.block_size,
+                progress=bool(self.verbose),
+            )
+        d = None if sw is None else np.sqrt(sw[order])
+        op = store if d is None else Weighted(store, d)
+        Yo = Y[order] if d is None else Y[order] * d[:, None]
+        kw = {"tol": float(self.tol), "max_iter": int(self.max_iter), "rng": rng, "progress": bool(self.verbose)}
+        x0 = None
+        if len(alphas) > 1:
+            with phases("alpha"):
+                self.alpha_, self.alpha_scores_, Ct = self._choose_alpha(
+                    store, op, Y[order], Yo, alphas, n_train, d, sw, order, plan, kw
+                )
+            x0 = np.vstack([Ct, np.zeros((len(Y) - n_train, Y.shape[1]))])
+            self.validation_indices_ = np.sort(order[n_train:])
+        else:
+            self.alpha_ = float(alphas[0])
+        with phases("solve"):
+            C, info = solve(store, op, Yo, self.alpha_, plan, x0=x0, **kw)
+        del store, op
+        self._set_solution(C if d is None else C * d[:, None], order, info, plan)
+        self.X_fit_, self._fit_samples, self.fit_time_ = Xs, S, phases.seconds
+        return self
+
+    def _validate_fit(self, X, y, sample_weight):
+        """The validated samples (float64 numpy), the targets as columns and the sample weights (or None)."""
         min_samples = 2 if self.input_scaling == "global" else 1
+        classifier = isinstance(self, ClassifierMixin)
         X, y = validate_samples(
             self,
             X,
@@ -250,14 +312,14 @@ class _ImplicitRidgeBase(BaseEstimator):
             reset=True,
             dtype=np.float64,
             ensure_min_samples=min_samples,
-            multi_output=not isinstance(self, ClassifierMixin),
-            y_numeric=not isinstance(self, ClassifierMixin),
+            multi_output=not classifier,
+            y_numeric=not classifier,
         )
         X = np.asarray(to_numpy(X), dtype=np.float64)
-        Y = self._targets(y)
-        sw = checked_weights(sample_weight, X, type(self).__name__)
-        n = X.shape[0]
-        rng = check_random_state(self.random_state)
+        return X, self._targets(y), checked_weights(sample_weight, X, type(self).__name__)
+
+    def _prepare(self, X, Y, sw, *, candidates):
+        """The input scaling, the kernel engine and the prepared samples; the memory plan (before any large array)."""
         device = resolve_device(self.device)
         mean, scale, tau0 = fit_input_scaling(X, self.input_scaling, sample_weight=sw, device=scaling_device(device))
         Xs = np.asarray(to_numpy(apply_input_scaling(X, mean, scale)), dtype=np.float64)
@@ -276,7 +338,7 @@ class _ImplicitRidgeBase(BaseEstimator):
         self.coefficients_, self.dual_method_ = engine.coefficients, engine.method
         workers = 1 if engine.device is not None else kernel_workers(self.n_jobs)
         plan = plan_fit(
-            n,
+            len(X),
             X.shape[1],
             Y.shape[1],
             storage=self.storage,
@@ -284,43 +346,22 @@ class _ImplicitRidgeBase(BaseEstimator):
             rank=self.preconditioner_rank,
             workers=workers,
             block=self.block_size or auto_block_size(workers),
-            candidates=len(alphas) > 1,
+            candidates=candidates,
             alternatives=_WAYS_OUT,
         )
         self.fit_plan_ = plan
         if self.verbose:
             print(plan.describe(), flush=True)
-        order, n_train = self._split(Y, len(alphas) > 1, rng)
-        S = engine.prepare(Xs)
-        store = fill_store(
-            engine, S.take(order), plan, n_jobs=self.n_jobs, block_size=self.block_size, progress=bool(self.verbose)
-        )
-        d = None if sw is None else np.sqrt(sw[order])
-        op = store if d is None else Weighted(store, d)
-        Yo = Y[order] if d is None else Y[order] * d[:, None]
-        kw = {"tol": float(self.tol), "max_iter": int(self.max_iter), "rng": rng, "progress": bool(self.verbose)}
-        x0 = None
-        if len(alphas) > 1:
-            self.alpha_, self.alpha_scores_, Ct = self._choose_alpha(
-                store, op, Y[order], Yo, alphas, n_train, d, sw, order, plan, kw
-            )
-            x0 = np.vstack([Ct, np.zeros((n - n_train, Y.shape[1]))])
-            self.validation_indices_ = np.sort(order[n_train:])
-        else:
-            self.alpha_ = float(alphas[0])
-        C, info = solve(store, op, Yo, self.alpha_, plan, x0=x0, **kw)
-        del store, op
-        if d is not None:
-            C *= d[:, None]
+        return Xs, engine.prepare(Xs), plan
+
+    def _set_solution(self, C, order, info, plan) -> None:
+        """The dual coefficients in the samples' order, and how the solve went."""
         dual = np.empty_like(C)
         dual[order] = C
         self.dual_coef_ = dual[:, 0] if self._single_output else dual
         self.n_iter_, self.solver_ = max(info.n_iter, 1), plan.solver
         self.residual_ = None if plan.solver == "cholesky" else float(info.residuals.max())
         self._check_converged(info)
-        self.X_fit_ = Xs
-        self._fit_samples = S
-        return self
 
     def _split(self, Y, holdout, rng):
         """The order of the rows in the store (held-out rows last) and the number fitted while choosing alpha."""
