@@ -94,22 +94,19 @@ def _accept_pivots(G, draw, residual, n_chosen, k) -> np.ndarray:
     A pivot is kept when its residual diagonal ``G[p, p]`` stays above a
     relative threshold once the pivots kept before it are accounted for:
     nearly dependent draws of one round are dropped, so the block's Cholesky
-    factor is well conditioned.
+    factor is well conditioned.  The Schur complements are those of a
+    Cholesky factorisation of the block in the draws' order that skips the
+    rejected pivots: one rank-one update of the block per kept pivot.
     """
-    cols = np.arange(len(draw))
-    Gd = G[draw][:, cols]
+    R = np.array(G[draw], dtype=np.float64)  # the block of the draws: R[i, j] = G[draw[i], j]
     scale = float(max(residual.max(), 0.0)) if residual.size else 0.0
     threshold = 1e-10 * max(scale, np.finfo(np.float64).tiny)
-    kept: list[np.intp] = []
-    for j in cols:
+    kept: list[int] = []
+    for j in range(len(draw)):
         if len(kept) >= k - n_chosen:
             break
-        if kept:
-            A = Gd[np.ix_(kept, kept)]
-            v = Gd[kept, j]
-            schur = Gd[j, j] - v @ np.linalg.solve(A, v)
-        else:
-            schur = Gd[j, j]
-        if schur > threshold:
+        if R[j, j] > threshold:
             kept.append(j)
+            col = R[:, j] / np.sqrt(R[j, j])
+            R -= np.outer(col, col)
     return draw[np.asarray(kept, dtype=np.intp)]
