@@ -16,7 +16,9 @@ from figures.audit import typed_figures  # noqa: E402
 from figures.readme import render_readme  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.rst"))]
+#: the docs' own pages (sphinx-gallery writes sg_execution_times.rst, ignored by git, at each build)
+DOCS = sorted(p for p in (ROOT / "docs").glob("*.rst") if p.name != "sg_execution_times.rst")
+PAGES = [ROOT / "README.md", *DOCS]
 
 #: figures that match the pattern of a measurement but are none: (file, the text around it, why)
 NOT_MEASURED = [
@@ -53,7 +55,7 @@ def test_readme_figures_are_those_of_their_files():
     assert render_readme(text) == text, "README.md differs from its results files: run `python docs/_ext/figures`"
 
 
-_DIRECTIVE = re.compile(r"^(\s*)\.\. results-table:: (.+)\n((?:\1\s+:.*\n|\1\s{4,}.*\n)*)", re.M)
+_DIRECTIVE = re.compile(r"^([ \t]*)\.\. results-table:: (.+)\n((?:\1[ \t]+:.*\n|\1[ \t]{4,}.*\n)*)", re.M)
 _ROLE = re.compile(r":result:`([^`]+)`")
 
 
@@ -64,7 +66,22 @@ def _declared(page):
     return tables, values
 
 
-@pytest.mark.parametrize("page", sorted((ROOT / "docs").glob("*.rst")), ids=lambda p: p.name)
+def test_the_declarations_are_found_with_their_options(tmp_path):
+    """A directive after a paragraph (a blank line above it) keeps its options; so does a nested one."""
+    page = tmp_path / "p.rst"
+    page.write_text(
+        "Text.\n\n.. results-table:: a.json\n   :rows: records\n   :columns:\n      act: {act}\n\n"
+        "- item\n\n  .. results-table:: b.json\n     :columns:\n        r: {ratio}\n\nMore :result:`b.json:x`.\n"
+    )
+    tables, values = _declared(page)
+    assert tables == [
+        ("a.json", ["   :rows: records", "   :columns:", "      act: {act}"]),
+        ("b.json", ["     :columns:", "        r: {ratio}"]),
+    ]
+    assert values == ["b.json:x"]
+
+
+@pytest.mark.parametrize("page", DOCS, ids=lambda p: p.name)
 def test_every_figure_of_the_docs_renders(page):
     """Each table and value has its results file, with provenance, and selects what it names."""
     tables, values = _declared(page)
@@ -167,6 +184,16 @@ def test_a_table_renders_its_rows_with_their_sources(results):
         parse_table("no-such-table", [])
 
 
+def test_a_table_without_rows_has_one_row_per_file(results):
+    """A table across runs: each file is a row, its commit and date beside what its templates pick."""
+    table = parse_table(
+        "a.json b.json",
+        [":columns:", "   at: {commit} {date}", "   n: {len(top('records') if 'records' in row else [])}"],
+    ).render()
+    assert table.rows == [["0123456 2026-01-02", "2"], ["fedcba9 (with uncommitted changes) 2026-01-02", "0"]]
+    assert [p.file for p in table.sources] == ["benchmarks/results/a.json", "benchmarks/results/b.json"]
+
+
 def test_a_value_renders_with_its_source(results):
     v = parse_value("b.json:summary.ratio|{v:.1f}×")
     assert v.text == "3.1×" and v.source.file == "benchmarks/results/b.json"
@@ -226,7 +253,8 @@ def test_sphinx_renders_tables_values_and_their_sources(results, tmp_path):
     )
     (src / "index.rst").write_text(
         "Page\n====\n\n.. results-table:: a.json\n   :rows: records\n   :columns:\n      act: {act}\n      s: {s:.2f} s\n\n"
-        "The ratio is :result:`b.json:summary.ratio|{v:.2f}×`.\n"
+        "The ratio is :result:`b.json:summary.ratio|{v:.2f}×`.\n\n"
+        ".. results-table:: a.json b.json\n   :columns:\n      run: {commit}\n"
     )
     out = tmp_path / "html"
     assert sphinx.build_main(["-q", "-W", "-b", "html", str(src), str(out)]) == 0
@@ -234,4 +262,7 @@ def test_sphinx_renders_tables_values_and_their_sources(results, tmp_path):
     assert "1.23 s" in html and "2.50 s" in html and "3.14×" in html
     assert "commit <code" in html and "0123456" in html  # the table's source line
     assert "Where the figures quoted on this page come from" in html and "fedcba9" in html
+    # a table over two files lists both sources, one item each
+    sources = html[html.index("Sources:") : html.index("Where the figures quoted")]
+    assert sources.count("<li>") == 2 and "a.json" in sources and "b.json" in sources
     shutil.rmtree(out)

@@ -5,7 +5,8 @@ One declaration serves the docs (the ``results-table`` directive and the
 regions, :mod:`figures.readme`)::
 
     speed_mnist.json                      <- one or more results files
-    :rows: summary                        <- where each file's rows are (a dotted path, see lookup)
+    :rows: summary                        <- where each file's rows are (a dotted path, see lookup;
+                                             without it each file is one row: a table across runs)
     :where: width=1024                    <- optional: keep the rows whose fields print so
     :columns:
        DEQ: {activation}                  <- header: template, one column a line

@@ -11,7 +11,8 @@
    The matched network is :result:`speed_mnist.json:summary[activation=relu,width=1024].time_ratio_median|{v:.1f}×`
    faster.
 
-A table is followed by the provenance of every file it read.  A value
+A table is followed by the provenance of the file it read (a list, one
+file a line, for a table over several runs).  A value
 shows its provenance when pointed at, and every page that quotes values
 ends with the list of their files.  A figure that cannot be rendered (no
 file, no provenance, a path that selects nothing) is an error of the build.
@@ -37,12 +38,20 @@ def _escape(text: str) -> str:
     return re.sub(r"([\\*`|_])", r"\\\1", text)
 
 
-def _source_rst(prov) -> str:
+def _source_rst(prov, head="Source: ") -> str:
     return (
-        f"Source: ``{prov.file}``, commit ``{prov.commit}``, {prov.date}, {_escape(prov.machine)}"
+        f"{head}``{prov.file}``, commit ``{prov.commit}``, {prov.date}, {_escape(prov.machine)}"
         + (f", written by ``{prov.benchmark}``" if prov.benchmark else "")
         + f"; ``{prov.command}``"
     )
+
+
+def _sources_rst(sources) -> list:
+    """The lines of a table's source: one line for one file, a list for several (a table across runs)."""
+    if len(sources) == 1:
+        return [".. rst-class:: results-source", "", "   " + _source_rst(sources[0])]
+    lines = [".. container:: results-source", "", "   Sources:", ""]
+    return lines + ["   - " + _source_rst(p, head="") for p in sources]
 
 
 class ResultsTable(SphinxDirective):
@@ -73,8 +82,7 @@ class ResultsTable(SphinxDirective):
         for row in [table.header, *table.rows]:
             rst.append("   * - " + _escape(row[0]))
             rst.extend("     - " + _escape(cell) for cell in row[1:])
-        rst += ["", ".. rst-class:: results-source", ""]
-        rst += ["   " + _source_rst(p) for p in _unique(table.sources)]
+        rst += ["", *_sources_rst(_unique(table.sources))]
         node = nodes.container(classes=["results-table"])
         self.state.nested_parse(StringList(rst, source=self.get_source_info()[0]), self.content_offset, node)
         return [node]
