@@ -11,13 +11,13 @@ from sklearn.utils.class_weight import compute_class_weight
 import torch
 from scipy import special
 from sklearn.base import ClassifierMixin
-from sklearn.utils.validation import _check_sample_weight
 
 from .._validation import SortedStrOptions
 from ._stream import partial_fit_available
 from ._base import TorchEstimatorBase
-from .._validation import is_tensor, reject_meta, validate_samples
+from .._validation import is_tensor, validate_samples
 from .._scaling import unit_max
+from .._scoring import accuracy_of
 from .._validation import available_if, checked_weights, fit_context
 from ._base import Data
 
@@ -368,11 +368,7 @@ class TorchClassifierBase(ClassifierMixin, TorchEstimatorBase):
         float
             The (weighted) fraction of correctly classified samples.
         """
-        reject_meta(y, "y", type(self).__name__)
-        reject_meta(sample_weight, "sample_weight", type(self).__name__)
-        if sample_weight is not None:
-            sample_weight = unit_max(_check_sample_weight(sample_weight, X, dtype=np.float64))
-        return super().score(X, y, sample_weight=sample_weight)
+        return accuracy_of(self, X, y, sample_weight)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

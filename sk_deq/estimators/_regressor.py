@@ -11,13 +11,13 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 import torch
 from sklearn.base import RegressorMixin
-from sklearn.utils.validation import _check_sample_weight, check_array
 
 from .._scaling import power_of_two_scale
 from ._stream import partial_fit_available
 from ._base import TorchEstimatorBase
-from .._validation import is_tensor, reject_meta, validate_samples
+from .._validation import is_tensor, validate_samples
 from .._scaling import unit_max
+from .._scoring import r2_score_of
 from .._validation import available_if, checked_weights, fit_context
 from ._base import Data
 
@@ -218,16 +218,7 @@ class TorchRegressorBase(RegressorMixin, TorchEstimatorBase):
             another), so that targets beyond 1e154 (or below 1e-154) and
             weights up to the largest float64 give the same R² as in units.
         """
-        from sklearn.metrics import r2_score
-
-        reject_meta(y, "y", type(self).__name__)
-        reject_meta(sample_weight, "sample_weight", type(self).__name__)
-        pred = self.predict(X)
-        true = check_array(y, ensure_2d=False, dtype=np.float64, input_name="y")
-        if sample_weight is not None:  # weights up to the largest float64: their sums stay finite
-            sample_weight = unit_max(_check_sample_weight(sample_weight, true, dtype=np.float64))
-        unit = max(float(power_of_two_scale(true)), float(power_of_two_scale(pred)))
-        return float(r2_score(true / unit, pred / unit, sample_weight=sample_weight))
+        return r2_score_of(self, X, y, sample_weight)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

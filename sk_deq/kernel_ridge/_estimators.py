@@ -18,6 +18,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._runtime import resolve_device
 from .._scaling import apply_input_scaling, fit_input_scaling, scaling_device
+from .._scoring import accuracy_of, r2_score_of
 from .._validation import KERNEL_TRANSFORMER_CONSTRAINTS, checked_weights, fit_context, to_numpy, validate_samples
 from ..kernels import ImplicitKernelEngine, auto_block_size
 from ..kernels._workers import kernel_workers
@@ -598,6 +599,25 @@ class ImplicitCKRidgeClassifier(ClassifierMixin, _ImplicitRidgeBase):
         scores = self.decision_function(X)
         idx = (scores > 0).astype(int) if scores.ndim == 1 else scores.argmax(axis=1)
         return self.classes_[idx]
+
+    def score(self, X: ArrayLike | torch.Tensor, y: ArrayLike, sample_weight: ArrayLike | None = None) -> float:
+        """Mean accuracy of :meth:`predict` on ``(X, y)``.
+
+        Parameters
+        ----------
+        X : array-like or torch.Tensor of shape (n_samples, n_features)
+            Samples.
+        y : array-like of shape (n_samples,)
+            True labels.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Weight of every sample.
+
+        Returns
+        -------
+        float
+            The (weighted) fraction of correctly classified samples.
+        """
+        return accuracy_of(self, X, y, sample_weight)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
