@@ -15,6 +15,7 @@ import sys
 import numpy as np
 
 from .._progress import STEPS, ProgressBar
+from ..kernels._workers import kernel_workers
 from ._solvers import NystromPreconditioner, SolveInfo, low_rank_factor, pcg
 from ._tiles import TileStore
 
@@ -26,8 +27,11 @@ def _bar(total, desc, enabled):
 
 
 def fill_store(engine, S, plan, *, n_jobs=None, block_size=None, progress=False) -> TileStore:
-    """The training kernel of the prepared samples ``S`` in a :class:`TileStore` of the plan's dtype and tile."""
-    store = TileStore(len(S), plan.tile, plan.dtype)
+    """The training kernel of the prepared samples ``S`` in a :class:`TileStore` of the plan's dtype and tile.
+
+    Its products run on the kernel's threads (``n_jobs``, :func:`~sk_deq.kernels.kernel_workers`).
+    """
+    store = TileStore(len(S), plan.tile, plan.dtype, workers=kernel_workers(n_jobs))
     pairs = store.pairs()
     with _bar(len(pairs), "kernel tiles", progress) as bar:
         for i, j in pairs:

@@ -30,7 +30,10 @@ from scipy.linalg import blas, lapack
 
 from .._runtime import one_blas_thread
 
-__all__ = ["TileStore", "tile_size"]
+__all__ = ["GROUPS", "TileStore", "tile_size"]
+
+#: fixed runs of tiles a product is split into (each summed on its own): the threads' unit of work
+GROUPS = 8
 
 
 def tile_size(n: int, target: int = 2048, multiple: int = 64) -> int:
@@ -56,10 +59,12 @@ class TileStore:
         Rows of a tile (``b``).
     dtype : {numpy.float32, numpy.float64}
         Dtype of the stored entries.
+    workers : int, default=1
+        Threads of :meth:`matmat` (the same bits on any number).
     """
 
-    def __init__(self, n: int, tile: int, dtype=np.float64):
-        self.n, self.b = int(n), int(tile)
+    def __init__(self, n: int, tile: int, dtype=np.float64, workers: int = 1):
+        self.n, self.b, self.workers = int(n), int(tile), int(workers)
         self.dtype = np.dtype(dtype)
         if self.dtype not in (np.float32, np.float64):
             raise ValueError(f"a tile store holds float32 or float64, not {self.dtype}")
@@ -137,20 +142,45 @@ class TileStore:
         out[: self.n] = X
         return out
 
-    def matmat(self, X: np.ndarray) -> np.ndarray:
-        """``K @ X`` for ``X`` of shape ``(n, k)``: float64, one pass over the tiles."""
+    def matmat(self, X: np.ndarray, workers: int | None = None) -> np.ndarray:
+        """``K @ X`` for ``X`` of shape ``(n, k)``: float64, one pass over the tiles.
+
+        The tiles are split into :data:`GROUPS` fixed runs, each summed into
+        its own result on one BLAS thread, on ``workers`` threads (the
+        store's by default); the runs' results are then added in their order.
+        So the result is the same bits whatever ``workers``.
+        """
+        workers = self.workers if workers is None else int(workers)
         if self.factored:
             raise RuntimeError("the store holds a Cholesky factor, not the matrix")
         X = np.asarray(X)
         xp = self._pad(X).astype(self.dtype, copy=False)
-        y = np.zeros((self.N * self.b, X.shape[1]))
+        pairs = self.pairs()
+        bounds = np.linspace(0, len(pairs), min(GROUPS, len(pairs)) + 1).round().astype(int)
+        runs = [(pairs[a:b], xp) for a, b in zip(bounds[:-1], bounds[1:])]
+        with one_blas_thread():
+            if workers <= 1 or len(runs) == 1:
+                parts = [self._run_product(*run) for run in runs]
+            else:
+                from ..kernels._workers import map_unordered
+
+                done = dict(map_unordered(lambda k, run: (k, self._run_product(*run)), list(enumerate(runs)), workers))
+                parts = [done[k] for k in range(len(runs))]
+        y = parts[0]
+        for part in parts[1:]:
+            y += part
+        return y[: self.n]
+
+    def _run_product(self, pairs, xp) -> np.ndarray:
+        """The tiles ``pairs``' share of ``K @ x`` (padded rows, float64)."""
+        y = np.zeros((self.N * self.b, xp.shape[1]))
         b = self.b
-        for i, j in self.pairs():
+        for i, j in pairs:
             t = self.tile(i, j)
             y[i * b : (i + 1) * b] += t @ xp[j * b : (j + 1) * b]
-            if j < i:
+            if j < i:  # the tile's mirror K[J, I] = K[I, J]^T
                 y[j * b : (j + 1) * b] += t.T @ xp[i * b : (i + 1) * b]
-        return y[: self.n]
+        return y
 
     def columns(self, idx) -> np.ndarray:
         """``K[:, idx]`` (float64, shape ``(n, len(idx))``), read from the tiles."""

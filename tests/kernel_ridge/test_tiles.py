@@ -36,6 +36,17 @@ def test_products_columns_and_diagonal_are_the_matrix(n, tile):
     assert st.nbytes == TileStore.nbytes_for(n, tile, np.float64)
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_a_product_is_the_same_bits_on_any_number_of_threads(dtype):
+    rng = np.random.default_rng(0)
+    st = TileStore(1000, 128, dtype)
+    st._buf[:] = rng.standard_normal(st._buf.shape)
+    X = rng.standard_normal((1000, 5))
+    one = st.matmat(X, workers=1)
+    for workers in (2, 3, 8):
+        np.testing.assert_array_equal(st.matmat(X, workers=workers), one)
+
+
 def test_float32_storage_rounds_the_entries_once():
     K = _spd(200)
     st = _store(K, 64, np.float32)
