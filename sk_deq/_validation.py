@@ -9,8 +9,11 @@
   scikit-learn's own error: it is then copied to numpy and validated by
   scikit-learn.  ``y`` is validated by scikit-learn as usual (tensors
   included: they are small and converted to numpy).  Meta tensors, which hold
-  no data, are refused by name (:func:`reject_meta`).  Torch is never imported
-  here.
+  no data, are refused by name (:func:`reject_meta`), and so are missing values
+  of pandas inputs and object arrays (:func:`reject_missing`: ``None``,
+  ``pd.NA``, ``NaT``, which scikit-learn's conversions turn into errors about
+  dtypes or label types, or into NaN after its check).  Torch is never
+  imported here.
 - **Sample weights** (:func:`checked_weights`): finite, non-negative, one
   per sample, not all zero.
 - **The theory's parameters** (:func:`check_sigma_a2`, :func:`check_sigma_b2`,
@@ -86,6 +89,7 @@ __all__ = [
     "checked_weights",
     "is_tensor",
     "reject_meta",
+    "reject_missing",
     "to_numpy",
     "validate_samples",
     "warn_unused_settings",
@@ -114,6 +118,72 @@ def reject_meta(value, name: str, owner: str | None = None) -> None:
             f"{who}{name} is a tensor on the 'meta' device, which holds a shape but no values; pass one with its "
             "data (a CPU or CUDA tensor, or a numpy array)."
         )
+
+
+#: What :func:`reject_missing` calls a missing value.
+_MISSING = "None, NaN, pd.NA or NaT"
+
+
+def reject_missing(values, name: str, owner: str | None = None) -> None:
+    """Raise a ``ValueError`` for missing values or dates in a pandas input or a numpy array of objects or dates.
+
+    Missing values there (``None``, ``NaN``, ``pd.NA``, ``NaT``) would reach
+    numpy's and scikit-learn's conversions, whose errors speak of dtype
+    promotion, of ``float()`` of ``NAType`` or of an unknown label type (or
+    which turn ``None`` into a NaN after scikit-learn's own check); the
+    message here names the first one's row (and column) and counts them.  A
+    column of dates or durations without missing values is refused as not
+    numbers.  Lists are read as arrays of objects; numeric numpy arrays and
+    tensors pass untouched: scikit-learn checks them for NaN itself.
+    """
+    pd = sys.modules.get("pandas")
+    if isinstance(values, (list, tuple)):
+        try:
+            values = np.asarray(values, dtype=object)
+        except ValueError:  # ragged: scikit-learn's error says so
+            return
+    if pd is not None and isinstance(values, (pd.DataFrame, pd.Series)):
+        frame = values if isinstance(values, pd.DataFrame) else values.to_frame()
+        missing, rows, columns = frame.isna().to_numpy(), frame.index, frame.columns
+        dates = [c for c, dtype in frame.dtypes.items() if getattr(dtype, "kind", "") in "mM"]
+    elif isinstance(values, np.ndarray) and values.dtype.kind in "OmM":
+        missing = _missing_mask(values, pd).reshape(len(values), -1)
+        rows, columns = range(len(values)), range(missing.shape[1])
+        dates = list(columns) if values.dtype.kind in "mM" else []
+    else:
+        return
+    who = f"{owner}: " if owner else ""
+    if missing.any():
+        row, col = np.argwhere(missing)[0]
+        where = f"row {rows[row]!r}" + (f", column {columns[col]!r}" if missing.shape[1] > 1 else "")
+        remedy = (
+            "every sample needs a target: drop the samples without one"
+            if name == "y"
+            else "drop those samples or impute the values (sklearn.impute.SimpleImputer) first"
+        )
+        count = int(missing.sum())
+        raise ValueError(
+            f"{who}{name} holds {count} missing value{'s' * (count > 1)} ({_MISSING}), the first at {where}: {remedy}."
+        )
+    if dates:
+        raise ValueError(
+            f"{who}{name} holds dates or durations (column {dates[0]!r}), not numbers: convert them to numbers first."
+        )
+
+
+def _missing_mask(values: np.ndarray, pd) -> np.ndarray:
+    """Where an array of objects, dates or durations holds a missing value (pandas' rule where it is imported)."""
+    if pd is not None:
+        return np.asarray(pd.isna(values), dtype=bool)
+    if values.dtype.kind in "mM":
+        return np.isnat(values)
+    return np.frompyfunc(_is_missing, 1, 1)(values).astype(bool)
+
+
+def _is_missing(v) -> bool:
+    if isinstance(v, (float, np.floating)):
+        return math.isnan(v)
+    return v is None or (isinstance(v, (np.datetime64, np.timedelta64)) and bool(np.isnat(v)))
 
 
 def to_numpy(X) -> np.ndarray:
@@ -156,11 +226,15 @@ def validate_samples(estimator, X, y="no_validation", *, reset: bool, **check_pa
         For a tensor that is not 2-D, has too few samples or no feature,
         holds NaN or infinity, or has another number of features than the
         fit: scikit-learn's messages; for ``X`` or ``y`` on torch's
-        ``meta`` device (no values).
+        ``meta`` device (no values), and for missing values in a pandas
+        ``X`` or ``y`` or an array of objects (:func:`reject_missing`).
     """
     owner = type(estimator).__name__
     reject_meta(X, "X", owner)
     reject_meta(y, "y", owner)
+    reject_missing(X, "X", owner)
+    if not (isinstance(y, str) and y == "no_validation"):
+        reject_missing(y, "y", owner)
     if not is_tensor(X):
         return validate_data(estimator, X, y, reset=reset, **check_params)
     X = X.detach()
@@ -208,6 +282,7 @@ def check_samples(X, name: str = "X", *, n_features: int | None = None, caller: 
     from sklearn.utils.validation import check_array
 
     reject_meta(X, name, caller)
+    reject_missing(X, name, caller)
     X = check_array(
         X,
         accept_sparse=False,
