@@ -14,8 +14,9 @@
   ``pd.NA``, ``NaT``, which scikit-learn's conversions turn into errors about
   dtypes or label types, or into NaN after its check).  Torch is never
   imported here.
-- **Sample weights** (:func:`checked_weights`): finite, non-negative, one
-  per sample, not all zero.
+- **Sample and class weights** (:func:`checked_weights`,
+  :func:`check_class_weight`): finite, non-negative numbers, one per sample
+  and not all zero, or one per class named in a ``class_weight`` dict.
 - **The theory's parameters** (:func:`check_sigma_a2`, :func:`check_sigma_b2`,
   :func:`check_tau0`, :func:`check_kernel`, :func:`check_sigma_a2_bounds`,
   :func:`check_bias_variance`): what the four equations and the kernels
@@ -86,6 +87,7 @@ __all__ = [
     "check_sigma_a2_bounds",
     "check_sigma_b2",
     "check_tau0",
+    "check_class_weight",
     "checked_weights",
     "is_tensor",
     "reject_meta",
@@ -307,6 +309,28 @@ def checked_weights(sample_weight, X, name: str):
     if not np.any(sample_weight > 0):
         raise ValueError(f"{name}: all sample weights are zero; at least one must be positive.")
     return sample_weight
+
+
+def check_class_weight(class_weight, owner: str) -> None:
+    """Raise a ``ValueError`` naming the class and its weight for a ``class_weight`` dict weight that is not a finite,
+    non-negative real number (None and ``'balanced'`` pass: their weights are computed)."""
+    if not isinstance(class_weight, dict):
+        return
+    for label, weight in class_weight.items():
+        if isinstance(weight, (bool, np.bool_)):
+            why = "is a boolean, not a number"
+        elif not isinstance(weight, Real):
+            why = "is not a number"
+        elif not math.isfinite(weight):
+            why = "is not finite"
+        elif weight < 0:
+            why = "is negative"
+        else:
+            continue
+        raise ValueError(
+            f"{owner}: class_weight gives class {label!r} the weight {weight!r}, which {why}; class weights must be "
+            "finite non-negative numbers (0 leaves a class out of the loss)."
+        )
 
 
 INPUT_SCALING = ("global", "none")
