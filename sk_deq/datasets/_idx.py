@@ -251,7 +251,8 @@ def _fetch(key: str, subset: str, data_home, download_if_missing: bool, return_X
             f"{home} is a file, where the {source.title} files are kept (a folder of that name in data_home): "
             "move it away or pass another data_home."
         )
-    parts, origins = [], set()
+    parts: list = []
+    origins: set[str] = set()
     for part in ("train", "test") if subset == "all" else (subset,):
         images, where = _load_file(source, f"{part}_images", home, download_if_missing)
         labels, where_labels = _load_file(source, f"{part}_labels", home, download_if_missing)

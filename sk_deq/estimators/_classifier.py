@@ -17,7 +17,7 @@ from .._validation import SortedStrOptions
 from ._stream import partial_fit_available
 from ._base import TorchEstimatorBase
 from .._validation import check_class_weight, is_tensor, reject_meta, validate_samples
-from .._scaling import unit_max
+from .._scaling import power_of_two_scale, unit_max
 from .._validation import available_if, checked_weights, fit_context
 from ._base import Data
 
@@ -410,7 +410,8 @@ def class_weighted(class_weight, classes, y, y_enc, sample_weight, owner: str = 
     _check_class_weight_labels(class_weight, classes)
     with np.errstate(divide="ignore", invalid="ignore"):
         per_class = compute_class_weight(class_weight, classes=classes, y=y, sample_weight=sample_weight)
-    per_class = unit_max(np.where(np.isfinite(per_class), per_class, 0.0))
+    per_class = np.where(np.isfinite(per_class), per_class, 0.0)
+    per_class = per_class / power_of_two_scale(per_class)  # unit_max's scaling
     return per_class[y_enc] if sample_weight is None else sample_weight * per_class[y_enc]
 
 
