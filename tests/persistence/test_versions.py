@@ -98,7 +98,8 @@ def _load_v010(name):
 def test_a_deq_classifier_of_0_1_0_loads_and_predicts_as_it_did():
     clf = _load_v010("DEQClassifier")
     expected = json.loads((V010 / "outputs.json").read_text())["DEQClassifier"]
-    np.testing.assert_array_equal(clf.predict_proba(Z_V010), expected)
+    # written on another machine perhaps: float32 features, summed in another order by another BLAS
+    np.testing.assert_allclose(clf.predict_proba(Z_V010), expected, rtol=1e-5, atol=1e-7)
 
 
 def test_an_implicit_ck_kernel_of_0_1_0_computes_its_kernel_without_the_readout_bias():
