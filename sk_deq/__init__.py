@@ -16,13 +16,17 @@ Proceedings of the 41st International Conference on Machine Learning
 from importlib import import_module
 from typing import TYPE_CHECKING
 
+from ._persistence import IncompatiblePickleError, InconsistentVersionWarning
+from ._persistence import install as _install_persistence
 from ._runtime import resolve_device
 from .activations import Activation, get_activation
 from .datasets import make_gaussian_mixture
 from .matching import MatchingError, match_explicit
 from .theory import deq_ck_coefficients, deq_ntk_coefficients, explicit_coefficients
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
+
+_install_persistence()  # the removed names of earlier versions' pickles: a clear error
 
 if TYPE_CHECKING:  # the names __getattr__ imports on first use, for type checkers ('as': re-exported)
     from .estimators import DEQClassifier as DEQClassifier
@@ -62,6 +66,8 @@ __all__ = [
     "deq_ntk_coefficients",
     "explicit_coefficients",
     "resolve_device",
+    "IncompatiblePickleError",
+    "InconsistentVersionWarning",
     "__version__",
 ]
 

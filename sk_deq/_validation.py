@@ -9,10 +9,14 @@
   scikit-learn's own error: it is then copied to numpy and validated by
   scikit-learn.  ``y`` is validated by scikit-learn as usual (tensors
   included: they are small and converted to numpy).  Meta tensors, which hold
-  no data, are refused by name (:func:`reject_meta`).  Torch is never imported
-  here.
-- **Sample weights** (:func:`checked_weights`): finite, non-negative, one
-  per sample, not all zero.
+  no data, are refused by name (:func:`reject_meta`), and so are missing values
+  of pandas inputs and object arrays (:func:`reject_missing`: ``None``,
+  ``pd.NA``, ``NaT``, which scikit-learn's conversions turn into errors about
+  dtypes or label types, or into NaN after its check).  Torch is never
+  imported here.
+- **Sample and class weights** (:func:`checked_weights`,
+  :func:`check_class_weight`): finite, non-negative numbers, one per sample
+  and not all zero, or one per class named in a ``class_weight`` dict.
 - **The theory's parameters** (:func:`check_sigma_a2`, :func:`check_sigma_b2`,
   :func:`check_tau0`, :func:`check_kernel`, :func:`check_sigma_a2_bounds`,
   :func:`check_bias_variance`): what the four equations and the kernels
@@ -83,9 +87,11 @@ __all__ = [
     "check_sigma_a2_bounds",
     "check_sigma_b2",
     "check_tau0",
+    "check_class_weight",
     "checked_weights",
     "is_tensor",
     "reject_meta",
+    "reject_missing",
     "to_numpy",
     "validate_samples",
     "warn_unused_settings",
@@ -114,6 +120,72 @@ def reject_meta(value, name: str, owner: str | None = None) -> None:
             f"{who}{name} is a tensor on the 'meta' device, which holds a shape but no values; pass one with its "
             "data (a CPU or CUDA tensor, or a numpy array)."
         )
+
+
+#: What :func:`reject_missing` calls a missing value.
+_MISSING = "None, NaN, pd.NA or NaT"
+
+
+def reject_missing(values, name: str, owner: str | None = None) -> None:
+    """Raise a ``ValueError`` for missing values or dates in a pandas input or a numpy array of objects or dates.
+
+    Missing values there (``None``, ``NaN``, ``pd.NA``, ``NaT``) would reach
+    numpy's and scikit-learn's conversions, whose errors speak of dtype
+    promotion, of ``float()`` of ``NAType`` or of an unknown label type (or
+    which turn ``None`` into a NaN after scikit-learn's own check); the
+    message here names the first one's row (and column) and counts them.  A
+    column of dates or durations without missing values is refused as not
+    numbers.  Lists are read as arrays of objects; numeric numpy arrays and
+    tensors pass untouched: scikit-learn checks them for NaN itself.
+    """
+    pd = sys.modules.get("pandas")
+    if isinstance(values, (list, tuple)):
+        try:
+            values = np.asarray(values, dtype=object)
+        except ValueError:  # ragged: scikit-learn's error says so
+            return
+    if pd is not None and isinstance(values, (pd.DataFrame, pd.Series)):
+        frame = values if isinstance(values, pd.DataFrame) else values.to_frame()
+        missing, rows, columns = frame.isna().to_numpy(), frame.index, frame.columns
+        dates = [c for c, dtype in frame.dtypes.items() if getattr(dtype, "kind", "") in "mM"]
+    elif isinstance(values, np.ndarray) and values.dtype.kind in "OmM":
+        missing = _missing_mask(values, pd).reshape(len(values), -1)
+        rows, columns = range(len(values)), range(missing.shape[1])
+        dates = list(columns) if values.dtype.kind in "mM" else []
+    else:
+        return
+    who = f"{owner}: " if owner else ""
+    if missing.any():
+        row, col = np.argwhere(missing)[0]
+        where = f"row {rows[row]!r}" + (f", column {columns[col]!r}" if missing.shape[1] > 1 else "")
+        remedy = (
+            "every sample needs a target: drop the samples without one"
+            if name == "y"
+            else "drop those samples or impute the values (sklearn.impute.SimpleImputer) first"
+        )
+        count = int(missing.sum())
+        raise ValueError(
+            f"{who}{name} holds {count} missing value{'s' * (count > 1)} ({_MISSING}), the first at {where}: {remedy}."
+        )
+    if dates:
+        raise ValueError(
+            f"{who}{name} holds dates or durations (column {dates[0]!r}), not numbers: convert them to numbers first."
+        )
+
+
+def _missing_mask(values: np.ndarray, pd) -> np.ndarray:
+    """Where an array of objects, dates or durations holds a missing value (pandas' rule where it is imported)."""
+    if pd is not None:
+        return np.asarray(pd.isna(values), dtype=bool)
+    if values.dtype.kind in "mM":
+        return np.isnat(values)
+    return np.frompyfunc(_is_missing, 1, 1)(values).astype(bool)
+
+
+def _is_missing(v) -> bool:
+    if isinstance(v, (float, np.floating)):
+        return math.isnan(v)
+    return v is None or (isinstance(v, (np.datetime64, np.timedelta64)) and bool(np.isnat(v)))
 
 
 def to_numpy(X) -> np.ndarray:
@@ -156,11 +228,15 @@ def validate_samples(estimator, X, y="no_validation", *, reset: bool, **check_pa
         For a tensor that is not 2-D, has too few samples or no feature,
         holds NaN or infinity, or has another number of features than the
         fit: scikit-learn's messages; for ``X`` or ``y`` on torch's
-        ``meta`` device (no values).
+        ``meta`` device (no values), and for missing values in a pandas
+        ``X`` or ``y`` or an array of objects (:func:`reject_missing`).
     """
     owner = type(estimator).__name__
     reject_meta(X, "X", owner)
     reject_meta(y, "y", owner)
+    reject_missing(X, "X", owner)
+    if not (isinstance(y, str) and y == "no_validation"):
+        reject_missing(y, "y", owner)
     if not is_tensor(X):
         return validate_data(estimator, X, y, reset=reset, **check_params)
     X = X.detach()
@@ -208,6 +284,7 @@ def check_samples(X, name: str = "X", *, n_features: int | None = None, caller: 
     from sklearn.utils.validation import check_array
 
     reject_meta(X, name, caller)
+    reject_missing(X, name, caller)
     X = check_array(
         X,
         accept_sparse=False,
@@ -232,6 +309,28 @@ def checked_weights(sample_weight, X, name: str):
     if not np.any(sample_weight > 0):
         raise ValueError(f"{name}: all sample weights are zero; at least one must be positive.")
     return sample_weight
+
+
+def check_class_weight(class_weight, owner: str) -> None:
+    """Raise a ``ValueError`` naming the class and its weight for a ``class_weight`` dict weight that is not a finite,
+    non-negative real number (None and ``'balanced'`` pass: their weights are computed)."""
+    if not isinstance(class_weight, dict):
+        return
+    for label, weight in class_weight.items():
+        if isinstance(weight, (bool, np.bool_)):
+            why = "is a boolean, not a number"
+        elif not isinstance(weight, Real):
+            why = "is not a number"
+        elif not math.isfinite(weight):
+            why = "is not finite"
+        elif weight < 0:
+            why = "is negative"
+        else:
+            continue
+        raise ValueError(
+            f"{owner}: class_weight gives class {label!r} the weight {weight!r}, which {why}; class weights must be "
+            "finite non-negative numbers (0 leaves a class out of the loss)."
+        )
 
 
 INPUT_SCALING = ("global", "none")

@@ -12,12 +12,13 @@ scipy are needed; torch only with a ``device``
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Literal, overload
+from typing import TYPE_CHECKING, ClassVar, Literal, overload
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from sklearn.gaussian_process.kernels import Hyperparameter, Kernel
 
+from ._persistence import restored_state, versioned_state
 from ._validation import check_bias_variance, check_samples, check_sigma_a2_bounds
 from .kernels import ImplicitKernelEngine
 
@@ -132,6 +133,16 @@ class ImplicitCKKernel(Kernel):
         # checked here and stored as given, so that clone() finds them unchanged
         check_sigma_a2_bounds(sigma_a2_bounds)
         check_bias_variance(bias_variance)
+
+    # -- pickling -------------------------------------------------------------
+    #: What a pickle of a version without the readout bias lacks: its kernel had none.
+    _PICKLE_DEFAULTS: ClassVar[dict] = {"bias_variance": 0.0}
+
+    def __getstate__(self) -> dict:
+        return versioned_state(self.__dict__)
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(restored_state(self, state))
 
     @property
     def hyperparameter_sigma_a2(self) -> Hyperparameter:

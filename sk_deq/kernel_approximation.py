@@ -31,6 +31,7 @@ from sklearn.utils.validation import check_is_fitted
 from ._dask import is_dask_collection, map_row_blocks
 from ._runtime import resolve_device
 from ._scaling import apply_input_scaling, fit_input_scaling, scaling_device
+from ._persistence import restored_state, versioned_state
 from ._validation import to_numpy, validate_samples
 from ._validation import KERNEL_TRANSFORMER_CONSTRAINTS, SortedStrOptions, fit_context
 from ._runtime import one_blas_thread
@@ -418,6 +419,16 @@ class ImplicitCKNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
             for sl, block in map_unordered(_row_task, ((self, engine, sl, X[sl]) for sl in rows), workers):
                 out[sl] = block
         return out
+
+    # -- pickling -------------------------------------------------------------
+    #: What a pickle of a version without the readout bias lacks: its kernels had none.
+    _PICKLE_DEFAULTS: ClassVar[dict] = {"bias_variance": 0.0}
+
+    def __getstate__(self):
+        return versioned_state(super().__getstate__())
+
+    def __setstate__(self, state):
+        super().__setstate__(restored_state(self, state))
 
     # -- scikit-learn plumbing ------------------------------------------------
     @property

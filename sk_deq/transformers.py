@@ -24,6 +24,7 @@ from sklearn.utils.validation import check_is_fitted
 from ._dask import is_dask_collection, map_row_blocks
 from ._runtime import resolve_device
 from ._scaling import apply_input_scaling, fit_input_scaling, scaling_device, squared_norms
+from ._persistence import restored_state, versioned_state
 from ._validation import to_numpy, validate_samples
 from .gaussian_process import ImplicitCKKernel  # noqa: F401  (defined there, importable from here too)
 from ._validation import KERNEL_TRANSFORMER_CONSTRAINTS, SortedStrOptions, fit_context, warn_unused_settings
@@ -268,6 +269,16 @@ class ImplicitCKTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, B
         self.device = device
         self.tol = tol
         self.random_state = random_state
+
+    # -- pickling -------------------------------------------------------------
+    #: What a pickle of a version without the readout bias lacks: its kernels had none.
+    _PICKLE_DEFAULTS: ClassVar[dict] = {"bias_variance": 0.0}
+
+    def __getstate__(self):
+        return versioned_state(super().__getstate__())
+
+    def __setstate__(self, state):
+        super().__setstate__(restored_state(self, state))
 
     # -- fitting ------------------------------------------------------------
     def _fit(self, X, square=False):

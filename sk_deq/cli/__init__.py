@@ -186,9 +186,11 @@ def main(argv=None) -> int:
     -------
     int
         The exit status: 0 on success, 2 when the library rejects the
-        arguments (a ``MatchingError``, ``ValueError``, ``TypeError`` or
-        ``MemoryError``, printed to standard error with the parameter names
-        spelled as options) or the results cannot be written (``OSError``).
+        arguments or the data (a ``MatchingError``, ``ValueError``,
+        ``TypeError`` or ``MemoryError``: one line on standard error, the
+        parameter names spelled as options), a training diverges (its advice
+        naming ``--learning-rate``), or the data cannot be read or the
+        results written (``OSError``).
         Invalid options, options that do not apply to the chosen mode, and
         an ``--out`` that cannot receive the results (checked before the
         run) make argparse exit with status 2 itself.
@@ -207,6 +209,32 @@ def main(argv=None) -> int:
     args._given = fill_deferred(args)  # the options given among those whose default is filled in late
     try:
         return args.func(args)
-    except (MatchingError, ValueError, TypeError, MemoryError, OSError) as exc:
-        print(f"sk-deq {args.command}: error: {_cli_spelling(str(exc))}", file=sys.stderr)
+    except (MatchingError, ValueError, TypeError, MemoryError, OSError, FloatingPointError) as exc:
+        if isinstance(exc, FloatingPointError) and not _diverged(exc):
+            raise  # numpy's or torch's own: a defect, shown with its traceback
+        print(f"sk-deq {args.command}: error: {_error_line(args, exc)}", file=sys.stderr)
         return 2
+
+
+def _diverged(exc: BaseException) -> bool:
+    """Whether ``exc`` is a training that diverged (:class:`~sk_deq.nn.TrainingDivergenceError`)."""
+    fit = sys.modules.get("sk_deq.nn._fit")  # imported if it was raised
+    return fit is not None and isinstance(exc, fit.TrainingDivergenceError)
+
+
+def _error_line(args, exc: BaseException) -> str:
+    """A library error as one line, in the command's terms.
+
+    A diverged training's advice names the command's options (the
+    subcommand's ``_divergence_advice``); other messages have their
+    parameter names spelled as options (:func:`_cli_spelling`).  A message of
+    several lines (one per mirror of a failed download, say) is joined.
+    """
+    advise = getattr(args, "_divergence_advice", None)
+    advice = advise(args) if advise is not None and _diverged(exc) else None
+    message = f"{exc.symptom}; {advice}." if advice else _cli_spelling(str(exc))  # type: ignore[attr-defined]
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    joined = lines[0] if lines else type(exc).__name__
+    for line in lines[1:]:
+        joined += (" " if joined[-1] in ".:;," else "; ") + line
+    return joined

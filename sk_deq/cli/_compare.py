@@ -92,7 +92,7 @@ def _add_compare_parser(sub) -> None:
         default=0,
         help="also print one line per width as it finishes (with --cv, also every fold's scores in the tables)",
     )
-    c.set_defaults(func=_cmd_compare, _parser=c)
+    c.set_defaults(func=_cmd_compare, _parser=c, _divergence_advice=_divergence_advice)
 
 
 # --epochs, --learning-rate and --batch-size: the estimator parameters they set
@@ -141,6 +141,15 @@ def _training_params(args) -> dict | None:
         )
         return None
     return {_TRAINING_OPTIONS[opt]: value for opt, value in given.items()} or None
+
+
+def _divergence_advice(args) -> str | None:
+    """What to do when end-to-end training diverged, in options (None without ``--trainable all``)."""
+    if args.trainable != "all":
+        return None
+    rate = SGD_TRAINING["learning_rate_init"] if args.learning_rate is None else args.learning_rate
+    default = " (the default)" if args.learning_rate is None else ""
+    return f"--learning-rate {rate:g}{default} is too large a step size for these data: pass a smaller --learning-rate"
 
 
 def _add_compare_sizes(c, cd) -> None:

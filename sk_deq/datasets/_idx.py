@@ -14,18 +14,21 @@ Debian's files are recompressed).
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import hashlib
+import http.client
 import logging
 import os
+import shutil
 import tempfile
 import urllib.request
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, overload
 
 import numpy as np
-from sklearn.datasets import get_data_home
 from sklearn.utils import Bunch
 
 __all__ = ["fetch_fashion_mnist", "fetch_mnist"]
@@ -142,16 +145,19 @@ def parse_idx(data: bytes, name: str = "the data") -> np.ndarray:
     return np.frombuffer(data, dtype=dtype, offset=header).reshape(shape).astype(dtype.newbyteorder("="), copy=False)
 
 
-def _read(path: Path) -> bytes:
-    """The uncompressed contents of an idx file, gzip-compressed or not."""
+def _read(path: Path, where: str | None = None) -> bytes:
+    """The uncompressed contents of an idx file, gzip-compressed or not; ``where`` names it in errors (its path)."""
     with open(path, "rb") as fh:
         compressed = fh.read(2) == b"\x1f\x8b"
     opener = gzip.open if compressed else open
     try:
         with opener(path, "rb") as fh:
             return fh.read()
-    except (OSError, EOFError) as exc:
-        raise ValueError(f"{path} cannot be read as a gzip-compressed idx file: {exc}") from exc
+    except (OSError, EOFError, zlib.error) as exc:  # a damaged or cut-off gzip stream
+        raise ValueError(
+            f"{where or path} is corrupt: it is not a whole gzip-compressed file ({exc}). Delete it and fetch again "
+            "(download_if_missing=True downloads it again)."
+        ) from exc
 
 
 def _checked(data: bytes, sha256: str, where: str, title: str) -> bytes:
@@ -173,25 +179,42 @@ def _find(name: str, folders) -> Path | None:
     return None
 
 
-def _download(source: _Source, name: str, sha256: str, folder: Path) -> bytes:
-    """Download ``name.gz`` from the first mirror that serves the published file; keep it in ``folder``."""
+# What one mirror's failure can raise: the network (URLError, timeouts and resets are OSErrors; a response
+# cut off mid-read is an http.client.IncompleteRead), and contents that are not the published file.
+_MIRROR_ERRORS = (OSError, ValueError, EOFError, zlib.error, http.client.HTTPException)
+
+
+def _download(source: _Source, name: str, sha256: str, folder: Path) -> tuple[bytes, str]:
+    """Download ``name.gz`` from the first mirror that serves the published file; keep it in ``folder``.
+
+    Returns its contents and the mirror's address.  Any failure of a mirror
+    (the network, a response cut short, other contents) moves on to the
+    next; when all fail, one OSError lists each mirror's failure.
+    """
     folder.mkdir(parents=True, exist_ok=True)
     failures = []
     for base in source.urls:
         url = f"{base}{name}.gz"
         logger.info("Downloading %s", url)
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{name}.", suffix=".part")
         try:
-            with os.fdopen(fd, "wb") as out, urllib.request.urlopen(url, timeout=60) as response:
-                out.write(response.read())
-            data = _checked(_read(Path(tmp)), sha256, url, source.title)
-        except (OSError, ValueError) as exc:
-            failures.append(f"{url}: {exc}")
-            os.unlink(tmp)
-            continue
-        os.replace(tmp, folder / f"{name}.gz")
-        return data
+            return _download_one(url, folder / f"{name}.gz", sha256, source.title), base
+        except _MIRROR_ERRORS as exc:
+            failures.append(f"{url}: {str(exc) or type(exc).__name__}")
     raise OSError(f"Could not download the {source.title} file {name}:\n  " + "\n  ".join(failures))
+
+
+def _download_one(url: str, target: Path, sha256: str, title: str) -> bytes:
+    """The checked contents of ``url``, its file kept as ``target``; no partial file is left, whatever happens."""
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.stem}.", suffix=".part")
+    try:
+        with os.fdopen(fd, "wb") as out, urllib.request.urlopen(url, timeout=60) as response:
+            shutil.copyfileobj(response, out)
+        data = _checked(_read(Path(tmp), url), sha256, url, title)
+        os.replace(tmp, target)
+        return data
+    finally:
+        with contextlib.suppress(FileNotFoundError):  # replaced, or never written
+            os.unlink(tmp)
 
 
 def _load_file(source: _Source, role: str, home: Path, download_if_missing: bool) -> tuple:
@@ -204,9 +227,10 @@ def _load_file(source: _Source, role: str, home: Path, download_if_missing: bool
         where = ", ".join(str(f) for f in (home, *source.system_dirs))
         raise FileNotFoundError(f"{source.title} was not found (looked in {where}). {_ways(source, home)}")
     try:
-        return parse_idx(_download(source, name, sha256, home), name), source.urls[0]
+        data, mirror = _download(source, name, sha256, home)
     except OSError as exc:
         raise OSError(f"{exc}\n{_ways(source, home)}") from None
+    return parse_idx(data, name), mirror
 
 
 def _ways(source: _Source, home: Path) -> str:
@@ -221,18 +245,24 @@ def _fetch(key: str, subset: str, data_home, download_if_missing: bool, return_X
     if subset not in _SUBSETS:
         raise ValueError(f"subset must be one of {', '.join(map(repr, _SUBSETS))}, got {subset!r}.")
     source = _SOURCES[key]
-    home = Path(get_data_home(data_home)) / source.folder
-    parts, origins = [], set()
+    home = _data_home(data_home) / source.folder
+    if _not_a_folder(home):
+        raise NotADirectoryError(
+            f"{home} is a file, where the {source.title} files are kept (a folder of that name in data_home): "
+            "move it away or pass another data_home."
+        )
+    parts: list = []
+    origins: set[str] = set()
     for part in ("train", "test") if subset == "all" else (subset,):
         images, where = _load_file(source, f"{part}_images", home, download_if_missing)
-        labels, _ = _load_file(source, f"{part}_labels", home, download_if_missing)
+        labels, where_labels = _load_file(source, f"{part}_labels", home, download_if_missing)
         if images.ndim != 3 or labels.ndim != 1 or len(images) != len(labels):
             raise ValueError(
                 f"The {source.title} {part} files do not fit together: images of shape {images.shape}, "
                 f"labels of shape {labels.shape}."
             )
         parts.append((images.reshape(len(images), -1).astype(np.float64), labels.astype(np.int64)))
-        origins.add(where)
+        origins.update((where, where_labels))
     X = np.concatenate([p[0] for p in parts]) if len(parts) > 1 else parts[0][0]
     y = np.concatenate([p[1] for p in parts]) if len(parts) > 1 else parts[0][1]
     if return_X_y:
@@ -245,6 +275,44 @@ def _fetch(key: str, subset: str, data_home, download_if_missing: bool, return_X
         source=", ".join(sorted(origins)),
         DESCR=_describe(source, subset, X, y),
     )
+
+
+def _data_home(data_home) -> Path:
+    """``data_home`` as an existing folder (created if need be), or an error naming it and what is wrong.
+
+    None is scikit-learn's folder (:func:`~sklearn.datasets.get_data_home`):
+    the environment variable ``SCIKIT_LEARN_DATA``, else ``~/scikit_learn_data``.
+    """
+    if data_home is None:
+        env = os.environ.get("SCIKIT_LEARN_DATA")
+        raw = os.path.join("~", "scikit_learn_data") if env is None else env
+        what = f"data_home={raw!r}" if env is None else f"SCIKIT_LEARN_DATA={raw!r} (data_home=None)"
+    elif isinstance(data_home, (str, os.PathLike)) and isinstance(os.fspath(data_home), str):
+        raw = os.fspath(data_home)
+        what = f"data_home={raw!r}"
+    else:
+        raise TypeError(f"data_home must be a folder (a str or path-like) or None, got {data_home!r}.")
+    if not raw.strip():
+        raise ValueError(f"{what} is empty: pass a folder, or None for scikit-learn's data folder.")
+    path = Path(raw).expanduser()
+    problem = _not_a_folder(path)
+    if problem:
+        raise NotADirectoryError(f"{what} cannot be the data folder: {problem}; pass a folder.")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OSError(f"{what} cannot be the data folder: it cannot be created ({exc.strerror or exc}).") from exc
+    return path
+
+
+def _not_a_folder(path: Path) -> str | None:
+    """Why ``path`` cannot be a folder (it, or the first of its parents that exists, is a file), or None."""
+    for p in (path, *path.parents):
+        if p.exists():
+            if p.is_dir():
+                return None
+            return "it is a file" if p == path else f"{p} is a file"
+    return None
 
 
 def _describe(source: _Source, subset: str, X, y) -> str:
@@ -279,8 +347,8 @@ _DOC_PARAMETERS = """
         ``data``: ndarray of shape (n_samples, 784), float64 pixel values in
         ``[0, 255]`` of the 28x28 images, row by row; ``target``: ndarray of
         shape (n_samples,), int64 labels ``0..9``; ``target_names``: the ten
-        class names; ``subset``; ``source``: the folder or address the files
-        came from; ``DESCR``: a description.
+        class names; ``subset``; ``source``: the folders or mirrors the files
+        came from (comma-separated); ``DESCR``: a description.
     (data, target) : tuple if ``return_X_y``
 
     Raises
@@ -289,10 +357,14 @@ _DOC_PARAMETERS = """
         If the files are found nowhere and ``download_if_missing`` is False;
         the message names every way to get them.
     OSError
-        If a download fails from every address.
+        If a download fails from every address (the message lists each
+        address's failure), or ``data_home`` cannot be created;
+        ``NotADirectoryError`` if ``data_home``, or the data set's folder in
+        it, is a file.
     ValueError
-        If a file found or downloaded is not the published one (its SHA-256
-        differs), or for an unknown ``subset``.
+        If a file found or downloaded is corrupt or is not the published one
+        (its SHA-256 differs), for an empty ``data_home``, or for an unknown
+        ``subset``.
 """
 
 

@@ -15,8 +15,8 @@ from sklearn.base import ClassifierMixin
 from .._validation import SortedStrOptions
 from ._stream import partial_fit_available
 from ._base import TorchEstimatorBase
-from .._validation import is_tensor, validate_samples
-from .._scaling import unit_max
+from .._validation import check_class_weight, is_tensor, validate_samples
+from .._scaling import power_of_two_scale, unit_max
 from .._scoring import accuracy_of
 from .._validation import available_if, checked_weights, fit_context
 from ._base import Data
@@ -113,7 +113,7 @@ class TorchClassifierBase(ClassifierMixin, TorchEstimatorBase):
         else:
             classes = self._check_fit_classes(labels, y, sample_weight, reset)
         y_enc = np.searchsorted(classes, y)
-        weight = class_weighted(self.class_weight, classes, y, y_enc, sample_weight)
+        weight = class_weighted(self.class_weight, classes, y, y_enc, sample_weight, name)
         if weight is not None and partial and not np.any(weight > 0):
             raise ValueError(f"{name}: no sample of this chunk has a positive weight (sample_weight x class_weight).")
         kept = classes[np.unique(y_enc if weight is None else y_enc[weight > 0])]
@@ -391,17 +391,23 @@ def sorted_labels(labels: np.ndarray, name: str) -> np.ndarray:
         raise ValueError(f"The labels of {name} cannot be ordered ({exc}); use labels of one type.") from None
 
 
-def class_weighted(class_weight, classes, y, y_enc, sample_weight):
+def class_weighted(class_weight, classes, y, y_enc, sample_weight, owner: str = "class_weight"):
     """The training weights: ``sample_weight`` times the weight of every sample's class (None: all equal).
 
     ``class_weight`` as in :func:`sklearn.utils.class_weight.compute_class_weight`
-    (``'balanced'`` counts ``sample_weight``); both factors are below 2,
-    so their product cannot overflow.
+    (``'balanced'`` counts ``sample_weight``; a class whose samples all weigh
+    0 gets the weight 0, where scikit-learn divides by zero); both factors are
+    below 2, so their product cannot overflow.  A dict's weights are checked
+    first (:func:`~sk_deq._validation.check_class_weight`).
     """
     if class_weight is None:
         return sample_weight
+    check_class_weight(class_weight, owner)
     _check_class_weight_labels(class_weight, classes)
-    per_class = unit_max(compute_class_weight(class_weight, classes=classes, y=y, sample_weight=sample_weight))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        per_class = compute_class_weight(class_weight, classes=classes, y=y, sample_weight=sample_weight)
+    per_class = np.where(np.isfinite(per_class), per_class, 0.0)
+    per_class = per_class / power_of_two_scale(per_class)  # unit_max's scaling
     return per_class[y_enc] if sample_weight is None else sample_weight * per_class[y_enc]
 
 

@@ -37,6 +37,7 @@ from typing import ClassVar
 import numpy as np
 import torch
 
+from .._persistence import restored_state, versioned_state
 from .._progress import ProgressBar
 from .._runtime import available_memory_bytes, check_fits_in_memory, on_gpu
 from .._scaling import apply_input_scaling
@@ -550,8 +551,7 @@ class NetworkMixin:
 
     # -------------------------------------------------------------- pickling
     def __getstate__(self):
-        state = super().__getstate__()
-        state = dict(state)
+        state = versioned_state(super().__getstate__())
         stream = state.pop("_stream", None)
         if stream is not None:
             state["_stream"] = picklable(stream)
@@ -563,7 +563,7 @@ class NetworkMixin:
         return state
 
     def __setstate__(self, state):
-        state = dict(state)
+        state = restored_state(self, state)
         module_state = state.pop("_module_state", None)
         super().__setstate__(state)
         if module_state is not None:

@@ -87,42 +87,6 @@ def load_dataset(name: str) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(X, dtype=float), np.asarray(y)
 
 
-def load_npz(path) -> tuple:
-    """A data set of your own from a ``.npz`` file: ``(X, y, n_test)``.
-
-    The file holds the arrays ``X`` (2-D) and ``y``, and optionally a test
-    set ``X_test`` and ``y_test`` (both or neither), e.g. written by
-    ``numpy.savez("features.npz", X=X, y=y, X_test=X_test, y_test=y_test)``.
-    With a test set, ``X`` and ``y`` come back with the test rows appended
-    and ``n_test`` is their number; without one ``n_test`` is None.  Any
-    problem with the file is a ValueError naming it.
-    """
-    path = str(path)
-    try:
-        with np.load(path, allow_pickle=False) as f:
-            arrays = {k: np.asarray(f[k]) for k in f.files}
-    except (OSError, ValueError) as exc:
-        raise ValueError(f"cannot read {path!r} as a .npz file of arrays: {exc}") from None
-    missing = [k for k in ("X", "y") if k not in arrays]
-    if missing:
-        raise ValueError(f"{path!r} has no array {' or '.join(missing)} (it holds {', '.join(arrays) or 'nothing'}).")
-    if ("X_test" in arrays) != ("y_test" in arrays):
-        raise ValueError(f"{path!r} must hold both X_test and y_test, or neither.")
-    parts = [("X", "y")] + ([("X_test", "y_test")] if "X_test" in arrays else [])
-    for xk, yk in parts:
-        X, y = arrays[xk], arrays[yk]
-        if X.ndim != 2 or y.ndim != 1 or len(X) != len(y):
-            raise ValueError(
-                f"{path!r}: {xk} must be 2-D and {yk} 1-D with one entry per row of {xk}, "
-                f"got shapes {X.shape} and {y.shape}."
-            )
-    if len(parts) == 2 and arrays["X_test"].shape[1] != arrays["X"].shape[1]:
-        raise ValueError(f"{path!r}: X_test has {arrays['X_test'].shape[1]} columns, X {arrays['X'].shape[1]}.")
-    X = np.concatenate([arrays[xk] for xk, _ in parts]).astype(float)
-    y = np.concatenate([arrays[yk] for _, yk in parts])
-    return X, y, (len(arrays["y_test"]) if len(parts) == 2 else None)
-
-
 # ---------------------------------------------------------------------------
 # checks, statistics and running (``check_count``, ``mean_std``, ``progress_bar``, ``environment`` and
 # ``torch_threads`` are public: the studies in benchmarks/ use them too)

@@ -16,6 +16,7 @@ from typing import IO, Any
 import numpy as np
 
 from ._compare_result import CompareResult, p_text
+from ._own_data import check_dataset, load_npz
 from ._provenance import provenance
 from ._common import (
     DATASETS,
@@ -28,7 +29,6 @@ from ._common import (
     check_counts,
     environment,
     load_dataset,
-    load_npz,
     progress_bar,
     torch_threads,
     warm_up,
@@ -338,10 +338,11 @@ def _load_one(spec, name):
     if isinstance(spec, str):
         X, y, n_test = load_npz(spec)
         return X, y, n_test, f"{os.path.basename(spec)} ({'own test set' if n_test else 'random splits'})"
-    parts = [(np.asarray(spec[i], dtype=float), np.asarray(spec[i + 1])) for i in range(1, len(spec), 2)]
-    for X, y in parts:
-        if X.ndim != 2 or len(X) != len(y):
-            raise ValueError(f"dataset {name!r}: X must be 2-D with as many rows as y has entries.")
+    parts = [
+        (check_dataset(spec[i], spec[i + 1], f"dataset {name!r}", names, test=i > 1), np.asarray(spec[i + 1]))
+        for i, names in zip((1, 3), (("X", "y"), ("X_test", "y_test")))
+        if i < len(spec)
+    ]
     if len(parts) == 2 and parts[1][0].shape[1] != parts[0][0].shape[1]:
         raise ValueError(f"dataset {name!r}: X_test must have as many columns as X.")
     X = np.concatenate([p[0] for p in parts])
