@@ -16,6 +16,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 
+from .._persistence import restored_state, versioned_state
 from .._runtime import resolve_device
 from .._scaling import apply_input_scaling, fit_input_scaling, scaling_device
 from .._scoring import accuracy_of, r2_score_of
@@ -433,6 +434,12 @@ class _ImplicitRidgeBase(BaseEstimator):
             )
             out[i : i + b] = K @ coef
         return out
+
+    def __getstate__(self):
+        return versioned_state(super().__getstate__())
+
+    def __setstate__(self, state):
+        super().__setstate__(restored_state(self, state))
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -36,6 +36,8 @@ def fitted() -> dict:
     objects["ImplicitCKTransformer"] = sk_deq.ImplicitCKTransformer().fit(X)
     objects["ImplicitCKNystroem"] = sk_deq.ImplicitCKNystroem(n_components=5, random_state=0).fit(X)
     objects["ImplicitCKKernel"] = sk_deq.ImplicitCKKernel()
+    objects["ImplicitCKRidge"] = sk_deq.ImplicitCKRidge().fit(X, t)
+    objects["ImplicitCKRidgeClassifier"] = sk_deq.ImplicitCKRidgeClassifier().fit(X, y)
     return objects
 
 
