@@ -93,7 +93,7 @@ def hardware(n, activations, storage, repeats, rank=1000, k=10) -> list[dict]:
     # the solver: the last activation's store
     store = fill_store(eng, S, plan)
     Y = np.sign(np.random.default_rng(0).standard_normal((n, k)))
-    M = NystromPreconditioner(low_rank_factor(store, rank, np.random.default_rng(0)), 0.01)
+    M = NystromPreconditioner(low_rank_factor(store, rank, np.random.default_rng(0))[0], 0.01)
     dense = np.ones((n, store.nbytes // (n * store.dtype.itemsize)), dtype=store.dtype)  # the store's bytes
     V = np.ones((dense.shape[1], k), dtype=store.dtype)
     iters = 10

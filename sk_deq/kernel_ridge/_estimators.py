@@ -286,10 +286,10 @@ class _ImplicitRidgeBase(BaseEstimator):
         op = store if d is None else Weighted(store, d)
         Yo = Y[order] if d is None else Y[order] * d[:, None]
         kw = {"tol": float(self.tol), "max_iter": int(self.max_iter), "rng": rng, "progress": bool(self.verbose)}
-        x0 = None
+        x0 = factor = None
         if len(alphas) > 1:
             with phases("alpha"):
-                self.alpha_, self.alpha_scores_, Ct = self._choose_alpha(
+                self.alpha_, self.alpha_scores_, Ct, factor = self._choose_alpha(
                     store, op, Y[order], Yo, alphas, n_train, d, sw, order, plan, kw
                 )
             x0 = np.vstack([Ct, np.zeros((len(Y) - n_train, Y.shape[1]))])
@@ -297,7 +297,7 @@ class _ImplicitRidgeBase(BaseEstimator):
         else:
             self.alpha_ = float(alphas[0])
         with phases("solve"):
-            C, info = solve(store, op, Yo, self.alpha_, plan, x0=x0, **kw)
+            C, info = solve(store, op, Yo, self.alpha_, plan, x0=x0, factor=factor, **kw)
         del store, op
         self._set_solution(C if d is None else C * d[:, None], order, info, plan)
         self.X_fit_, self._fit_samples, self.fit_time_ = Xs, S, phases.seconds

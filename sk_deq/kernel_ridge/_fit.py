@@ -16,7 +16,7 @@ import numpy as np
 
 from .._progress import STEPS, ProgressBar
 from ..kernels._workers import kernel_workers
-from ._solvers import NystromPreconditioner, SolveInfo, low_rank_factor, pcg
+from ._solvers import NystromPreconditioner, SolveInfo, extend_factor, low_rank_factor, pcg
 from ._tiles import TileStore
 
 __all__ = ["choose_alpha", "fill_store", "solve"]
@@ -85,11 +85,13 @@ def _leading(op, rows):
     return matmat
 
 
-def solve(store, op, Y, alpha, plan, *, tol, max_iter, rng, x0=None, progress=False):
+def solve(store, op, Y, alpha, plan, *, tol, max_iter, rng, x0=None, factor=None, progress=False):
     """``C`` with ``(K + alpha I) C = Y`` (``op`` is ``K``, maybe weighted) and its :class:`SolveInfo`.
 
     The Cholesky route factors the store in place (``op``'s weights are
-    applied to it first); its info has ``n_iter=0`` and no residual.
+    applied to it first); its info has ``n_iter=0`` and no residual.  The
+    conjugate gradients' preconditioner uses ``factor`` (``F``, all rows)
+    when given, else a new randomly pivoted Cholesky factor.
     """
     if plan.solver == "cholesky":
         if op is not store:  # the weights: D K D in place
@@ -97,7 +99,7 @@ def solve(store, op, Y, alpha, plan, *, tol, max_iter, rng, x0=None, progress=Fa
         store.add_to_diagonal(alpha)
         store.cholesky()
         return store.cho_solve(Y), SolveInfo(0, np.full(Y.shape[1], np.nan), True)
-    F = low_rank_factor(op, plan.rank, rng)
+    F = low_rank_factor(op, plan.rank, rng)[0] if factor is None else factor
     return _pcg(op, Y, alpha, NystromPreconditioner(F, alpha), tol=tol, max_iter=max_iter, x0=x0, progress=progress)
 
 
@@ -118,8 +120,10 @@ def choose_alpha(op, Y, alphas, n_train, heldout, score, plan, *, tol, max_iter,
         In the order of ``alphas``.
     C : ndarray
         The solution of the leading rows at the best ridge (a warm start).
+    F : ndarray
+        The preconditioner's factor, extended to all rows (for the final solve).
     """
-    F = low_rank_factor(op, plan.rank, rng, rows=n_train)
+    F, pivots = low_rank_factor(op, plan.rank, rng, rows=n_train)
     M = None
     scores = np.empty(len(alphas))
     solutions = {}
@@ -141,7 +145,8 @@ def choose_alpha(op, Y, alphas, n_train, heldout, score, plan, *, tol, max_iter,
         )
         scores[k] = score(heldout(C))
         solutions[k] = C.copy()
-    return float(alphas[_best(scores, alphas)]), scores, solutions[_best(scores, alphas)]
+    best = _best(scores, alphas)
+    return float(alphas[best]), scores, solutions[best], extend_factor(op, F, pivots)
 
 
 def _best(scores, alphas) -> int:

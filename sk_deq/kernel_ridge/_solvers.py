@@ -31,7 +31,7 @@ import scipy.linalg as sl
 
 from ..kernels._rpcholesky import rp_cholesky
 
-__all__ = ["NystromPreconditioner", "SolveInfo", "Weighted", "low_rank_factor", "pcg"]
+__all__ = ["NystromPreconditioner", "SolveInfo", "Weighted", "extend_factor", "low_rank_factor", "pcg"]
 
 
 class Weighted:
@@ -51,14 +51,30 @@ class Weighted:
         return self.d**2 * self.store.diagonal()
 
 
-def low_rank_factor(op, rank: int, rng, *, rows: int | None = None) -> np.ndarray:
+def low_rank_factor(op, rank: int, rng, *, rows: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """A factor ``F`` (``rows x r``, ``r <= rank``) with ``F F^T`` close to the leading ``rows x rows`` block of ``K``.
 
-    ``op`` offers ``columns(idx)`` and ``diagonal()``; ``rows`` defaults to all.
+    ``op`` offers ``columns(idx)`` and ``diagonal()``; ``rows`` defaults to
+    all.  Returns ``F`` and its pivots (``F[pivots]`` is lower triangular).
     """
     n = op.n if rows is None else int(rows)
-    _, F = rp_cholesky(lambda idx: op.columns(idx)[:n], op.diagonal()[:n], int(rank), rng, block=_BLOCK)
-    return F
+    pivots, F = rp_cholesky(lambda idx: op.columns(idx)[:n], op.diagonal()[:n], int(rank), rng, block=_BLOCK)
+    return F, pivots
+
+
+def extend_factor(op, F: np.ndarray, pivots: np.ndarray) -> np.ndarray:
+    """The factor of the leading rows extended to all ``op.n`` rows, on the same pivots.
+
+    ``F = K[:, P] L^{-T}`` with ``L = F[P]`` (the Cholesky factor of
+    ``K[P, P]``): the remaining rows are ``K[rest, P] L^{-T}``, one read of
+    the pivots' columns and a triangular solve; no new pivots are drawn.
+    """
+    n_lead = len(F)
+    if n_lead == op.n or not F.shape[1]:
+        return np.vstack([F, np.zeros((op.n - n_lead, F.shape[1]))])
+    rest = op.columns(pivots)[n_lead:]
+    tail = sl.solve_triangular(F[pivots], rest.T, lower=True, check_finite=False).T
+    return np.vstack([F, tail])
 
 
 #: pivots drawn at a time by the preconditioner's factor: a few hundred columns per pass over the store

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from sk_deq.kernel_ridge._solvers import NystromPreconditioner, Weighted, low_rank_factor, pcg
+from sk_deq.kernel_ridge._solvers import NystromPreconditioner, Weighted, extend_factor, low_rank_factor, pcg
 from sk_deq.kernel_ridge._tiles import TileStore
 from sk_deq.kernels import implicit_kernel
 from sk_deq.kernels._rpcholesky import rp_cholesky
@@ -48,7 +48,7 @@ def test_fill_completes_the_pivots_of_an_exact_factor():
 
 
 def test_the_preconditioner_is_the_inverse_of_its_matrix(kernel, store):
-    F = low_rank_factor(store, 60, np.random.default_rng(0))
+    F, _ = low_rank_factor(store, 60, np.random.default_rng(0))
     R = np.random.default_rng(1).standard_normal((len(kernel), 3))
     for alpha in (1.0, 1e-3):
         P = F @ F.T + alpha * np.eye(len(kernel))
@@ -63,7 +63,7 @@ def test_pcg_solves_every_column_to_tol(kernel, store, alpha):
     Y = np.random.default_rng(3).standard_normal((n, 4))
     Y[:, 2] = 0.0  # a zero right-hand side stays zero
     ref = np.linalg.solve(kernel + alpha * np.eye(n), Y)
-    M = NystromPreconditioner(low_rank_factor(store, 100, np.random.default_rng(0)), alpha)
+    M = NystromPreconditioner(low_rank_factor(store, 100, np.random.default_rng(0))[0], alpha)
     C, info = pcg(store.matmat, Y, alpha, M, tol=1e-10, max_iter=2000)
     assert info.converged and info.residuals.max() <= 1e-10
     true = np.linalg.norm(Y - (kernel @ C + alpha * C), axis=0) / np.maximum(np.linalg.norm(Y, axis=0), 1e-300)
@@ -77,7 +77,7 @@ def test_the_preconditioner_cuts_the_iterations_and_a_warm_start_more(store):
     Y = np.random.default_rng(4).standard_normal((n, 2))
     alpha = 1e-3
     plain = pcg(store.matmat, Y, alpha, lambda R: R, tol=1e-8, max_iter=5000)[1].n_iter
-    M = NystromPreconditioner(low_rank_factor(store, 150, np.random.default_rng(0)), alpha)
+    M = NystromPreconditioner(low_rank_factor(store, 150, np.random.default_rng(0))[0], alpha)
     C, info = pcg(store.matmat, Y, alpha, M, tol=1e-8)
     assert info.n_iter < plain / 3
     again = pcg(store.matmat, Y, alpha, M, tol=1e-8, x0=C)[1]
@@ -99,3 +99,14 @@ def test_weights_are_the_operator_d_k_d(kernel, store):
     np.testing.assert_allclose(op.matmat(X), ref @ X, rtol=1e-12)
     np.testing.assert_allclose(op.columns([3, 7]), ref[:, [3, 7]], rtol=1e-12)
     np.testing.assert_allclose(op.diagonal(), np.diag(ref), rtol=1e-12)
+
+
+def test_a_factor_of_the_leading_rows_extends_to_all_on_its_pivots(kernel, store):
+    """The Nystrom factor on the pivots: F F^T = K[:, P] K[P, P]^{-1} K[P, :] for every row."""
+    F, piv = low_rank_factor(store, 80, np.random.default_rng(0), rows=300)
+    assert F.shape[0] == 300 and piv.max() < 300
+    full = extend_factor(store, F, piv)
+    KP = kernel[:, piv]
+    nystrom = KP @ np.linalg.solve(kernel[np.ix_(piv, piv)], KP.T)
+    np.testing.assert_allclose(full @ full.T, nystrom, rtol=1e-6, atol=1e-8 * np.abs(kernel).max())
+    np.testing.assert_array_equal(full[:300], F)
