@@ -462,7 +462,7 @@ QUICK = {
     "n_train": 256,
     "n_hidden": 16,
     "n_hidden_readout": 256,
-    "max_epochs": 100,
+    "max_epochs": 50,
     "n_grid": 101,
     "n_lines": 2,
 }

@@ -4,8 +4,19 @@ import os
 import sys
 import warnings
 
+# The examples run on one thread of torch and of the BLAS libraries, unless the
+# environment sets these variables: an operation spread over several threads
+# waits for all of them, so where other programs keep cores busy (a shared CI
+# runner) it waits for their time slices, and spinning threads add CPU time
+# that is no work.  Set before the libraries load, which read them then.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("MKL_NUM_THREADS", "1")
+
 sys.path.insert(0, os.path.abspath(".."))
 sys.path.insert(0, os.path.abspath("_ext"))  # figures: measured figures rendered from benchmarks/results
+sys.path.insert(0, os.path.abspath("."))  # _gallery_cost, named below by its import path
+import _gallery_cost
 import sk_deq
 
 project = "sk_deq"
@@ -46,6 +57,9 @@ sphinx_gallery_conf = {
     "download_all_examples": False,
     "remove_config_comments": True,
     "plot_gallery": "True",
+    # each example's CPU and wall time (``_gallery_cost``): the build fails on one over the limit
+    "reset_modules": ("matplotlib", "_gallery_cost.record"),
+    "reset_modules_order": "both",
     # CI runs the examples here only (not in pytest): an example that raises
     # fails the build, after all the others have run.
     "abort_on_example_error": False,
@@ -89,20 +103,27 @@ def _printed_output(rst_text):
 
 
 def _check_example_outputs(app, exception):
-    """Each executed example printed what it found, and printed no ``nan``."""
+    """Each executed example printed what it found, printed no ``nan``, and stayed within its CPU time limit."""
     if exception is not None or str(app.config.sphinx_gallery_conf["plot_gallery"]) != "True":
         return
     from pathlib import Path
 
     from sphinx.errors import ExtensionError
+    from sphinx.util import logging
 
+    gallery = Path(app.srcdir) / "auto_examples"
     problems = []
-    for page in sorted((Path(app.srcdir) / "auto_examples").glob("plot_*.rst")):
+    for page in sorted(gallery.glob("plot_*.rst")):
         printed = _printed_output(page.read_text(encoding="utf-8"))
         if not printed.strip():
             problems.append(f"{page.stem} printed nothing: an example should print what it found")
         elif "nan" in printed.lower().split():
             problems.append(f"{page.stem} printed nan")
+    costs = _gallery_cost.COSTS
+    if costs:
+        _gallery_cost.save(costs, gallery / "example_costs.json")
+        logging.getLogger(__name__).info("examples run in this build:\n" + _gallery_cost.summary(costs))
+        problems += _gallery_cost.over_limit(costs, _gallery_cost.limit_s())
     if problems:
         raise ExtensionError("; ".join(problems))
 

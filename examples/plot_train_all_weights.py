@@ -45,7 +45,7 @@ models = {
         fixed_point_solver="iteration",
         fixed_point_max_iter=100,
         learning_rate_init=1e-2,
-        max_iter=25,
+        max_iter=20,
         **common,
     ),
     "all weights, Anderson solver": DEQClassifier(
@@ -53,7 +53,7 @@ models = {
         fixed_point_solver="anderson",
         fixed_point_max_iter=100,
         learning_rate_init=1e-2,
-        max_iter=25,
+        max_iter=20,
         **common,
     ),
 }

@@ -42,7 +42,7 @@ stored result too when it is there.
 # -------------------
 # ``boundary_study.QUICK``: two input dimensions, three sharpness values
 # and two seeds, networks of width 256 (readout-trained) and 16 (all weights
-# trained, 100 L-BFGS iterations).  About half a minute on one thread.
+# trained, 50 L-BFGS iterations).
 import json
 import sys
 from pathlib import Path

@@ -2,8 +2,8 @@
 
 Running them is the documentation build's job (``.ci/run``: sphinx-gallery executes
 every example, and ``docs/conf.py`` fails the build on an example that raises, warns
-a RuntimeWarning, prints nothing or prints ``nan``), so the test run does not run them
-a second time.
+a RuntimeWarning, prints nothing, prints ``nan`` or takes more CPU time than its limit,
+``SK_DEQ_EXAMPLE_LIMIT_S``), so the test run does not run them a second time.
 """
 
 import ast
