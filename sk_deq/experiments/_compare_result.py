@@ -39,16 +39,16 @@ class CompareResult(JSONResult):
         Per activation: wall time in seconds of one matching solve (done once
         per activation; every fit at the same data scale reuses it, so it is
         not part of the matched network's fit time).
-    provenance : dict, default={}
-        Where the figures come from (:func:`sk_deq.experiments._provenance.provenance`,
-        taken when the run starts): command, time, git commit, machine,
-        versions and threads.
     records : list of dict, default=[]
         One entry per fit, in the order run: ``dataset``, ``activation``, ``width``, ``repeat``,
         ``model``, ``accuracy``, ``fit_seconds``, ``predict_seconds``,
         ``seconds`` (fit + predict), ``n_epochs`` (readout iterations),
         ``solver_mean_iter`` and ``solver_converged`` (DEQ only, else None),
         ``warnings`` (messages raised during the fit).
+    provenance : dict, default={}
+        Where the figures come from (:func:`sk_deq.experiments._provenance.provenance`,
+        taken when the run starts): command, time, git commit, machine,
+        versions and threads.
     """
 
     config: dict
