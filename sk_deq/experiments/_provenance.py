@@ -183,7 +183,8 @@ def provenance_line(p: dict) -> str:
         Time, commit, machine, platform and versions, separated by semicolons.
     """
     git, m, v = p.get("git") or {}, p.get("machine") or {}, p.get("versions") or {}
-    state = {True: "clean", False: "dirty"}.get(git.get("clean"), "clean or not: unknown")
+    clean = git.get("clean")
+    state = "clean" if clean is True else "dirty" if clean is False else "clean or not: unknown"
     gpu = m.get("gpu")
     parts = [
         f"{p.get('created_utc')}; commit {git.get('commit')} ({state})",
