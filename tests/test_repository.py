@@ -47,3 +47,17 @@ def test_the_gpu_module_is_registered_named_by_the_readme_and_skipped_without_cu
     )  # fmt: skip
     assert run.returncode == 0, run.stdout + run.stderr
     assert "needs a CUDA GPU" in run.stdout and "1 passed" in run.stdout and "error" not in run.stdout.lower()
+
+
+def test_the_install_page_says_what_the_readme_command_and_ci_run():
+    page = (ROOT / "docs" / "install.rst").read_text()
+    assert f"``{_readme_test_command()}``" in page
+    ci = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()]
+    after = ci[ci.index(_readme_test_command()) + 1 :]
+    checks = [line for line in after if line.startswith(("python -m mypy", "python -m sphinx"))]
+    assert len(checks) == 2, checks  # the type check and the documentation build
+    for command in checks:
+        assert f"``{command}``" in page, command
+    assert "dataset-fashion-mnist" in (ROOT / ".ci" / "run").read_text() and "dataset-fashion-mnist" in page
+    for other in ("python -m pytest -m slow", 'python -m pytest -m ""', "python -m pytest -m gpu tests/test_gpu.py"):
+        assert f"``{other}``" in page, other

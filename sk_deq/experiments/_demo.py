@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from .._json import JSONResult
 from ._common import DATASETS, _fit_one, _solve_match, check_count, load_dataset, torch_threads, warm_up
+from ._provenance import provenance
 
 # The models of the demo's table by their row label.
 _MODELS = {"DEQ": "deq", "matched explicit": "matched", "plain explicit": "plain"}
@@ -53,6 +54,10 @@ class DemoResult(JSONResult):
         ``latency_speedup``: the DEQ's median time over the model's).
     seconds : float, default=0.0
         Wall time in seconds of the whole run, warm-up included.
+    provenance : dict, default={}
+        Where the figures come from (:func:`sk_deq.experiments._provenance.provenance`,
+        taken when the run starts): command, time, git commit, machine,
+        versions and threads.
     """
 
     dataset: str
@@ -67,6 +72,7 @@ class DemoResult(JSONResult):
     match_seconds: float = 0.0
     rows: list = field(default_factory=list)
     seconds: float = 0.0
+    provenance: dict = field(default_factory=dict)
 
     def table(self) -> str:
         """The results as readable text.
@@ -167,6 +173,7 @@ def demo(
 
     check_count(repeats, "repeats")
     start = time.perf_counter()
+    record = provenance(benchmark="sk-deq demo")
     X, y = load_dataset(dataset)
     split = train_test_split(X, y, test_size=0.3, stratify=y, random_state=random_state)
     opts = {"estimator": {}, "sigma_a2": sigma_a2, "plain_depth": 1}
@@ -189,6 +196,7 @@ def demo(
         match_seconds=match_seconds,
         rows=_rows(times, accuracy),
         seconds=time.perf_counter() - start,
+        provenance=record,
     )
 
 

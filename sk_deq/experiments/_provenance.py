@@ -136,11 +136,11 @@ def provenance(*, benchmark: str | None = None, command: str | None = None) -> d
         ``threads`` (torch's intra-op threads where torch is loaded, the BLAS
         and OpenMP pools).
     """
-    import sk_deq
+    from .. import __version__
 
     memory = _memory_bytes()
     usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    package = Path(sk_deq.__file__).resolve().parent
+    package = Path(__file__).resolve().parents[1]  # the sk_deq package that runs
     torch = sys.modules.get("torch")
     return {
         "schema": SCHEMA,
@@ -162,7 +162,7 @@ def provenance(*, benchmark: str | None = None, command: str | None = None) -> d
             "python": platform.python_version(),
             **{name: library_version(name) for name in LIBRARIES},
             "torch_cuda": getattr(getattr(torch, "version", None), "cuda", None),
-            "sk_deq": getattr(sk_deq, "__version__", None),
+            "sk_deq": __version__,
         },
         "threads": {"torch": torch.get_num_threads() if torch else None, "threadpools": _threadpools()},
         "sk_deq_path": str(package),

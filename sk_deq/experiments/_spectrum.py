@@ -20,6 +20,7 @@ import numpy as np
 from .._validation import EXPLICIT_KERNELS, KERNELS
 from .._json import JSONResult
 from ._common import progress_bar
+from ._provenance import provenance
 
 # Activations spectrum uses by default, Ling et al.'s (2024) two and two more (documented in __init__).
 SPECTRUM_ACTIVATIONS = ("relu", "tanh", "gelu", "erf")
@@ -59,6 +60,10 @@ class SpectrumResult(JSONResult):
         The arguments :func:`spectrum` was called with.
     seconds : float, default=0.0
         How long :func:`spectrum` ran, in seconds.
+    provenance : dict, default={}
+        Where the figures come from (:func:`sk_deq.experiments._provenance.provenance`,
+        taken when the run starts): command, time, git commit, machine,
+        versions and threads.
     """
 
     errors: list = field(default_factory=list)
@@ -66,6 +71,7 @@ class SpectrumResult(JSONResult):
     spectra: list = field(default_factory=list)
     settings: dict = field(default_factory=dict)
     seconds: float = 0.0
+    provenance: dict = field(default_factory=dict)
 
     def table(self) -> str:
         """The errors as aligned text tables.
@@ -269,7 +275,8 @@ def spectrum(
             "mnist_samples": mnist_samples,
             "mnist_digits": list(mnist_digits),
             "random_state": random_state,
-        }
+        },
+        provenance=provenance(benchmark="sk-deq spectrum"),
     )
     mc = (method, n_hidden, n_draws)
     mixtures = _mixtures(sizes, ratio, random_state)

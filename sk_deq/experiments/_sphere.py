@@ -17,6 +17,7 @@ import numpy as np
 
 from .._json import JSONResult
 from ._common import progress_bar
+from ._provenance import provenance
 from ._spectrum import check_sizes_fit
 
 # Networks compared with the DEQ on the sphere, in table and panel order.
@@ -65,6 +66,10 @@ class SphereSpectrumResult(JSONResult):
         The arguments :func:`sphere_spectrum` was called with.
     seconds : float, default=0.0
         How long :func:`sphere_spectrum` ran, in seconds.
+    provenance : dict, default={}
+        Where the figures come from (:func:`sk_deq.experiments._provenance.provenance`,
+        taken when the run starts): command, time, git commit, machine,
+        versions and threads.
     """
 
     coefficients: dict = field(default_factory=dict)
@@ -72,6 +77,7 @@ class SphereSpectrumResult(JSONResult):
     errors: list = field(default_factory=list)
     settings: dict = field(default_factory=dict)
     seconds: float = 0.0
+    provenance: dict = field(default_factory=dict)
 
     def table(self) -> str:
         """The coefficients and errors as aligned text.
@@ -223,7 +229,8 @@ def sphere_spectrum(
             "n_hidden": n_hidden,
             "random_state": random_state,
             "activation": "normalised ReLU sqrt(2) max(x, 0), uncentred",
-        }
+        },
+        provenance=provenance(benchmark="sk-deq spectrum --data sphere"),
     )
     X = make_sphere(n0, d0, random_state=random_state)
     relu = _normalised_relu()

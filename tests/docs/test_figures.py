@@ -25,6 +25,38 @@ NOT_MEASURED = [
     ("cli.rst", "--tol 0.05|none", "a default tolerance of the command"),
     ("cli.rst", "below 0.05", "the significance level the table marks"),
     ("install.rst", "Python 3.10", "a version"),
+    ("install.rst", "more than 30 s of CPU time", "the default limit of SK_DEQ_EXAMPLE_LIMIT_S, a setting"),
+    (
+        "user_guide.rst",
+        "0.01 for a regressor's",
+        "the step size learning_rate_init='auto' takes for a regressor's readout, a default; "
+        "tests/estimators/test_partial_fit.py::test_auto_learning_rate_is_large_for_the_readout_alone_and_small_for_hidden_weights",
+    ),
+    (
+        "user_guide.rst",
+        "0.1 (classifiers) or 0.01 (regressors)",
+        "the same default step sizes, checked by the same test",
+    ),
+    (
+        "user_guide.rst",
+        "``--learning-rates 0.001 0.01 0.1 0.3``",
+        "the step sizes a benchmark's command sweeps, settings",
+    ),
+    ("user_guide.rst", "0.9, 0.999 and 1e-8", "torch's Adam defaults (betas and eps), settings"),
+    ("user_guide.rst", "``match_tol`` (0.05)", "the default of match_tol, a setting"),
+    (
+        "user_guide.rst",
+        "compares ``p`` with ``alpha`` (0.05)",
+        "the default significance level of compare_estimators, a setting",
+    ),
+    (
+        "theory.rst",
+        "closest to plain: distance 0.363",
+        "computed: the distance of the chosen ReLU root to plain, "
+        "tests/matching/test_match.py::test_the_relu_roots_the_theory_page_quotes",
+    ),
+    ("theory.rst", "(0.381)", "computed: the other root's distance, checked by the same test"),
+    ("theory.rst", "are 1.4–2.5 %", "computed: the nearby non-root's residuals, checked by the same test"),
 ]
 
 

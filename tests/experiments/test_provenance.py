@@ -42,3 +42,18 @@ def test_compare_writes_its_provenance(tmp_path):
     assert data["provenance"]["benchmark"] == "sk-deq compare"
     assert data["provenance"]["git"]["commit"] == _head()
     assert data["provenance"]["schema"] == SCHEMA
+
+
+def test_spectrum_sphere_and_demo_write_their_provenance():
+    from sk_deq.experiments import demo, spectrum, sphere_spectrum
+
+    runs = {
+        "sk-deq spectrum": spectrum(["relu"], sizes=(16,), matched=(), histograms=False),
+        "sk-deq spectrum --data sphere": sphere_spectrum(size=(12, 14), sizes=(8,)),
+        "sk-deq demo": demo("digits", "relu", 0.2, 16, repeats=1, latency_samples=1),
+    }
+    for writer, res in runs.items():
+        data = json.loads(res.to_json())
+        assert data["provenance"]["benchmark"] == writer and data["provenance"]["schema"] == SCHEMA
+        assert data["provenance"]["git"]["commit"] == _head()
+        assert data["provenance"]["created_utc"] and data["provenance"]["command"]

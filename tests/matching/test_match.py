@@ -57,6 +57,22 @@ def test_relu_ck_two_leaky_layers_exact_root_closest_to_plain():
     assert min(problem.distance(g) for g in gauge) > problem.distance(chosen)
 
 
+def test_the_relu_roots_the_theory_page_quotes():
+    """The two roots of the ReLU system, their distances to plain and the nearby non-root (theory page, 'Matching')."""
+    from scipy.optimize import least_squares
+
+    m = match_explicit("relu", 0.2, 1.0)
+    problem = _Problem(m.kinds, m.targets, "ck")
+    chosen = np.array([m.params[0]["a"], m.params[0]["b"], m.params[1]["a"], m.params[1]["b"]])
+    np.testing.assert_allclose(chosen, [1.215, 0.0048, 0.945, 0.560], atol=5e-4)
+    assert round(problem.distance(chosen), 3) == 0.363
+    other = problem.canonical(least_squares(problem.residuals, [0.93, 0.57, 1.22, 0.0], xtol=1e-14, ftol=1e-14).x)
+    np.testing.assert_allclose(other, [0.932, 0.573, 1.218, 0.0013], atol=5e-4)
+    assert round(problem.distance(other), 3) == 0.381
+    near = np.abs(problem.residuals(np.array([1.15, 0.005, 1.02, 0.58])))
+    assert (round(100 * near.min(), 1), round(100 * near.max(), 1)) == (1.4, 2.5)
+
+
 def test_gauge_is_fixed_by_distance_to_plain():
     """Along the exact-root valley (s a1, s b1, a2/s, b2/s) the returned point minimises the distance to (1, 0)."""
     m = match_explicit("relu", 0.2, 1.0)
