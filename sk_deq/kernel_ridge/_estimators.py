@@ -156,6 +156,8 @@ class _ImplicitRidgeBase(BaseEstimator):
             The fitted estimator.
         """
         alphas = self._alphas()
+        for stale in ("alpha_scores_", "validation_indices_"):  # of an earlier fit with several alphas
+            self.__dict__.pop(stale, None)
         phases = _Phases()
         with phases("prepare"):
             X, Y, sw = self._validate_fit(X, y, sample_weight)

@@ -253,3 +253,11 @@ def test_the_transformer_s_refusal_of_a_square_kernel_names_the_ridge(monkeypatc
         ImplicitCKTransformer().fit_transform(X)
     with pytest.raises(MemoryError, match="fewer samples at a time"):  # rows of a transform can be split
         ImplicitCKTransformer().fit(X[:2]).transform(np.tile(X, (100, 1)))
+
+
+def test_a_refit_with_one_alpha_keeps_nothing_of_the_candidates(diabetes):
+    X, y, _ = diabetes
+    model = ImplicitCKRidge(alpha=[1.0, 0.1], random_state=0).fit(X, y)
+    assert hasattr(model, "alpha_scores_") and hasattr(model, "validation_indices_")
+    model.set_params(alpha=0.5).fit(X, y)
+    assert model.alpha_ == 0.5 and not hasattr(model, "alpha_scores_") and not hasattr(model, "validation_indices_")
