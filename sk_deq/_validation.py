@@ -27,7 +27,8 @@
   (the value is checked by :func:`sk_deq.resolve_device`);
   :data:`KERNEL_TRANSFORMER_CONSTRAINTS` are the constraints the two kernel
   transformers share; :func:`warn_unused_settings` warns about parameters set
-  away from their defaults that the configuration of a fit does not use;
+  away from their defaults that the configuration of a fit does not use
+  (:func:`warn_unused_training_settings`: those of a network's optimizer);
   :func:`fit_context` (which validates the parameters against them at
   ``fit``) and :func:`available_if` are scikit-learn's decorators, typed for
   type checkers (scikit-learn has no type hints, so they would erase the
@@ -89,6 +90,7 @@ __all__ = [
     "to_numpy",
     "validate_samples",
     "warn_unused_settings",
+    "warn_unused_training_settings",
 ]
 
 
@@ -451,3 +453,26 @@ def warn_unused_settings(estimator, names, reason: str) -> list[str]:
             stacklevel=_outside_stacklevel(),
         )
     return unused
+
+
+def warn_unused_training_settings(estimator, optimizer: str) -> None:
+    """Warn about the training settings of a network ``estimator`` that ``optimizer`` (its fit's) does not use."""
+    if getattr(estimator, "readout", None) == "ridge":
+        cause = "readout='ridge'"
+    elif estimator.solver == "auto":
+        cause = f"solver='auto' with trainable={estimator.trainable!r}"
+    else:
+        cause = f"solver={estimator.solver!r}"
+    unused = []  # (names, why)
+    if optimizer == "ridge":
+        names = ["learning_rate_init", "batch_size", "max_iter", "tol", "n_iter_no_change"]
+        unused.append((names, f"this fit solves for the readout in closed form ({cause}), with no optimizer"))
+    elif optimizer == "lbfgs":
+        why = f"this fit runs full-batch L-BFGS ({cause}), which takes no step size and no minibatches"
+        unused.append((["learning_rate_init", "batch_size"], why))
+        if not estimator.early_stopping:
+            unused.append((["n_iter_no_change"], "L-BFGS without early_stopping stops on its own test"))
+    if not estimator.early_stopping:
+        unused.append((["validation_fraction"], "it sizes the validation split of early_stopping=True"))
+    for names, why in unused:
+        warn_unused_settings(estimator, names, why)

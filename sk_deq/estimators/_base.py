@@ -37,11 +37,11 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted
 
-from .._runtime import full_float32_precision, resolve_device
+from .._runtime import full_float32_precision
 from ._export import deployed_network
 from .._scaling import fit_input_scaling, scaling_device
 from .._validation import DEVICE_CONSTRAINTS, INPUT_SCALING, SortedStrOptions, fit_context, validate_samples
-from .._validation import warn_unused_settings
+from .._validation import warn_unused_settings, warn_unused_training_settings
 from ._stream import Stream, chunk_optimizer, record_chunk
 from ._network import DTYPES, NetworkMixin, stage_inputs
 from ..nn.readout import train_readout
@@ -253,32 +253,10 @@ class TorchEstimatorBase(NetworkMixin, BaseEstimator):
         else:
             train_set, valid_set = data, None
         options = self._train_options(len(train_set), np.random.RandomState(seeds[2]), device)
-        self._warn_unused_settings(options["optimizer"])
+        warn_unused_training_settings(self, options["optimizer"])
         result = self._fit_network(train_set, valid_set, options, device, "fit")
         self._record(result, time.perf_counter() - t_start)
         return self
-
-    def _warn_unused_settings(self, optimizer: str) -> None:
-        """Warn about the training settings away from their defaults that ``optimizer`` (this fit's) does not use."""
-        if getattr(self, "readout", None) == "ridge":
-            cause = "readout='ridge'"
-        elif self.solver == "auto":
-            cause = f"solver='auto' with trainable={self.trainable!r}"
-        else:
-            cause = f"solver={self.solver!r}"
-        unused = []  # (names, why)
-        if optimizer == "ridge":
-            names = ["learning_rate_init", "batch_size", "max_iter", "tol", "n_iter_no_change"]
-            unused.append((names, f"this fit solves for the readout in closed form ({cause}), with no optimizer"))
-        elif optimizer == "lbfgs":
-            why = f"this fit runs full-batch L-BFGS ({cause}), which takes no step size and no minibatches"
-            unused.append((["learning_rate_init", "batch_size"], why))
-            if not self.early_stopping:
-                unused.append((["n_iter_no_change"], "L-BFGS without early_stopping stops on its own test"))
-        if not self.early_stopping:
-            unused.append((["validation_fraction"], "it sizes the validation split of early_stopping=True"))
-        for names, why in unused:
-            warn_unused_settings(self, names, why)
 
     def _initialize(self, X, targets, sample_weight, draws, device, warm) -> None:
         """Fit the input scaling and the theory, and build the network from ``draws`` (kept as it is with ``warm``)."""
@@ -433,16 +411,6 @@ class TorchEstimatorBase(NetworkMixin, BaseEstimator):
         return self
 
     # ---------------------------------------------------------------- predict
-    def _device(self) -> torch.device:
-        """The torch device ``device`` names now (:func:`sk_deq.resolve_device`; None: the CPU).
-
-        ``fit``, ``partial_fit`` and ``predict`` resolve it alike, at every
-        call: an unsupported or missing device is the same ``ValueError``
-        everywhere, a fitted (or unpickled) model included.
-        """
-        dev = resolve_device(self.device)
-        return torch.device("cpu") if dev is None else dev
-
     @full_float32_precision()
     def _predict_features(self, X, outputs: bool = False) -> torch.Tensor:
         """The features of ``X`` on the device ``device`` names now (validated against the fit; no TF32).
