@@ -12,7 +12,9 @@
   no data, are refused by name (:func:`reject_meta`).  Torch is never imported
   here.
 - **Sample weights** (:func:`checked_weights`): finite, non-negative, one
-  per sample, not all zero.
+  per sample, not all zero.  **Labels** (:func:`check_label_vector`): one
+  per sample, so that no comparison with predictions can broadcast.
+  **Flags** (:func:`check_bool`): a real bool, never the string ``'False'``.
 - **The theory's parameters** (:func:`check_sigma_a2`, :func:`check_sigma_b2`,
   :func:`check_tau0`, :func:`check_kernel`, :func:`check_sigma_a2_bounds`,
   :func:`check_bias_variance`): what the four equations and the kernels
@@ -44,10 +46,11 @@ import sys
 import warnings
 from numbers import Integral, Real
 from types import FrameType
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 from collections.abc import Callable
 
 import numpy as np
+from sklearn.exceptions import DataConversionWarning
 from sklearn.utils import check_consistent_length
 from sklearn.utils._param_validation import Interval, Options, StrOptions
 from sklearn.utils.validation import _check_sample_weight, _check_y, validate_data
@@ -78,7 +81,10 @@ __all__ = [
     "KERNEL_TRANSFORMER_CONSTRAINTS",
     "SortedStrOptions",
     "check_bias_variance",
+    "check_bool",
     "check_kernel",
+    "check_label_vector",
+    "check_targets",
     "check_samples",
     "check_sigma_a2",
     "check_sigma_a2_bounds",
@@ -234,6 +240,71 @@ def checked_weights(sample_weight, X, name: str):
     if not np.any(sample_weight > 0):
         raise ValueError(f"{name}: all sample weights are zero; at least one must be positive.")
     return sample_weight
+
+
+def check_label_vector(y, name: str = "y", owner: str | None = None):
+    """``y`` with one entry per sample: a column vector raveled with scikit-learn's ``DataConversionWarning``.
+
+    For the code that compares labels with predictions itself: a 2-D ``y``
+    of one column would otherwise broadcast against 1-D predictions (every
+    prediction compared with every label).  Numpy arrays, sequences and
+    torch tensors (kept tensors) alike.
+
+    Raises
+    ------
+    ValueError
+        For a ``y`` that is neither 1-D nor a column, naming ``name``.
+    """
+    shape = tuple(y.shape) if hasattr(y, "shape") else np.shape(y)
+    if len(shape) == 2 and shape[1] == 1:
+        warnings.warn(
+            f"A column-vector {name} was passed when a 1d array was expected. Please change the shape of {name} "
+            "to (n_samples, ), for example using ravel().",
+            DataConversionWarning,
+            stacklevel=_outside_stacklevel(),
+        )
+        return y.reshape(-1) if hasattr(y, "reshape") else np.ravel(y)
+    if len(shape) != 1:
+        who = f"{owner}: " if owner else ""
+        raise ValueError(f"{who}{name} must hold one label per sample, of shape (n_samples,); got shape {shape}.")
+    return y
+
+
+def check_targets(y, n_samples: int, name: str = "y", *, labels: bool = True):
+    """Targets of ``n_samples`` samples, one entry each; with ``labels``, one label each (:func:`check_label_vector`).
+
+    For code that takes targets straight from its caller (:func:`sk_deq.nn.train`):
+    torch's losses would refuse a column of labels from deep inside, and a
+    comparison with predicted labels would broadcast.
+    """
+    if labels:
+        y = check_label_vector(y, name)
+    if len(y) != n_samples:
+        raise ValueError(f"{name} has {len(y)} entries for {n_samples} samples: it needs one per sample.")
+    return y
+
+
+@overload
+def check_bool(value, name: str, owner: str | None = None, *, allow_none: Literal[False] = False) -> bool: ...
+
+
+@overload
+def check_bool(value, name: str, owner: str | None = None, *, allow_none: bool) -> bool | None: ...
+
+
+def check_bool(value, name: str, owner: str | None = None, *, allow_none: bool = False) -> bool | None:
+    """``value`` if it is a bool (numpy's included), else a ``TypeError`` naming ``name``.
+
+    A string such as ``'False'`` is true to python, so a flag taken by
+    truth would turn it on; an integer 0 or 1 is refused the same way.
+    """
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if value is None and allow_none:
+        return None
+    who = f"{owner}: " if owner else ""
+    kinds = "True, False or None" if allow_none else "True or False"
+    raise TypeError(f"{who}{name} must be a bool ({kinds}), got {value!r} of type {type(value).__name__}.")
 
 
 INPUT_SCALING = ("global", "none")

@@ -15,6 +15,7 @@ from typing import IO, Any
 
 import numpy as np
 
+from .._validation import check_bool, check_label_vector
 from ._compare_result import CompareResult, p_text
 from ._common import (
     DATASETS,
@@ -249,6 +250,7 @@ def compare_widths(
     >>> 0.0 <= res.summary()[0]["models"]["matched"]["accuracy_mean"] <= 1.0
     True
     """
+    check_bool(progress, "progress", "compare_widths")
     datasets, names, activations, widths = _validate(
         datasets, activations, widths, repeats, test_size, n_samples, plain_depth, n_threads
     )
@@ -336,7 +338,14 @@ def _load_one(spec, name):
     if isinstance(spec, str):
         X, y, n_test = load_npz(spec)
         return X, y, n_test, f"{os.path.basename(spec)} ({'own test set' if n_test else 'random splits'})"
-    parts = [(np.asarray(spec[i], dtype=float), np.asarray(spec[i + 1])) for i in range(1, len(spec), 2)]
+    names = ("y", "y_test")  # one label per sample: a column vector is raveled, not compared with every prediction
+    parts = [
+        (
+            np.asarray(spec[i], dtype=float),
+            check_label_vector(np.asarray(spec[i + 1]), names[i // 2], f"dataset {name!r}"),
+        )
+        for i in range(1, len(spec), 2)
+    ]
     for X, y in parts:
         if X.ndim != 2 or len(X) != len(y):
             raise ValueError(f"dataset {name!r}: X must be 2-D with as many rows as y has entries.")
@@ -486,6 +495,7 @@ def cross_validate_widths(
     >>> 0.0 <= out[0]["result"].test("deq", "matched").pvalue <= 1.0
     True
     """
+    check_bool(progress, "progress", "cross_validate_widths")
     from sklearn.model_selection import StratifiedKFold
 
     from ..model_selection import compare_estimators
