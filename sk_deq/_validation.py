@@ -18,7 +18,8 @@
 - **The theory's parameters** (:func:`check_sigma_a2`, :func:`check_sigma_b2`,
   :func:`check_tau0`, :func:`check_kernel`, :func:`check_sigma_a2_bounds`,
   :func:`check_bias_variance`): what the four equations and the kernels
-  accept, each a clear error naming the parameter.
+  accept, each a clear error naming the parameter (a ``sigma_b2`` below
+  :data:`SIGMA_B2_MIN` warns: see :func:`check_sigma_b2`).
 - **The estimators' constraints** (scikit-learn's ``_parameter_constraints``):
   :class:`SortedStrOptions` lists its options in sorted order in error
   messages (scikit-learn's :class:`StrOptions` prints them in set order, which
@@ -79,6 +80,7 @@ __all__ = [
     "INPUT_SCALING",
     "KERNELS",
     "KERNEL_TRANSFORMER_CONSTRAINTS",
+    "SIGMA_B2_MIN",
     "SortedStrOptions",
     "check_bias_variance",
     "check_bool",
@@ -379,13 +381,43 @@ def check_sigma_a2_bounds(bounds):
     raise ValueError(f"{rule}; got {bounds!r}: {fault}.")
 
 
+#: The smallest ``sigma_b2`` taken without a warning: the input term's variance ``sigma_b2 tau0^2`` at 1e-4 of
+#: the unit scale of the inputs (see :func:`check_sigma_b2`).
+SIGMA_B2_MIN = 1e-4
+
+
 def check_sigma_b2(sigma_b2, sigma_a2: float) -> float:
-    """``sigma_b2`` as a positive float, ``1 - sigma_a2`` when ``None``."""
+    """``sigma_b2`` as a positive float, ``1 - sigma_a2`` when ``None``; a ``UserWarning`` below :data:`SIGMA_B2_MIN`.
+
+    ``sigma_b2 tau0^2`` is the variance of the input term, and every
+    feature and kernel entry of a DEQ scales with it (exactly for ReLU-like
+    activations, to first order for the others): a small ``sigma_b2`` acts
+    as shrinking the inputs by ``sqrt(sigma_b2)``.  The inputs are brought
+    to unit scale (``tau0 = 1`` under ``input_scaling='global'``) because
+    the settings of unit scale assume it: a kernel's ``bias_variance`` (1),
+    an estimator's ``tol`` and ``alpha``.  Below the bound the input term's
+    scale ``sqrt(sigma_b2) tau0`` is under 1 % of that unit, and with the
+    default settings a fit falls to chance accuracy (the readout's first
+    gradient is already under ``tol``) and a kernel with ``bias_variance=1``
+    is 1.0 to about ``-log10(sigma_b2)`` digits.  The setting is not wrong
+    in itself (with ``tol``, ``alpha`` and ``bias_variance`` scaled by it
+    the fits recover), hence a warning, not an error.
+    """
     if sigma_b2 is None:
         return 1.0 - sigma_a2
-    s = float(sigma_b2)
+    s = _real(sigma_b2, "sigma_b2")
     if not (np.isfinite(s) and s > 0.0):
         raise ValueError(f"sigma_b2 must be positive and finite, got {sigma_b2!r}.")
+    if s < SIGMA_B2_MIN:
+        warnings.warn(
+            f"sigma_b2={s:g} is below {SIGMA_B2_MIN:g}: the input term sigma_b2 * tau0^2 sets the scale of every "
+            "feature and kernel entry (tau0 = 1 under input_scaling='global'), and below that bound the settings of "
+            "unit scale swamp it: an estimator's readout stops at its first step (tol, alpha) and a kernel's "
+            "bias_variance hides the data. Use a larger sigma_b2 (None: 1 - sigma_a2), or scale tol, alpha and "
+            "bias_variance with sigma_b2.",
+            UserWarning,
+            stacklevel=_outside_stacklevel(),
+        )
     return s
 
 

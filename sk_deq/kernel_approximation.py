@@ -108,7 +108,8 @@ class ImplicitCKNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
         default: as good as the best, and it needs no kernel evaluation
         beyond the landmarks'.
     sigma_b2 : float, default=None
-        Variance of the input weights; ``1 - sigma_a2`` when None.
+        Variance of the input weights; ``1 - sigma_a2`` when None.  Below
+        1e-4 it warns (see :ref:`input-scaling`).
     bias_variance : float, default=1.0
         A constant added to every entry of the approximated kernel, the prior
         variance of a readout bias, as in

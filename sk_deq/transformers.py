@@ -99,7 +99,8 @@ class ImplicitCKTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, B
         accurate).  ``'monte_carlo'``: the average over ``n_draws`` random
         DEQs of width ``n_hidden``, as in Ling et al.'s (2024) experiments.
     sigma_b2 : float, default=None
-        Variance of the input weights; ``1 - sigma_a2`` when None.
+        Variance of the input weights; ``1 - sigma_a2`` when None.  Below
+        1e-4 it warns (see :ref:`input-scaling`).
     bias_variance : float, default=1.0
         A constant added to every entry of the kernel: the prior variance of
         a bias of the readout, as the NNGP kernels of networks with biased

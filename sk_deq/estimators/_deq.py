@@ -108,7 +108,7 @@ class DEQClassifier(TorchClassifierBase):
     sigma_b2 : float or None, default=None
         Variance of the input weights ``B``; ``None`` is ``1 - sigma_a2``
         (Ling et al.'s (2024) choice), so that the pre-activations keep the scale of
-        the inputs.
+        the inputs.  Below 1e-4 it warns (see :ref:`input-scaling`).
     fixed_point_solver : {'iteration', 'anderson'} or callable, default='iteration'
         Fixed-point solver for the forward and the adjoint (backward) solve,
         see :mod:`sk_deq.nn.solvers`: plain iteration or Anderson
@@ -350,7 +350,7 @@ class DEQRegressor(TorchRegressorBase):
     sigma_b2 : float or None, default=None
         Variance of the input weights ``B``; ``None`` is ``1 - sigma_a2``
         (Ling et al.'s (2024) choice), so that the pre-activations keep the scale of
-        the inputs.
+        the inputs.  Below 1e-4 it warns (see :ref:`input-scaling`).
     fixed_point_solver : {'iteration', 'anderson'} or callable, default='iteration'
         Fixed-point solver for the forward and the adjoint (backward) solve,
         see :mod:`sk_deq.nn.solvers`: plain iteration or Anderson

@@ -85,7 +85,8 @@ class MatchedExplicitClassifier(TorchClassifierBase):
     sigma_a2 : float, default=0.2
         The DEQ's recurrent weight variance, in ``(0, 1)``.
     sigma_b2 : float or None, default=None
-        The DEQ's input weight variance; ``None`` is ``1 - sigma_a2``.
+        The DEQ's input weight variance; ``None`` is ``1 - sigma_a2``.  Below
+        1e-4 it warns (see :ref:`input-scaling`).
     kernel : {'ck', 'ntk'}, default='ck'
         Which kernel to match.  The NTK match is with respect to the readout
         and ``W_2 .. W_L``; it is the relevant one with ``trainable='hidden'``.
@@ -299,7 +300,8 @@ class MatchedExplicitRegressor(TorchRegressorBase):
     sigma_a2 : float, default=0.2
         The DEQ's recurrent weight variance, in ``(0, 1)``.
     sigma_b2 : float or None, default=None
-        The DEQ's input weight variance; ``None`` is ``1 - sigma_a2``.
+        The DEQ's input weight variance; ``None`` is ``1 - sigma_a2``.  Below
+        1e-4 it warns (see :ref:`input-scaling`).
     kernel : {'ck', 'ntk'}, default='ck'
         Which kernel to match.  The NTK match is with respect to the readout
         and ``W_2 .. W_L``; it is the relevant one with ``trainable='hidden'``.
