@@ -21,6 +21,8 @@ stream's optimizer.  The task (:class:`~sk_deq.estimators._classifier.TorchClass
 
 from __future__ import annotations
 
+import copy
+import functools
 import time
 import warnings
 from dataclasses import dataclass
@@ -61,6 +63,29 @@ def store_params(estimator, params: dict) -> None:
     for name, value in params.items():
         if name != "self":
             setattr(estimator, name, value)
+
+
+def restored_on_failure(method):
+    """``fit`` or ``partial_fit`` that, on any exception, puts back the fitted state it found (deep-copied first).
+
+    Weights, the ``partial_fit`` stream, the history and every fitted
+    attribute: a diverged refit leaves no diverged weights that predict, and
+    an unfitted estimator stays unfitted.  The parameters are left as they are.
+    """
+
+    @functools.wraps(method)
+    def call(self, *args, **kwargs):
+        params = set(self._get_param_names())
+        kept = {k: v for k, v in self.__dict__.items() if k in params}
+        fitted = copy.deepcopy({k: v for k, v in self.__dict__.items() if k not in params})  # one copy: shared refs
+        try:
+            return method(self, *args, **kwargs)
+        except Exception:
+            self.__dict__.clear()
+            self.__dict__.update({**kept, **fitted})
+            raise
+
+    return call
 
 
 class TorchEstimatorBase(NetworkMixin, BaseEstimator):
@@ -170,6 +195,7 @@ class TorchEstimatorBase(NetworkMixin, BaseEstimator):
 
     # -------------------------------------------------------------------- fit
     @fit_context(prefer_skip_nested_validation=True)
+    @restored_on_failure
     def fit(self, X: ArrayLike | torch.Tensor, y: ArrayLike, sample_weight: ArrayLike | None = None) -> Self:
         """Fit the network on ``(X, y)``.
 
@@ -384,6 +410,7 @@ class TorchEstimatorBase(NetworkMixin, BaseEstimator):
             )
 
     # ------------------------------------------------------------ partial_fit
+    @restored_on_failure
     def _partial_fit(self, X, y, sample_weight, **options) -> Self:
         """What ``partial_fit`` does once its public signature is bound (``options``: the task's own)."""
         first = not hasattr(self, "module_")
