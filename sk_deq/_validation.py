@@ -488,13 +488,13 @@ KERNEL_TRANSFORMER_CONSTRAINTS = {
     "activation": [ActivationName(), Activation, callable],
     "sigma_a2": [Interval(Real, 0, 1, closed="neither")],
     "kernel": [SortedStrOptions(set(KERNELS))],
-    "sigma_b2": [Interval(Real, 0, None, closed="neither"), None],
+    "sigma_b2": [Interval(Real, 0, math.inf, closed="neither"), None],
     "bias_variance": [Interval(Real, 0, math.inf, closed="left")],
     "input_scaling": [SortedStrOptions(set(INPUT_SCALING))],
     "block_size": [Interval(Integral, 1, None, closed="left"), None],
     "n_jobs": [Integral, None],
     "device": DEVICE_CONSTRAINTS,
-    "tol": [Interval(Real, 0, None, closed="neither")],
+    "tol": [Interval(Real, 0, math.inf, closed="neither")],
     "random_state": ["random_state"],
 }
 

@@ -414,6 +414,7 @@ class ImplicitCKNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
             The features, in float64.
         """
         check_is_fitted(self, "normalization_")
+        self._validate_params()  # set_params after fit is checked as fit checks it
         if is_dask_collection(X):
             return map_row_blocks(X, self.transform, self.n_components_)
         if hasattr(X, "shape") and len(getattr(X, "shape", ())) == 2:

@@ -388,6 +388,7 @@ class ImplicitCKTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, B
             ``K[i, j]`` is the kernel between ``X[i]`` and training sample ``j``.
         """
         check_is_fitted(self, "X_fit_")
+        self._validate_params()  # set_params after fit is checked as fit checks it
         if is_dask_collection(X):
             return map_row_blocks(X, self.transform, len(self.X_fit_))
         if hasattr(X, "shape") and len(getattr(X, "shape", ())) == 2:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import math
 import time
 import warnings
 from dataclasses import dataclass
@@ -96,14 +97,14 @@ class TorchEstimatorBase(NetworkMixin, BaseEstimator):
         "trainable": [SortedStrOptions(set(_TRAINABLE))],
         "input_scaling": [SortedStrOptions(set(INPUT_SCALING))],
         "solver": [SortedStrOptions({"auto", "adam", "sgd", "lbfgs"})],
-        "learning_rate_init": [Interval(Real, 0, None, closed="neither"), SortedStrOptions({"auto"})],
-        "alpha": [Interval(Real, 0, None, closed="left")],
+        "learning_rate_init": [Interval(Real, 0, math.inf, closed="neither"), SortedStrOptions({"auto"})],
+        "alpha": [Interval(Real, 0, math.inf, closed="left")],
         "batch_size": [Interval(Integral, 1, None, closed="left"), SortedStrOptions({"auto"})],
         "max_iter": [Interval(Integral, 1, None, closed="left")],
         "early_stopping": ["boolean"],
         "validation_fraction": [Interval(Real, 0, 1, closed="neither")],
         "n_iter_no_change": [Interval(Integral, 1, None, closed="left")],
-        "tol": [Interval(Real, 0, None, closed="left")],
+        "tol": [Interval(Real, 0, math.inf, closed="left")],
         "warm_start": ["boolean"],
         "dtype": [SortedStrOptions(set(DTYPES))],
         "device": DEVICE_CONSTRAINTS,
@@ -448,6 +449,7 @@ class TorchEstimatorBase(NetworkMixin, BaseEstimator):
         features of all rows are never held.
         """
         check_is_fitted(self, "module_")
+        self._validate_params()  # set_params after fit is checked as fit checks it
         X = validate_samples(self, X, reset=False, accept_sparse=False, dtype=[np.float64, np.float32])
         device = self._device()
         X = stage_inputs(X, device)  # on a GPU: one copy of X, not one blocking copy per chunk
@@ -532,8 +534,10 @@ class TorchEstimatorBase(NetworkMixin, BaseEstimator):
             families have a torch module), or ``device`` is not a device
             (the inputs go to the returned module, as a tensor).
         ValueError
-            For ``fixed_iterations`` below 1, or given for an explicit or
-            matched network (a fixed graph already).
+            For ``fixed_iterations`` below 1 or above
+            ``sk_deq.estimators._export.MAX_FIXED_ITERATIONS`` (10,000), or
+            given for an explicit or matched network (a fixed graph already);
+            for a parameter set out of its range after ``fit``.
         """
         check_is_fitted(self, "module_")
         return deployed_network(self, device, fixed_iterations)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from numbers import Integral, Real
@@ -36,10 +37,10 @@ class DEQNetwork(Network):
     constraints: ClassVar[dict] = {
         "activation": [ActivationName(), callable],
         "sigma_a2": [Interval(Real, 0, 1, closed="neither")],
-        "sigma_b2": [Interval(Real, 0, None, closed="neither"), None],
+        "sigma_b2": [Interval(Real, 0, math.inf, closed="neither"), None],
         "fixed_point_solver": [SortedStrOptions(set(SOLVERS)), callable],
         "fixed_point_max_iter": [Interval(Integral, 1, None, closed="left")],
-        "fixed_point_tol": [Interval(Real, 0, None, closed="neither")],
+        "fixed_point_tol": [Interval(Real, 0, math.inf, closed="neither")],
     }
     runtime_settings: ClassVar[dict] = {
         "solver": ("fixed_point_solver", None),

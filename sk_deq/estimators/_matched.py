@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from numbers import Real
@@ -36,10 +37,10 @@ class MatchedLayers(ExplicitNetwork):
     constraints: ClassVar[dict] = {
         "activation": [ActivationName(), callable],
         "sigma_a2": [Interval(Real, 0, 1, closed="neither")],
-        "sigma_b2": [Interval(Real, 0, None, closed="neither"), None],
+        "sigma_b2": [Interval(Real, 0, math.inf, closed="neither"), None],
         "kernel": [SortedStrOptions({"ck", "ntk"})],
         "family": [str, list, tuple],
-        "match_tol": [Interval(Real, 0, None, closed="neither"), None],
+        "match_tol": [Interval(Real, 0, math.inf, closed="neither"), None],
     }
 
     def coefficients(self, est, tau0):
