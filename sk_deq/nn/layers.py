@@ -387,10 +387,10 @@ class DEQLayer(nn.Module):
     def _solve(self, f, z0, tol, max_iter, what):
         solver = get_solver(self.solver)
         custom = solver not in SOLVERS.values()
-        if custom:
-            check_solver_call(solver, self.solver_options)
+        if custom or torch.compiler.is_exporting():  # a custom solver's call checked; no solve under torch.export
+            check_solver_call(solver, self.solver_options, custom)
         result = solver(f, z0, tol=tol, max_iter=max_iter, **self.solver_options)
-        z, info = check_solver_result(result, solver, z0) if custom else result
+        z, info = check_solver_result(result, solver, z0, f, tol) if custom else result
         if info.diverged:
             raise DEQDivergenceError(
                 f"The DEQ's {what} fixed-point iteration diverged (non-finite values after "
