@@ -124,6 +124,8 @@ class DEQClassifier(TorchClassifierBase):
         ``(z, info)``: ``z`` a tensor of the shape of ``z0``, ``info`` a
         :class:`~sk_deq.nn.SolverInfo` (the contract of
         :mod:`sk_deq.nn.solvers`; anything else is an error naming it).
+        Its convergence is judged by one evaluation of ``f`` at ``z``, not
+        taken from ``info``.
     fixed_point_max_iter : int, default=50
         Iteration budget of every fixed-point solve.
     fixed_point_tol : float, default=1e-4
@@ -366,6 +368,8 @@ class DEQRegressor(TorchRegressorBase):
         ``(z, info)``: ``z`` a tensor of the shape of ``z0``, ``info`` a
         :class:`~sk_deq.nn.SolverInfo` (the contract of
         :mod:`sk_deq.nn.solvers`; anything else is an error naming it).
+        Its convergence is judged by one evaluation of ``f`` at ``z``, not
+        taken from ``info``.
     fixed_point_max_iter : int, default=50
         Iteration budget of every fixed-point solve.
     fixed_point_tol : float, default=1e-4
