@@ -11,6 +11,10 @@ protocol by default:
     centre every feature with its training mean, then divide by one global
     factor so that the mean squared norm of the training samples is 1.  The
     data scale the theory sees is then ``tau0 = 1`` on the training data.
+    A factor set by a few outlying rows (the largest 1 %), beside which the
+    other rows spread less than ``sqrt(SIGMA_B2_MIN)`` of it about their own
+    mean, warns (:func:`fit_input_scaling`); a mean or scale that overflows
+    float64 is an error.
 ``input_scaling='none'``
     use the inputs as given; ``tau0`` is measured from the training data.
 
@@ -27,11 +31,12 @@ and of weights cannot overflow.
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 
 from ._runtime import on_gpu
-from ._validation import INPUT_SCALING, check_tau0, is_tensor, to_numpy
+from ._validation import INPUT_SCALING, SIGMA_B2_MIN, _outside_stacklevel, check_tau0, is_tensor, to_numpy
 
 __all__ = [
     "SCALED_TAU0",
@@ -147,25 +152,47 @@ def fit_input_scaling(X, mode: str = "global", sample_weight=None, device=None):
     ------
     ValueError
         For an unknown mode, or data whose scale is zero (all samples with
-        positive weight identical, or all zero).
+        positive weight identical, or all zero), or whose mean or scale
+        overflows float64.
+
+    Warns
+    -----
+    UserWarning
+        With ``mode='global'``, when the scale is set by the largest 1 % of
+        the rows (at least one) and the other rows spread less than
+        ``sqrt(SIGMA_B2_MIN)`` (1 %) of it about their own mean: they would
+        reach the network nearly as one point, as a ``sigma_b2`` below
+        :data:`~sk_deq._validation.SIGMA_B2_MIN` would bring them.
     """
     if mode not in INPUT_SCALING:
         raise ValueError(f"input_scaling must be one of {INPUT_SCALING}, got {mode!r}.")
     rows = _NumpyRows(X, sample_weight) if device is None else _TorchRows(X, sample_weight, device)
 
-    def rms_norm(center):
+    def rms_norm(center, norms=None):
         # sqrt(mean ||x - center||^2) without overflow: squares of entries near 1e154 overflow
         big = rows.abs_max(center)
-        return big * math.sqrt(rows.mean_square_norm(center, big)) if big > 0 else 0.0
+        if not big > 0:
+            return 0.0
+        values = rows.norms(center, big)
+        if norms is not None:
+            norms.append(rows.numpy(values))
+        return big * math.sqrt(rows.average(values))
 
     if mode == "global":
         mean = rows.mean()
-        scale = rms_norm(mean)
+        norms: list = []
+        scale = rms_norm(mean, norms) if np.all(np.isfinite(rows.numpy(mean))) else math.inf
+        if not math.isfinite(scale):
+            raise ValueError(
+                "The mean or the spread of the training samples overflows float64 (entries near the largest float64 "
+                "value, 1.8e308): input_scaling='global' cannot centre them. Rescale the inputs."
+            )
         if not scale > 0:
             raise ValueError(
                 "All training samples (with positive weight) are identical: input_scaling='global' cannot "
                 "normalise them."
             )
+        _warn_if_dominated(rows, norms[0], scale)
         return rows.numpy(mean), scale, SCALED_TAU0
     tau0 = rms_norm(0.0)
     if not tau0 > 0:
@@ -178,6 +205,38 @@ def fit_input_scaling(X, mode: str = "global", sample_weight=None, device=None):
             "the inputs."
         )
     return None, 1.0, tau0
+
+
+def _warn_if_dominated(rows, norms: np.ndarray, scale: float) -> None:
+    """Warn when the largest 1 % of the rows (at least one) set ``scale`` and the others hardly spread beside it.
+
+    ``norms`` are every row's squared distance to the mean (in any common
+    unit).  Where the other rows hold half the total or more, their own
+    spread cannot be small (the few rows move the mean by too little) and
+    nothing more is computed; otherwise :meth:`_NumpyRows.rest_spread`
+    measures it.
+    """
+    n = len(norms)
+    k = max(1, n // 100)
+    if n - k < 2:
+        return
+    w = np.ones(n) if rows.w is None else np.asarray(to_numpy(rows.w), dtype=float)
+    top = np.argpartition(norms, n - k)[n - k :]
+    share = float(w[top] @ norms[top]) / float(w @ norms)
+    if not share > 0.5:
+        return
+    spread = rows.rest_spread(top, scale)
+    if spread is None or spread >= SIGMA_B2_MIN:
+        return
+    warnings.warn(
+        f"input_scaling='global': the largest {k} of the {n} training rows (1 %) hold {share:.4%} of the squared norm "
+        f"that sets the global scale ({scale:.3g}); the other rows spread only {math.sqrt(spread):.3g} times it about "
+        f"their own mean, less than sqrt({SIGMA_B2_MIN:g}), and reach the network nearly as one point (as a "
+        f"sigma_b2 below {SIGMA_B2_MIN:g} would bring them). Remove or clip the outlying rows or entries, or scale "
+        "the inputs yourself and pass input_scaling='none'.",
+        UserWarning,
+        stacklevel=_outside_stacklevel(),
+    )
 
 
 def scaling_device(device):
@@ -210,11 +269,11 @@ def _is_zero(center) -> bool:
 class _NumpyRows:
     """The rows of positive weight of ``X`` and the statistics of :func:`fit_input_scaling`, in numpy.
 
-    The statistics are written against four operations, which
+    The statistics are written against five operations, which
     :class:`_TorchRows` implements in torch: the (weighted) mean row, the
-    largest ``|x - center|`` and the (weighted) mean of ``||(x - center) /
-    big||^2``, every one over row blocks of 16 MiB (no centred copy of all
-    of ``X``), and the conversion of the mean to numpy.
+    largest ``|x - center|``, every row's ``||(x - center) / big||^2`` and
+    the (weighted) mean of such values, every one over row blocks of 16 MiB
+    (no centred copy of all of ``X``), and the conversion to numpy.
     """
 
     def __init__(self, X, sample_weight):
@@ -227,7 +286,8 @@ class _NumpyRows:
         self.blocks = [slice(i, i + step) for i in range(0, X.shape[0], step)] if X.size else []
 
     def mean(self):
-        return np.average(self.X, axis=0, weights=self.w)
+        with np.errstate(over="ignore", invalid="ignore"):  # an overflow is the caller's error
+            return np.average(self.X, axis=0, weights=self.w)
 
     def abs_max(self, center) -> float:
         """``max |x - center|``, from each column's extremes: no centred copy.
@@ -244,7 +304,9 @@ class _NumpyRows:
 
         return max((block_max(b) for b in self.blocks), default=0.0)
 
-    def mean_square_norm(self, center, big) -> float:
+    def norms(self, center, big) -> np.ndarray:
+        """``||(x - center) / big||^2`` of every row."""
+
         def centred(b):  # (x - center) / big in one temporary (x - 0 is x)
             if _is_zero(center):
                 return self.X[b] / big
@@ -252,12 +314,43 @@ class _NumpyRows:
             x /= big
             return x
 
-        norms = np.concatenate([squared_norms(centred(b)) for b in self.blocks])
-        return float(np.average(norms, axis=0, weights=self.w))
+        return np.concatenate([squared_norms(centred(b)) for b in self.blocks])
+
+    def average(self, values) -> float:
+        """The (weighted) mean of one value per row."""
+        return float(np.average(values, axis=0, weights=self.w))
 
     @staticmethod
     def numpy(values):
         return values
+
+    def rest_spread(self, top, scale: float) -> float | None:
+        """Mean squared distance of the rows outside ``top`` to their own (weighted) mean, over ``scale ** 2``.
+
+        None when those rows are all equal (to rounding): then no spread of
+        theirs is lost.  Three passes over their blocks, on the host, with
+        no copy of all of ``X``.
+        """
+        w = np.ones(self.X.shape[0]) if self.w is None else np.array(to_numpy(self.w), dtype=float)
+        w[top] = 0.0
+
+        def blocks():  # the rows of each block outside top, and their weights
+            for b in self.blocks:
+                keep = w[b] > 0
+                yield np.asarray(to_numpy(self.X[b]), dtype=float)[keep], w[b][keep]
+
+        big = max(float(np.max(np.abs(x), initial=0.0)) for x, _ in blocks())
+        if not big > 0:
+            return None
+        mean = sum(wb @ (x / big) for x, wb in blocks()) / w.sum() * big
+        dev, total = 0.0, 0.0
+        for x, wb in blocks():
+            d = (x - mean) / big
+            dev = max(dev, float(np.max(np.abs(d), initial=0.0)))
+            total += float(wb @ squared_norms(d))
+        if dev <= 4.0 * np.finfo(float).eps:
+            return None
+        return (big / scale) ** 2 * (total / w.sum())
 
 
 class _TorchRows(_NumpyRows):
@@ -294,12 +387,15 @@ class _TorchRows(_NumpyRows):
             return 0.0
         return float(self.torch.stack([(self._rows(b) - center).abs_().max() for b in self.blocks]).max())
 
-    def mean_square_norm(self, center, big) -> float:
-        def norms(b):
+    def norms(self, center, big):
+        def block(b):
             x = (self._rows(b) - center).div_(big)
             return (x * x).sum(1)
 
-        return float(sum(self._sum(norms(b), b) for b in self.blocks) / self.total)
+        return self.torch.cat([block(b) for b in self.blocks])
+
+    def average(self, values) -> float:
+        return float((values.sum() if self.w is None else self.w @ values) / self.total)
 
     @staticmethod
     def numpy(values):

@@ -12,14 +12,16 @@ scipy are needed; torch only with a ``device``
 from __future__ import annotations
 
 import math
+from numbers import Integral
 from typing import TYPE_CHECKING, ClassVar, Literal, overload
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from sklearn.gaussian_process.kernels import Hyperparameter, Kernel
+from sklearn.utils._param_validation import validate_parameter_constraints
 
 from ._persistence import restored_state, versioned_state
-from ._validation import check_bias_variance, check_samples, check_sigma_a2_bounds
+from ._validation import check_bias_variance, check_bool, check_samples, check_sigma_a2_bounds
 from .kernels import ImplicitKernelEngine
 
 if TYPE_CHECKING:
@@ -154,6 +156,8 @@ class ImplicitCKKernel(Kernel):
         return Hyperparameter("sigma_a2", "numeric", check_sigma_a2_bounds(self.sigma_a2_bounds))
 
     def _engine(self, sigma_a2):
+        # the settings the engine does not check itself, read at every call (set_params sets them unchecked)
+        validate_parameter_constraints({"n_jobs": [Integral, None]}, {"n_jobs": self.n_jobs}, type(self).__name__)
         return ImplicitKernelEngine(
             self.activation,
             sigma_a2,
@@ -211,6 +215,7 @@ class ImplicitCKKernel(Kernel):
         K_gradient : ndarray of shape (n_samples_X, n_samples_X, n_dims), optional
             ``n_dims`` is 1, or 0 when ``sigma_a2`` is fixed.
         """
+        check_bool(eval_gradient, "eval_gradient", type(self).__name__)
         if Y is not None and eval_gradient:
             raise ValueError("Gradient can only be evaluated when Y is None.")
         X, Y = self._check(X, Y)

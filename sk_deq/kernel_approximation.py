@@ -110,7 +110,8 @@ class ImplicitCKNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
         default: as good as the best, and it needs no kernel evaluation
         beyond the landmarks'.
     sigma_b2 : float, default=None
-        Variance of the input weights; ``1 - sigma_a2`` when None.
+        Variance of the input weights; ``1 - sigma_a2`` when None.  Below
+        1e-4 it warns (see :ref:`input-scaling`).
     bias_variance : float, default=1.0
         A constant added to every entry of the approximated kernel, the prior
         variance of a readout bias, as in
@@ -398,6 +399,7 @@ class ImplicitCKNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
             The features, in float64.
         """
         check_is_fitted(self, "normalization_")
+        self._validate_params()  # set_params after fit is checked as fit checks it
         if is_dask_collection(X):
             return map_row_blocks(X, self.transform, self.n_components_)
         if hasattr(X, "shape") and len(getattr(X, "shape", ())) == 2:

@@ -109,7 +109,8 @@ class ImplicitCKTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, B
         accurate).  ``'monte_carlo'``: the average over ``n_draws`` random
         DEQs of width ``n_hidden``, as in Ling et al.'s (2024) experiments.
     sigma_b2 : float, default=None
-        Variance of the input weights; ``1 - sigma_a2`` when None.
+        Variance of the input weights; ``1 - sigma_a2`` when None.  Below
+        1e-4 it warns (see :ref:`input-scaling`).
     bias_variance : float, default=1.0
         A constant added to every entry of the kernel: the prior variance of
         a bias of the readout, as the NNGP kernels of networks with biased
@@ -411,6 +412,7 @@ class ImplicitCKTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, B
             ``K[i, j]`` is the kernel between ``X[i]`` and training sample ``j``.
         """
         check_is_fitted(self, "X_fit_")
+        self._validate_params()  # set_params after fit is checked as fit checks it
         if is_dask_collection(X):
             return map_row_blocks(X, self.transform, len(self.X_fit_))
         if hasattr(X, "shape") and len(getattr(X, "shape", ())) == 2:

@@ -262,7 +262,8 @@ def test_extreme_sigma_b2_is_an_error_naming_sigma_b2(data, name):
         with warnings.catch_warnings():
             warnings.simplefilter("error", RuntimeWarning)
             with pytest.raises(ValueError, match=r"sigma_b2=1e-300.*use one nearer it"):
-                _fit(ALL[name](sigma_b2=1e-300), X, y)
+                with pytest.warns(UserWarning, match=r"sigma_b2=1e-300 is below 0\.0001"):
+                    _fit(ALL[name](sigma_b2=1e-300), X, y)
 
 
 def test_sigma_a2_close_to_one_is_a_convergence_warning_carrying_the_residual(data):

@@ -210,6 +210,8 @@ class Activation:
     ):
         if not callable(func):
             raise TypeError(f"activation must be callable, got {type(func).__name__}.")
+        if not (odd is None or isinstance(odd, (bool, np.bool_))):  # the rule of _validation.check_bool, below it
+            raise TypeError(f"odd must be a bool (True, False or None), got {odd!r} of type {type(odd).__name__}.")
         self._func = func
         self.name = name or getattr(func, "__name__", None) or type(func).__name__
         self._derivative = derivative

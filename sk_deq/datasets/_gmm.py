@@ -10,6 +10,8 @@ import numpy as np
 from numpy.typing import ArrayLike
 from sklearn.utils import check_random_state
 
+from .._validation import check_bool
+
 __all__ = ["GaussianMixtureStats", "make_gaussian_mixture"]
 
 
@@ -72,6 +74,7 @@ class GaussianMixtureStats:
         >>> stats.equivalent_kernel(coef, X, y).shape
         (40, 40)
         """
+        check_bool(centred_T, "centred_T", "equivalent_kernel")
         from ..theory import gmm_equivalent_kernel
 
         return gmm_equivalent_kernel(coefficients, X, y, self.means, self.covariances, centred_T=centred_T)
@@ -197,6 +200,8 @@ def make_gaussian_mixture(
     >>> stats.means.shape, stats.covariances.shape, stats.weights.tolist()
     ((2, 160), (2, 160), [0.5, 0.5])
     """
+    check_bool(shuffle, "shuffle", "make_gaussian_mixture")
+    check_bool(return_stats, "return_stats", "make_gaussian_mixture")
     n, p, K = int(n_samples), int(n_features), int(n_classes)
     if K < 1:
         raise ValueError(f"n_classes must be at least 1, got {n_classes!r}.")

@@ -31,6 +31,8 @@ from typing import Literal, overload
 import numpy as np
 from sklearn.utils import Bunch
 
+from .._validation import check_bool
+
 __all__ = ["fetch_fashion_mnist", "fetch_mnist"]
 
 logger = logging.getLogger(__name__)
@@ -395,6 +397,8 @@ def fetch_fashion_mnist(
     download_if_missing: bool = True,
     return_X_y: bool = False,
 ) -> Bunch | tuple[np.ndarray, np.ndarray]:
+    check_bool(download_if_missing, "download_if_missing", "fetch_fashion_mnist")
+    check_bool(return_X_y, "return_X_y", "fetch_fashion_mnist")
     return _fetch("fashion-mnist", subset, data_home, download_if_missing, return_X_y)
 
 
@@ -425,6 +429,8 @@ def fetch_mnist(
     download_if_missing: bool = True,
     return_X_y: bool = False,
 ) -> Bunch | tuple[np.ndarray, np.ndarray]:
+    check_bool(download_if_missing, "download_if_missing", "fetch_mnist")
+    check_bool(return_X_y, "return_X_y", "fetch_mnist")
     return _fetch("mnist", subset, data_home, download_if_missing, return_X_y)
 
 

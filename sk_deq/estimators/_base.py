@@ -21,6 +21,9 @@ stream's optimizer.  The task (:class:`~sk_deq.estimators._classifier.TorchClass
 
 from __future__ import annotations
 
+import copy
+import functools
+import math
 import time
 import warnings
 from dataclasses import dataclass
@@ -37,11 +40,11 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted
 
-from .._runtime import full_float32_precision, resolve_device
+from .._runtime import full_float32_precision
 from ._export import deployed_network
 from .._scaling import fit_input_scaling, scaling_device
 from .._validation import DEVICE_CONSTRAINTS, INPUT_SCALING, SortedStrOptions, fit_context, validate_samples
-from .._validation import warn_unused_settings
+from .._validation import warn_unused_settings, warn_unused_training_settings
 from ._stream import Stream, chunk_optimizer, record_chunk
 from ._network import DTYPES, NetworkMixin, stage_inputs
 from ..nn.readout import train_readout
@@ -63,6 +66,29 @@ def store_params(estimator, params: dict) -> None:
             setattr(estimator, name, value)
 
 
+def restored_on_failure(method):
+    """``fit`` or ``partial_fit`` that, on any exception, puts back the fitted state it found (deep-copied first).
+
+    Weights, the ``partial_fit`` stream, the history and every fitted
+    attribute: a diverged refit leaves no diverged weights that predict, and
+    an unfitted estimator stays unfitted.  The parameters are left as they are.
+    """
+
+    @functools.wraps(method)
+    def call(self, *args, **kwargs):
+        params = set(self._get_param_names())
+        kept = {k: v for k, v in self.__dict__.items() if k in params}
+        fitted = copy.deepcopy({k: v for k, v in self.__dict__.items() if k not in params})  # one copy: shared refs
+        try:
+            return method(self, *args, **kwargs)
+        except Exception:
+            self.__dict__.clear()
+            self.__dict__.update({**kept, **fitted})
+            raise
+
+    return call
+
+
 class TorchEstimatorBase(NetworkMixin, BaseEstimator):
     """Base class of the torch estimators (not meant to be used directly); see the module docstring."""
 
@@ -71,14 +97,14 @@ class TorchEstimatorBase(NetworkMixin, BaseEstimator):
         "trainable": [SortedStrOptions(set(_TRAINABLE))],
         "input_scaling": [SortedStrOptions(set(INPUT_SCALING))],
         "solver": [SortedStrOptions({"auto", "adam", "sgd", "lbfgs"})],
-        "learning_rate_init": [Interval(Real, 0, None, closed="neither"), SortedStrOptions({"auto"})],
-        "alpha": [Interval(Real, 0, None, closed="left")],
+        "learning_rate_init": [Interval(Real, 0, math.inf, closed="neither"), SortedStrOptions({"auto"})],
+        "alpha": [Interval(Real, 0, math.inf, closed="left")],
         "batch_size": [Interval(Integral, 1, None, closed="left"), SortedStrOptions({"auto"})],
         "max_iter": [Interval(Integral, 1, None, closed="left")],
         "early_stopping": ["boolean"],
         "validation_fraction": [Interval(Real, 0, 1, closed="neither")],
         "n_iter_no_change": [Interval(Integral, 1, None, closed="left")],
-        "tol": [Interval(Real, 0, None, closed="left")],
+        "tol": [Interval(Real, 0, math.inf, closed="left")],
         "warm_start": ["boolean"],
         "dtype": [SortedStrOptions(set(DTYPES))],
         "device": DEVICE_CONSTRAINTS,
@@ -170,6 +196,7 @@ class TorchEstimatorBase(NetworkMixin, BaseEstimator):
 
     # -------------------------------------------------------------------- fit
     @fit_context(prefer_skip_nested_validation=True)
+    @restored_on_failure
     def fit(self, X: ArrayLike | torch.Tensor, y: ArrayLike, sample_weight: ArrayLike | None = None) -> Self:
         """Fit the network on ``(X, y)``.
 
@@ -253,32 +280,10 @@ class TorchEstimatorBase(NetworkMixin, BaseEstimator):
         else:
             train_set, valid_set = data, None
         options = self._train_options(len(train_set), np.random.RandomState(seeds[2]), device)
-        self._warn_unused_settings(options["optimizer"])
+        warn_unused_training_settings(self, options["optimizer"])
         result = self._fit_network(train_set, valid_set, options, device, "fit")
         self._record(result, time.perf_counter() - t_start)
         return self
-
-    def _warn_unused_settings(self, optimizer: str) -> None:
-        """Warn about the training settings away from their defaults that ``optimizer`` (this fit's) does not use."""
-        if getattr(self, "readout", None) == "ridge":
-            cause = "readout='ridge'"
-        elif self.solver == "auto":
-            cause = f"solver='auto' with trainable={self.trainable!r}"
-        else:
-            cause = f"solver={self.solver!r}"
-        unused = []  # (names, why)
-        if optimizer == "ridge":
-            names = ["learning_rate_init", "batch_size", "max_iter", "tol", "n_iter_no_change"]
-            unused.append((names, f"this fit solves for the readout in closed form ({cause}), with no optimizer"))
-        elif optimizer == "lbfgs":
-            why = f"this fit runs full-batch L-BFGS ({cause}), which takes no step size and no minibatches"
-            unused.append((["learning_rate_init", "batch_size"], why))
-            if not self.early_stopping:
-                unused.append((["n_iter_no_change"], "L-BFGS without early_stopping stops on its own test"))
-        if not self.early_stopping:
-            unused.append((["validation_fraction"], "it sizes the validation split of early_stopping=True"))
-        for names, why in unused:
-            warn_unused_settings(self, names, why)
 
     def _initialize(self, X, targets, sample_weight, draws, device, warm) -> None:
         """Fit the input scaling and the theory, and build the network from ``draws`` (kept as it is with ``warm``)."""
@@ -406,6 +411,7 @@ class TorchEstimatorBase(NetworkMixin, BaseEstimator):
             )
 
     # ------------------------------------------------------------ partial_fit
+    @restored_on_failure
     def _partial_fit(self, X, y, sample_weight, **options) -> Self:
         """What ``partial_fit`` does once its public signature is bound (``options``: the task's own)."""
         first = not hasattr(self, "module_")
@@ -433,16 +439,6 @@ class TorchEstimatorBase(NetworkMixin, BaseEstimator):
         return self
 
     # ---------------------------------------------------------------- predict
-    def _device(self) -> torch.device:
-        """The torch device ``device`` names now (:func:`sk_deq.resolve_device`; None: the CPU).
-
-        ``fit``, ``partial_fit`` and ``predict`` resolve it alike, at every
-        call: an unsupported or missing device is the same ``ValueError``
-        everywhere, a fitted (or unpickled) model included.
-        """
-        dev = resolve_device(self.device)
-        return torch.device("cpu") if dev is None else dev
-
     @full_float32_precision()
     def _predict_features(self, X, outputs: bool = False) -> torch.Tensor:
         """The features of ``X`` on the device ``device`` names now (validated against the fit; no TF32).
@@ -453,6 +449,7 @@ class TorchEstimatorBase(NetworkMixin, BaseEstimator):
         features of all rows are never held.
         """
         check_is_fitted(self, "module_")
+        self._validate_params()  # set_params after fit is checked as fit checks it
         X = validate_samples(self, X, reset=False, accept_sparse=False, dtype=[np.float64, np.float32])
         device = self._device()
         X = stage_inputs(X, device)  # on a GPU: one copy of X, not one blocking copy per chunk
@@ -537,8 +534,10 @@ class TorchEstimatorBase(NetworkMixin, BaseEstimator):
             families have a torch module), or ``device`` is not a device
             (the inputs go to the returned module, as a tensor).
         ValueError
-            For ``fixed_iterations`` below 1, or given for an explicit or
-            matched network (a fixed graph already).
+            For ``fixed_iterations`` below 1 or above
+            ``sk_deq.estimators._export.MAX_FIXED_ITERATIONS`` (10,000), or
+            given for an explicit or matched network (a fixed graph already);
+            for a parameter set out of its range after ``fit``.
         """
         check_is_fitted(self, "module_")
         return deployed_network(self, device, fixed_iterations)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from numbers import Integral, Real
@@ -36,10 +37,10 @@ class DEQNetwork(Network):
     constraints: ClassVar[dict] = {
         "activation": [ActivationName(), callable],
         "sigma_a2": [Interval(Real, 0, 1, closed="neither")],
-        "sigma_b2": [Interval(Real, 0, None, closed="neither"), None],
+        "sigma_b2": [Interval(Real, 0, math.inf, closed="neither"), None],
         "fixed_point_solver": [SortedStrOptions(set(SOLVERS)), callable],
         "fixed_point_max_iter": [Interval(Integral, 1, None, closed="left")],
-        "fixed_point_tol": [Interval(Real, 0, None, closed="neither")],
+        "fixed_point_tol": [Interval(Real, 0, math.inf, closed="neither")],
     }
     runtime_settings: ClassVar[dict] = {
         "solver": ("fixed_point_solver", None),
@@ -108,7 +109,7 @@ class DEQClassifier(TorchClassifierBase):
     sigma_b2 : float or None, default=None
         Variance of the input weights ``B``; ``None`` is ``1 - sigma_a2``
         (Ling et al.'s (2024) choice), so that the pre-activations keep the scale of
-        the inputs.
+        the inputs.  Below 1e-4 it warns (see :ref:`input-scaling`).
     fixed_point_solver : {'iteration', 'anderson'} or callable, default='iteration'
         Fixed-point solver for the forward and the adjoint (backward) solve,
         see :mod:`sk_deq.nn.solvers`: plain iteration or Anderson
@@ -123,6 +124,8 @@ class DEQClassifier(TorchClassifierBase):
         ``(z, info)``: ``z`` a tensor of the shape of ``z0``, ``info`` a
         :class:`~sk_deq.nn.SolverInfo` (the contract of
         :mod:`sk_deq.nn.solvers`; anything else is an error naming it).
+        Its convergence is judged by one evaluation of ``f`` at ``z``, not
+        taken from ``info``.
     fixed_point_max_iter : int, default=50
         Iteration budget of every fixed-point solve.
     fixed_point_tol : float, default=1e-4
@@ -350,7 +353,7 @@ class DEQRegressor(TorchRegressorBase):
     sigma_b2 : float or None, default=None
         Variance of the input weights ``B``; ``None`` is ``1 - sigma_a2``
         (Ling et al.'s (2024) choice), so that the pre-activations keep the scale of
-        the inputs.
+        the inputs.  Below 1e-4 it warns (see :ref:`input-scaling`).
     fixed_point_solver : {'iteration', 'anderson'} or callable, default='iteration'
         Fixed-point solver for the forward and the adjoint (backward) solve,
         see :mod:`sk_deq.nn.solvers`: plain iteration or Anderson
@@ -365,6 +368,8 @@ class DEQRegressor(TorchRegressorBase):
         ``(z, info)``: ``z`` a tensor of the shape of ``z0``, ``info`` a
         :class:`~sk_deq.nn.SolverInfo` (the contract of
         :mod:`sk_deq.nn.solvers`; anything else is an error naming it).
+        Its convergence is judged by one evaluation of ``f`` at ``z``, not
+        taken from ``info``.
     fixed_point_max_iter : int, default=50
         Iteration budget of every fixed-point solve.
     fixed_point_tol : float, default=1e-4

@@ -40,9 +40,20 @@ from .._validation import DeviceValue
 from ..activations import ACTIVATIONS, HardTanh, LeakyReLU, Quadratic
 from ..nn import DEQLayer
 
-__all__ = ["DeployedNetwork", "FixedPointFeatures", "ExplicitFeatures", "InputScaling", "deployed_network"]
+__all__ = [
+    "MAX_FIXED_ITERATIONS",
+    "DeployedNetwork",
+    "FixedPointFeatures",
+    "ExplicitFeatures",
+    "InputScaling",
+    "deployed_network",
+]
 
 _TINY = 1e-30  # a sample whose image is exactly zero: absolute residual (as sk_deq.nn.solvers)
+
+#: The most evaluations ``to_torch(fixed_iterations=...)`` takes: every one is a matrix product per call, and
+#: torch.export unrolls the loop into the program, every iteration a copy of the map's operations.
+MAX_FIXED_ITERATIONS = 10_000
 
 
 # ----------------------------------------------------------------- activations
@@ -379,10 +390,18 @@ def deployed_network(estimator, device=None, fixed_iterations: int | None = None
 
 def _checked_arguments(estimator, device, fixed_iterations) -> torch.device:
     """``to_torch``'s arguments checked, and the device the module goes to."""
+    estimator._validate_params()  # the settings read here (fixed_point_tol, ...) as fit checks them
     if fixed_iterations is not None:
         if isinstance(fixed_iterations, bool):  # an Integral to check_scalar
             raise TypeError(f"fixed_iterations must be an int, not bool; got {fixed_iterations!r}.")
         check_scalar(fixed_iterations, "fixed_iterations", Integral, min_val=1)
+        if fixed_iterations > MAX_FIXED_ITERATIONS:
+            raise ValueError(
+                f"fixed_iterations={fixed_iterations!r} is more than MAX_FIXED_ITERATIONS={MAX_FIXED_ITERATIONS}: "
+                "every iteration costs a matrix product per call and is unrolled into an exported program. A DEQ "
+                "that converges does so in far fewer (fixed_iterations=fixed_point_max_iter gives the outputs of "
+                "predict for every input)."
+            )
     if not DeviceValue().is_satisfied_by(device):  # e.g. the inputs, which go to the module instead
         raise TypeError(
             f"to_torch(device) takes where the module goes: None, a str or a torch.device, got "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from numbers import Real
@@ -36,10 +37,10 @@ class MatchedLayers(ExplicitNetwork):
     constraints: ClassVar[dict] = {
         "activation": [ActivationName(), callable],
         "sigma_a2": [Interval(Real, 0, 1, closed="neither")],
-        "sigma_b2": [Interval(Real, 0, None, closed="neither"), None],
+        "sigma_b2": [Interval(Real, 0, math.inf, closed="neither"), None],
         "kernel": [SortedStrOptions({"ck", "ntk"})],
         "family": [str, list, tuple],
-        "match_tol": [Interval(Real, 0, None, closed="neither"), None],
+        "match_tol": [Interval(Real, 0, math.inf, closed="neither"), None],
     }
 
     def coefficients(self, est, tau0):
@@ -85,7 +86,8 @@ class MatchedExplicitClassifier(TorchClassifierBase):
     sigma_a2 : float, default=0.2
         The DEQ's recurrent weight variance, in ``(0, 1)``.
     sigma_b2 : float or None, default=None
-        The DEQ's input weight variance; ``None`` is ``1 - sigma_a2``.
+        The DEQ's input weight variance; ``None`` is ``1 - sigma_a2``.  Below
+        1e-4 it warns (see :ref:`input-scaling`).
     kernel : {'ck', 'ntk'}, default='ck'
         Which kernel to match.  The NTK match is with respect to the readout
         and ``W_2 .. W_L``; it is the relevant one with ``trainable='hidden'``.
@@ -299,7 +301,8 @@ class MatchedExplicitRegressor(TorchRegressorBase):
     sigma_a2 : float, default=0.2
         The DEQ's recurrent weight variance, in ``(0, 1)``.
     sigma_b2 : float or None, default=None
-        The DEQ's input weight variance; ``None`` is ``1 - sigma_a2``.
+        The DEQ's input weight variance; ``None`` is ``1 - sigma_a2``.  Below
+        1e-4 it warns (see :ref:`input-scaling`).
     kernel : {'ck', 'ntk'}, default='ck'
         Which kernel to match.  The NTK match is with respect to the readout
         and ``W_2 .. W_L``; it is the relevant one with ``trainable='hidden'``.

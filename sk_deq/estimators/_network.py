@@ -39,7 +39,7 @@ import torch
 
 from .._persistence import restored_state, versioned_state
 from .._progress import ProgressBar
-from .._runtime import available_memory_bytes, check_fits_in_memory, on_gpu
+from .._runtime import available_memory_bytes, check_fits_in_memory, on_gpu, resolve_device
 from .._scaling import apply_input_scaling
 from ._stream import partial_fit_available, picklable
 from .._validation import is_tensor
@@ -296,10 +296,21 @@ class NetworkMixin:
     # what the estimator's parameters and fit give the network (declared for type checkers)
     n_hidden: int
     dtype: str
+    device: str | torch.device | None
     verbose: int
     module_: Model
     input_mean_: np.ndarray | None
     input_scale_: float
+
+    def _device(self) -> torch.device:
+        """The torch device ``device`` names now (:func:`sk_deq.resolve_device`; None: the CPU).
+
+        ``fit``, ``partial_fit`` and ``predict`` resolve it alike, at every
+        call: an unsupported or missing device is the same ``ValueError``
+        everywhere, a fitted (or unpickled) model included.
+        """
+        dev = resolve_device(self.device)
+        return torch.device("cpu") if dev is None else dev
 
     def _sync_runtime_settings(self) -> None:
         """Copy the parameters that may change after fit (the component's runtime settings) into the module."""

@@ -13,6 +13,7 @@ from numbers import Integral
 import numpy as np
 
 from .._scaling import SCALED_TAU0
+from .._validation import check_label_vector
 from .._progress import STEPS, ProgressBar
 
 # Data sets known to compare_widths by name, with a description (documented in __init__).
@@ -194,7 +195,7 @@ def _fit_one(model, activation, width, seed, split, opts):
     info = getattr(est, "fixed_point_info_", None) or {}
     record = {
         "model": model,
-        "accuracy": float(np.mean(pred == y_te)),
+        "accuracy": float(np.mean(pred == check_label_vector(y_te, "y_test"))),  # no broadcast of a column
         "fit_seconds": t1 - t0,
         "predict_seconds": t2 - t1,
         "seconds": t2 - t0,

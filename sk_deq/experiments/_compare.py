@@ -15,6 +15,7 @@ from typing import IO, Any
 
 import numpy as np
 
+from .._validation import check_bool, check_label_vector
 from ._compare_result import CompareResult, p_text
 from ._own_data import check_dataset, load_npz
 from ._provenance import provenance
@@ -250,6 +251,7 @@ def compare_widths(
     >>> 0.0 <= res.summary()[0]["models"]["matched"]["accuracy_mean"] <= 1.0
     True
     """
+    check_bool(progress, "progress", "compare_widths")
     datasets, names, activations, widths = _validate(
         datasets, activations, widths, repeats, test_size, n_samples, plain_depth, n_threads
     )
@@ -338,11 +340,11 @@ def _load_one(spec, name):
     if isinstance(spec, str):
         X, y, n_test = load_npz(spec)
         return X, y, n_test, f"{os.path.basename(spec)} ({'own test set' if n_test else 'random splits'})"
-    parts = [
-        (check_dataset(spec[i], spec[i + 1], f"dataset {name!r}", names, test=i > 1), np.asarray(spec[i + 1]))
-        for i, names in zip((1, 3), (("X", "y"), ("X_test", "y_test")))
-        if i < len(spec)
-    ]
+    parts = []
+    for i, names in zip((1, 3), (("X", "y"), ("X_test", "y_test"))):
+        if i < len(spec):  # one label per sample: a column vector is raveled, never compared with every prediction
+            y = check_label_vector(np.asarray(spec[i + 1]), names[1], f"dataset {name!r}")
+            parts.append((check_dataset(spec[i], y, f"dataset {name!r}", names, test=i > 1), y))
     if len(parts) == 2 and parts[1][0].shape[1] != parts[0][0].shape[1]:
         raise ValueError(f"dataset {name!r}: X_test must have as many columns as X.")
     X = np.concatenate([p[0] for p in parts])
@@ -489,6 +491,7 @@ def cross_validate_widths(
     >>> 0.0 <= out[0]["result"].test("deq", "matched").pvalue <= 1.0
     True
     """
+    check_bool(progress, "progress", "cross_validate_widths")
     from sklearn.model_selection import StratifiedKFold
 
     from ..model_selection import compare_estimators

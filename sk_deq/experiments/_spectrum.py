@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .._validation import EXPLICIT_KERNELS, KERNELS
+from .._validation import EXPLICIT_KERNELS, KERNELS, check_bool
 from .._json import JSONResult
 from ._common import progress_bar
 from ._provenance import provenance
@@ -253,6 +253,7 @@ def spectrum(
         For an unknown ``method`` or kernel in ``matched_kernels``, a size
         below 4 or a non-positive ``ratio``.
     """
+    check_bool(histograms, "histograms", "spectrum")
     sizes = _validate(method, sizes, ratio, matched_kernels)
     start = time.perf_counter()
     steps = len(activations) * len(sizes) + len(matched) * len(sizes) * len(matched_kernels)

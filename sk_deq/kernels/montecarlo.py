@@ -29,7 +29,7 @@ import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 
-from .._validation import EXPLICIT_KERNELS, check_kernel, check_tau0
+from .._validation import EXPLICIT_KERNELS, check_bool, check_kernel, check_tau0
 from .._scaling import data_tau0, squared_norms
 from ..activations import get_activation
 from ..theory import deq_ck_coefficients, explicit_coefficients
@@ -464,6 +464,7 @@ def monte_carlo_explicit_kernel(
     ndarray of shape (n, n)
         The kernel averaged over the draws.
     """
+    check_bool(ntk_input_layer, "ntk_input_layer", "monte_carlo_explicit_kernel")
     check_kernel(kernel, EXPLICIT_KERNELS)
     X = np.asarray(X, dtype=float)
     t0 = data_tau0(X) if tau0 is None else check_tau0(tau0)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._validation import check_kernel, check_samples
+from .._validation import check_bool, check_kernel, check_samples
 from ..theory import SphereQuadraticMatch, normalized_relu_dual, sphere_ck_map, sphere_ntk_map
 from .._runtime import check_kernel_fits_in_memory
 
@@ -241,6 +241,7 @@ def sphere_explicit_kernel(
     >>> sphere_explicit_kernel(X, "relu", "ntk").diagonal().round(6).tolist()
     [2.0, 2.0, 2.0, 2.0]
     """
+    check_bool(ntk_input_layer, "ntk_input_layer", "sphere_explicit_kernel")
     check_kernel(kernel, _SPHERE_KERNELS)
     X = check_samples(X)
     quad = _quadratic(activation)

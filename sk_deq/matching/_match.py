@@ -8,7 +8,7 @@ from typing import Any, Literal, NamedTuple
 
 import numpy as np
 
-from .._validation import EXPLICIT_KERNELS, check_kernel
+from .._validation import EXPLICIT_KERNELS, check_kernel, check_sigma_b2
 from ..activations import Activation, get_activation
 from ..theory import DEQNTKCoefficients, deq_ck_coefficients, deq_ntk_coefficients
 from ._cache import CacheInfo, _MatchCache
@@ -131,6 +131,8 @@ def match_explicit(
     """
     act = get_activation(activation)
     _check_search_options(tol, n_starts)
+    if sigma_b2 is not None:  # checked (and warned about) on a cache hit too
+        check_sigma_b2(sigma_b2, sigma_a2)
     return _CACHE.get_or_solve(
         _match, act, sigma_a2, tau0, kernel, family, n_layers, sigma_b2, tol, int(n_starts), random_state
     )

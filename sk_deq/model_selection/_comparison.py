@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .._json import JSONResult
+from .._validation import check_bool
 from ._ttest import CorrectedTTestResult
 
 
@@ -272,6 +273,7 @@ class ComparisonResult(JSONResult):
             difference, its corrected standard error, t, degrees of freedom,
             p-value and whether it is significant at ``alpha``.
         """
+        check_bool(per_fold, "per_fold", "format_table")
         dec = _decimals(self.scores)
         n_train = f"{int(np.min(self.n_train))}" + (f"-{int(np.max(self.n_train))}" if np.ptp(self.n_train) else "")
         n_test = f"{int(np.min(self.n_test))}" + (f"-{int(np.max(self.n_test))}" if np.ptp(self.n_test) else "")

@@ -49,6 +49,7 @@ import numpy as np
 import torch
 import math
 from torch import nn
+from .._validation import check_bool, check_sigma_b2
 from ..activations import get_activation
 from ._solver_contract import check_solver_call, check_solver_result
 from .solvers import SOLVERS, SolverInfo, SolverLog, get_solver
@@ -307,7 +308,7 @@ class DEQLayer(nn.Module):
         self.n_hidden = int(n_hidden)
         self.activation = get_activation(activation)
         self.sigma_a2 = float(sigma_a2)
-        self.sigma_b2 = 1.0 - self.sigma_a2 if sigma_b2 is None else float(sigma_b2)
+        self.sigma_b2 = check_sigma_b2(sigma_b2, self.sigma_a2)
         self.center = float(center)
         self.solver = solver
         self.tol = float(tol)
@@ -318,8 +319,8 @@ class DEQLayer(nn.Module):
         dtype = dtype or torch.get_default_dtype()
         A = gaussian_weights(self.n_hidden, self.n_hidden, generator, dtype=dtype, device=device)
         B = gaussian_weights(self.n_hidden, self.n_features, generator, dtype=dtype, device=device)
-        self.A = nn.Parameter(A, requires_grad=bool(train_a))
-        self.B = nn.Parameter(B, requires_grad=bool(train_b))
+        self.A = nn.Parameter(A, requires_grad=check_bool(train_a, "train_a", "DEQLayer"))
+        self.B = nn.Parameter(B, requires_grad=check_bool(train_b, "train_b", "DEQLayer"))
         self.forward_info: SolverInfo | None = None
         self.backward_info: SolverInfo | None = None
         self.solver_log: SolverLog | None = None
@@ -386,10 +387,10 @@ class DEQLayer(nn.Module):
     def _solve(self, f, z0, tol, max_iter, what):
         solver = get_solver(self.solver)
         custom = solver not in SOLVERS.values()
-        if custom:
-            check_solver_call(solver, self.solver_options)
+        if custom or torch.compiler.is_exporting():  # a custom solver's call checked; no solve under torch.export
+            check_solver_call(solver, self.solver_options, custom)
         result = solver(f, z0, tol=tol, max_iter=max_iter, **self.solver_options)
-        z, info = check_solver_result(result, solver, z0) if custom else result
+        z, info = check_solver_result(result, solver, z0, f, tol) if custom else result
         if info.diverged:
             raise DEQDivergenceError(
                 f"The DEQ's {what} fixed-point iteration diverged (non-finite values after "
@@ -549,7 +550,8 @@ class ExplicitNet(nn.Module):
             raise ValueError("An explicit network needs at least one layer.")
         if len(self.centers) != len(self.layers):
             raise ValueError(f"Got {len(self.centers)} centring constants for {len(self.layers)} layers.")
-        trainable = [False] * len(self.layers) if trainable is None else [bool(t) for t in trainable]
+        flags = [False] * len(self.layers) if trainable is None else trainable
+        trainable = [check_bool(t, f"trainable[{i}]", "ExplicitNet") for i, t in enumerate(flags)]
         if len(trainable) != len(self.layers):
             raise ValueError(f"trainable has {len(trainable)} entries for {len(self.layers)} layers.")
         dtype = dtype or torch.get_default_dtype()

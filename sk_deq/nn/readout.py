@@ -46,6 +46,7 @@ from __future__ import annotations
 import torch
 
 from .._runtime import on_gpu
+from .._validation import check_bool, check_targets
 from ._fit import LOSSES, TrainResult, normalised_weights, start_epochs
 from ._fit import LBFGSResult, minimize_lbfgs
 from .training import train
@@ -425,6 +426,7 @@ def fit_readout(
         ``message``, ``grad_max`` (the largest gradient entry at the end)
         and ``loss``.
     """
+    check_bool(precondition, "precondition", "fit_readout", allow_none=True)
     W0 = linear.weight.detach().T.to(torch.float64)
     b0 = linear.bias.detach().to(torch.float64)
     m, k = W0.shape
@@ -506,6 +508,9 @@ def train_readout(
     TrainResult
         The history of every epoch and how training ended.
     """
+    labels = loss == "cross_entropy"
+    y = check_targets(y, len(Z), labels=labels)
+    y_val = None if X_val is None or y_val is None else check_targets(y_val, len(X_val), "y_val", labels=labels)
     common = dict(sample_weight=sample_weight, X_val=X_val, y_val=y_val, val_weight=val_weight, alpha=alpha)
     if optimizer in ("adam", "sgd"):
         model = LinearReadout(linear)

@@ -29,6 +29,7 @@ from numpy.typing import ArrayLike
 from torch import nn
 
 from .._progress import ProgressBar
+from .._validation import check_targets
 from .layers import DEQDivergenceError
 from ._fit import _ADVICE, TrainingDivergenceError, TrainResult, loss_sum, normalised_weights, start_epochs
 from ._fit import minimize_lbfgs
@@ -193,7 +194,9 @@ def train(
     ValueError
         For an unknown ``optimizer``, a model without trainable parameters,
         sample weights of the wrong shape, negative, non-finite or all zero,
-        or a ``torch_optimizer`` with ``optimizer='lbfgs'``.
+        a ``torch_optimizer`` with ``optimizer='lbfgs'``, or ``y`` (``y_val``)
+        without one entry per sample (labels: one column at most, a column
+        vector raveled with a ``DataConversionWarning``).
     TrainingDivergenceError
         A ``FloatingPointError``: if minibatch training makes the loss
         infinite or NaN, or an epoch's mean loss more than
@@ -222,6 +225,9 @@ def train(
     """
     if optimizer not in OPTIMIZERS:
         raise ValueError(f"optimizer must be one of {sorted(OPTIMIZERS)}, got {optimizer!r}.")
+    y = check_targets(y, X.shape[0], labels=loss == "cross_entropy")
+    if X_val is not None and y_val is not None:
+        y_val = check_targets(y_val, X_val.shape[0], "y_val", labels=loss == "cross_entropy")
     params = [p for p in model.parameters() if p.requires_grad]
     if not params:
         raise ValueError("The model has no trainable parameters.")

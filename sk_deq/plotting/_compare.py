@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+from .._validation import check_bool
 from ._common import ACT_LABELS, panel_axes, require_matplotlib, result_dict
 
 # Colour, marker and label of every model of compare_widths (documented in __init__).
@@ -49,6 +50,7 @@ def plot_compare_widths(result, *, show_time: bool = True, axes=None, title: str
     ValueError
         If ``result`` holds no measurements.
     """
+    check_bool(show_time, "show_time", "plot_compare_widths")
     plt = require_matplotlib()
     d = result_dict(result, ("summary", "config"), "a CompareResult from sk_deq.experiments.compare_widths")
     rows, config, datasets, matches = d["summary"], d["config"], d.get("datasets", {}), d.get("matches", {})

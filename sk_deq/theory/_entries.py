@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..activations.gaussian import expect_pair
-from .._validation import EXPLICIT_KERNELS, check_kernel
+from .._validation import EXPLICIT_KERNELS, check_bool, check_kernel
 from ..activations import Activation, get_activation
 from ._coefficients import deq_ck_coefficients
 from ._explicit import explicit_coefficients
@@ -169,6 +169,7 @@ def explicit_kernel_entry(
     float
         The kernel entry ``K(x, y)``.
     """
+    check_bool(ntk_input_layer, "ntk_input_layer", "explicit_kernel_entry")
     check_kernel(kernel, EXPLICIT_KERNELS)
     coefs = explicit_coefficients(layers, tau0)
     sxx, syy, sxy = float(x_sq), float(y_sq), float(xy)

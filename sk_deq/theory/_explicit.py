@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .._validation import EXPLICIT_KERNELS, check_kernel, check_tau0
+from .._validation import EXPLICIT_KERNELS, check_bool, check_kernel, check_tau0
 from ..activations import Activation, get_activation
 from ._coefficients import KernelCoefficients
 
@@ -147,6 +147,7 @@ def explicit_coefficients(
     >>> round(c.a1, 6), round(c.tau, 6)
     (0.0625, 0.340845)
     """
+    check_bool(ntk_input_layer, "ntk_input_layer", "explicit_coefficients")
     t0 = check_tau0(tau0)
     acts = tuple(get_activation(a) for a in layers)
     if not acts:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._validation import check_bool
 from ._coefficients import KernelCoefficients
 
 
@@ -78,6 +79,7 @@ def gmm_statistics(X, y, means, covariances, *, centred_T: bool = False) -> GMMS
         ``J`` (n, K), ``t`` (K,), ``T`` (K, K), ``psi`` (n,) and the
         dimension ``p``; its property ``V`` is ``[J / sqrt(p), psi]``.
     """
+    check_bool(centred_T, "centred_T", "gmm_statistics")
     X = np.asarray(X, dtype=float)
     n, p = X.shape
     classes, yi = np.unique(np.asarray(y), return_inverse=True)
@@ -137,6 +139,7 @@ def gmm_equivalent_kernel(
     ndarray of shape (n, n)
         The equivalent kernel matrix.
     """
+    check_bool(centred_T, "centred_T", "gmm_equivalent_kernel")
     X = np.asarray(X, dtype=float)
     s = gmm_statistics(X, y, means, covariances, centred_T=centred_T)
     c = coefficients

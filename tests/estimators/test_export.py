@@ -19,7 +19,7 @@ from sk_deq import (
     MatchedExplicitClassifier,
     MatchedExplicitRegressor,
 )
-from sk_deq.estimators._export import activation_module
+from sk_deq.estimators._export import MAX_FIXED_ITERATIONS, activation_module
 from sk_deq.activations import ACTIVATIONS, Activation, HardTanh, LeakyReLU, Quadratic
 from tests._networks import CLASSIFIERS, REGRESSORS
 
@@ -216,3 +216,35 @@ ACTIVATION_CASES = [ACTIVATIONS[name] for name in sorted(ACTIVATIONS)] + [
 def test_activation_modules_equal_the_library_torch_forms_bitwise(act, dtype):
     x = torch.randn(37, 19, generator=torch.Generator().manual_seed(0), dtype=dtype) * 3
     assert torch.equal(activation_module(act, "Test")(x), act.torch(x))
+
+
+def test_fixed_iterations_above_the_maximum_are_refused_naming_it(data):
+    est, _ = _fit(DEQRegressor, data, "single")
+    for bad in (MAX_FIXED_ITERATIONS + 1, 10**20):  # 10**20 evaluations would never return
+        with pytest.raises(ValueError, match=rf"fixed_iterations={bad} is more than MAX_FIXED_ITERATIONS=10000"):
+            est.to_torch(fixed_iterations=bad)
+    for good in (MAX_FIXED_ITERATIONS, np.int64(7)):
+        assert est.to_torch(fixed_iterations=good).features.fixed_iterations == good
+
+
+@pytest.mark.parametrize("cls", [DEQClassifier, DEQRegressor])
+def test_exporting_a_deqs_module_is_an_error_naming_to_torch_and_to_torch_exports(cls, data, rel_error):
+    est, X = _fit(cls, data, _kinds(cls)[0], dtype="float64")
+    x = torch.as_tensor(X[:10])
+    with pytest.raises(
+        RuntimeError,
+        match=r"\(an estimator's module_\) cannot be exported\. Export est\.to_torch\(fixed_iterations=N\)",
+    ):
+        torch.export.export(est.module_, (x,))
+    program = torch.export.export(est.to_torch(fixed_iterations=est.fixed_point_max_iter), (x,))
+    with torch.no_grad():
+        assert rel_error(program.module()(x).numpy(), _reference(est, X[:10])) <= est.fixed_point_tol
+
+
+@pytest.mark.parametrize("cls", EXPLICIT, ids=lambda c: c.__name__)
+def test_the_module_of_an_explicit_or_matched_network_exports_as_it_is(cls, data):
+    est, X = _fit(cls, data, _kinds(cls)[0])
+    x = torch.as_tensor(X[:10], dtype=torch.float32)  # module_ takes scaled inputs in the network's dtype
+    program = torch.export.export(est.module_, (x,))
+    with torch.no_grad():
+        assert torch.equal(program.module()(x), est.module_(x))
