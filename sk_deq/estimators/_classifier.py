@@ -304,7 +304,7 @@ class TorchClassifierBase(ClassifierMixin, TorchEstimatorBase):
 
         Returns
         -------
-        ndarray of shape (n_samples,) or (n_samples, n_classes)
+        ndarray or dask.array.Array of shape (n_samples,) or (n_samples, n_classes)
             For two classes, the logit of ``classes_[1]`` (positive means
             ``classes_[1]``); otherwise one column per class.
         """
@@ -324,7 +324,7 @@ class TorchClassifierBase(ClassifierMixin, TorchEstimatorBase):
 
         Returns
         -------
-        ndarray of shape (n_samples, n_classes)
+        ndarray or dask.array.Array of shape (n_samples, n_classes)
             Probability of every class, columns in the order of ``classes_``.
         """
         if is_dask_collection(X):
@@ -346,7 +346,7 @@ class TorchClassifierBase(ClassifierMixin, TorchEstimatorBase):
 
         Returns
         -------
-        ndarray of shape (n_samples, n_classes)
+        ndarray or dask.array.Array of shape (n_samples, n_classes)
             Log-probability of every class, columns in the order of
             ``classes_``.
         """
@@ -365,7 +365,7 @@ class TorchClassifierBase(ClassifierMixin, TorchEstimatorBase):
 
         Returns
         -------
-        ndarray of shape (n_samples,)
+        ndarray or dask.array.Array of shape (n_samples,)
             The class of largest logit, from ``classes_``.
         """
         if is_dask_collection(X):

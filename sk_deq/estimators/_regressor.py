@@ -186,7 +186,7 @@ class TorchRegressorBase(RegressorMixin, TorchEstimatorBase):
 
         Returns
         -------
-        ndarray of shape (n_samples,) or (n_samples, n_outputs)
+        ndarray or dask.array.Array of shape (n_samples,) or (n_samples, n_outputs)
             One column per output, in the shape of the training targets (1-D
             when ``y`` was 1-D).
         """

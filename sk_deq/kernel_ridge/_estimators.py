@@ -50,7 +50,8 @@ _PARAMETERS = """activation : str, Activation or callable, default='relu'
         with a randomly pivoted Cholesky preconditioner, stopped at ``tol``;
         ``'auto'``: Cholesky up to
         :data:`~sk_deq.kernel_ridge._plan.CHOLESKY_MAX_ROWS` samples,
-        conjugate gradients above.
+        conjugate gradients above, and for a Dask array (on a cluster,
+        where ``'cholesky'`` is refused).
     tol : float, default=1e-6
         Largest relative residual ``||Y - (K + alpha I) C|| / ||Y||`` of a
         target column (conjugate gradients).  With the kernel stored in
@@ -65,7 +66,8 @@ _PARAMETERS = """activation : str, Activation or callable, default='relu'
         Dtype of the stored training kernel (its lower triangle): float64,
         float32 (half the memory; entries rounded to about ``6e-8`` of their
         size), or ``'auto'``: float64 where the fit fits in the memory
-        available, else float32.  Each tile is computed in float64.
+        available (on a cluster: every worker's part, below its spilling
+        threshold), else float32.  Each tile is computed in float64.
     validation_fraction : float, default=0.1
         Share of the samples held out to choose among several ``alpha``.
     kernel_tol : float, default=1e-12
@@ -75,7 +77,9 @@ _PARAMETERS = """activation : str, Activation or callable, default='relu'
         scikit-learn's ``working_memory``).
     n_jobs : int, default=None
         Threads of the kernel engine (None: all cores, as
-        :class:`~sk_deq.ImplicitCKTransformer`'s ``n_jobs``).
+        :class:`~sk_deq.ImplicitCKTransformer`'s ``n_jobs``).  On a
+        cluster, the threads of every slab's task on its worker (None: one;
+        the worker's threads compute several slabs at once).
     device : None, str or torch.device, default=None
         Where the kernel's blocks are solved (:func:`sk_deq.resolve_device`);
         None for the numpy engine.
@@ -100,9 +104,11 @@ _ATTRIBUTES = """dual_coef_ : ndarray of shape (n_samples,) or (n_samples, n_tar
     residual_ : float or None
         Largest relative residual of the final solve, recomputed from its
         definition (None for Cholesky, a direct solve).
-    fit_plan_ : FitPlan
+    fit_plan_ : FitPlan or ClusterPlan
         The memory the fit needed, by part (``fit_plan_.describe()``), the
-        storage dtype and the solver.
+        storage dtype and the solver; on a cluster, the kernel's row slabs,
+        the worker of each and the memory of the busiest worker and of the
+        client.
     X_fit_ : ndarray of shape (n_samples, n_features)
         Training samples after input scaling.
     input_mean_ : ndarray of shape (n_features,) or None
