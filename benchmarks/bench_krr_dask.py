@@ -19,7 +19,8 @@ computed (distributed's count of its data) with its resident size then, the test
 ``--compare`` fits the same estimator in memory here too (``n_jobs`` = all
 cores) and records how far its predictions are from the cluster's.
 
-Self-contained: it uses no helper of this folder.
+Self-contained: it uses no helper of this folder (``run_all`` runs it by its
+``collect``).
 
 Usage::
 
@@ -257,11 +258,9 @@ def run(client, args) -> dict:
     return out
 
 
-def main(argv=None) -> dict:
-    args = _parser().parse_args(argv)
+def _on_cluster(args) -> dict:
+    """``run`` on a local cluster of the settings ``args``, closed after."""
     from distributed import Client, LocalCluster
-
-    from sk_deq.experiments._provenance import provenance
 
     cluster = LocalCluster(
         n_workers=args.workers,
@@ -273,9 +272,22 @@ def main(argv=None) -> dict:
     )
     try:
         with Client(cluster) as client:
-            record = run(client, args)
+            return run(client, args)
     finally:
         cluster.close()
+
+
+def collect(quick: bool = False, repeats: int = 1) -> dict:
+    """``run_all``'s entry point: the default settings (``quick``: 1,000 rows), ``repeats`` fits."""
+    args = _parser().parse_args(["--repeats", str(repeats), *(["--quick"] if quick else [])])
+    return {"settings": vars(args), "records": [_on_cluster(args)]}
+
+
+def main(argv=None) -> dict:
+    args = _parser().parse_args(argv)
+    from sk_deq.experiments._provenance import provenance
+
+    record = _on_cluster(args)
     result = {"provenance": provenance(benchmark="kernel_ridge.dask"), "settings": vars(args), "records": [record]}
     text = json.dumps(result, indent=1, default=str)
     if args.json:
