@@ -174,6 +174,7 @@ REGISTRY: dict[str, Benchmark] = {
         "bench_gpu_load", description="GPU busy share at scale, in a grid search; weights drawn ahead"
     ),
     "gpu_krr": Benchmark("bench_gpu_krr", description="exact kernel ridge on all of Fashion-MNIST on a GPU"),
+    "krr_dask": Benchmark("bench_krr_dask", description="exact kernel ridge on a local Dask cluster of two workers"),
 }
 
 #: The project's targets: ``id`` is matched with the ``goals`` the benchmarks return (first provider wins).

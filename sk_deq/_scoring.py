@@ -13,13 +13,22 @@ from sklearn.metrics import accuracy_score, r2_score
 from sklearn.utils.validation import _check_sample_weight, check_array
 
 from ._scaling import power_of_two_scale, unit_max
-from ._validation import reject_meta
+from ._validation import is_dask_collection, reject_meta
 
 __all__ = ["accuracy_of", "r2_score_of"]
 
 
 def r2_score_of(estimator, X, y, sample_weight=None) -> float:
-    """R² of ``estimator.predict(X)`` against ``y``, averaged uniformly over the outputs."""
+    """R² of ``estimator.predict(X)`` against ``y``, averaged uniformly over the outputs.
+
+    Any Dask collection among the arguments: the predictions are compared
+    block by block where they are computed, and only sums come back
+    (:func:`sk_deq._dask.lazy_score`).
+    """
+    if any(is_dask_collection(v) for v in (X, y, sample_weight)):
+        from ._dask import lazy_score
+
+        return lazy_score(estimator, X, y, sample_weight, "r2")
     reject_meta(y, "y", type(estimator).__name__)
     reject_meta(sample_weight, "sample_weight", type(estimator).__name__)
     pred = estimator.predict(X)
@@ -31,7 +40,11 @@ def r2_score_of(estimator, X, y, sample_weight=None) -> float:
 
 
 def accuracy_of(estimator, X, y, sample_weight=None) -> float:
-    """The (weighted) fraction of ``estimator.predict(X)`` equal to ``y``."""
+    """The (weighted) fraction of ``estimator.predict(X)`` equal to ``y`` (Dask collections as :func:`r2_score_of`)."""
+    if any(is_dask_collection(v) for v in (X, y, sample_weight)):
+        from ._dask import lazy_score
+
+        return lazy_score(estimator, X, y, sample_weight, "accuracy")
     reject_meta(y, "y", type(estimator).__name__)
     reject_meta(sample_weight, "sample_weight", type(estimator).__name__)
     if sample_weight is not None:

@@ -219,6 +219,12 @@ class ImplicitCKNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
     True
     """
 
+    #: What to do with a Dask array given to ``fit`` (:func:`sk_deq._validation.reject_dask`).
+    _DASK_ADVICE: ClassVar[str] = (
+        "Fit it on a sample of the rows that fits in memory (X[rows].compute()): its landmarks come from that "
+        "sample. transform then maps the whole Dask array lazily, row block by row block."
+    )
+
     _parameter_constraints: ClassVar[dict] = {
         **KERNEL_TRANSFORMER_CONSTRAINTS,
         "n_components": [Interval(Integral, 1, None, closed="left")],

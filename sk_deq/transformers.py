@@ -231,6 +231,13 @@ class ImplicitCKTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, B
     (20, 40)
     """
 
+    #: What to do with a Dask array given to ``fit`` (:func:`sk_deq._validation.reject_dask`).
+    _DASK_ADVICE: ClassVar[str] = (
+        "It keeps its training samples: fit it on a sample of the rows that fits in memory (X[rows].compute()). "
+        "transform maps a Dask array lazily, row block by row block, and ImplicitCKRidge fits a Dask array on a "
+        "distributed cluster."
+    )
+
     _parameter_constraints: ClassVar[dict] = {
         **KERNEL_TRANSFORMER_CONSTRAINTS,
         "method": [SortedStrOptions(set(_METHODS))],

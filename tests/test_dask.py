@@ -21,6 +21,7 @@ da = pytest.importorskip("dask.array")
 dask = pytest.importorskip("dask")
 
 from sk_deq import DEQClassifier, ImplicitCKNystroem, ImplicitCKTransformer, MatchedExplicitClassifier  # noqa: E402
+from sk_deq.kernels._workers import kernel_workers  # noqa: E402
 
 
 def _data(n=150, p=6, seed=0):
@@ -293,6 +294,53 @@ def test_grid_search_on_dask_matches_serial(dask_client):
     _ran_on_cluster(ts)
     np.testing.assert_allclose(gs.cv_results_["mean_test_score"], ref.cv_results_["mean_test_score"], rtol=1e-12)
     assert gs.best_params_ == ref.best_params_
+
+
+# ------------------------------------------------------------------ the kernels' threads on the workers
+def _threads_and_warnings(X):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        counts = (kernel_workers(None), kernel_workers(2))
+        ImplicitCKTransformer("tanh", block_size=8).fit(X[:40]).transform(X)
+    return counts, [str(w.message) for w in caught]
+
+
+def _record_warnings(dask_worker, start):
+    """On a worker: record every warning (``start``), or stop and return those recorded."""
+    if start:
+        dask_worker._sk_deq_warnings = (warnings.showwarning, list(warnings.filters), [])
+        warnings.simplefilter("always")
+        warnings.showwarning = lambda message, *args, **kwargs: dask_worker._sk_deq_warnings[2].append(str(message))
+        return None
+    show, filters, caught = dask_worker._sk_deq_warnings
+    warnings.showwarning, warnings.filters[:] = show, filters
+    return caught
+
+
+@pytest.mark.heavy
+def test_transform_of_dask_array_on_cluster_warns_nothing_on_the_workers(dask_client):
+    X = _data(400)
+    tr = ImplicitCKTransformer("tanh").fit(X[:100])
+    dask_client.run(_record_warnings, start=True)
+    try:
+        K = tr.transform(da.from_array(X, chunks=(20, 6))).compute()  # 20 blocks
+    finally:
+        caught = dask_client.run(_record_warnings, start=False)
+    assert caught and all(messages == [] for messages in caught.values())
+    np.testing.assert_allclose(K, tr.transform(X), rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.heavy
+def test_kernels_on_workers_use_their_threads_without_joblib_warnings(dask_client):
+    X = _data(80)
+    # a task of the cluster (e.g. a row block of a Dask array): one thread unless asked, never a warning
+    addresses = list(dask_client.scheduler_info()["workers"])
+    for fut in [dask_client.submit(_threads_and_warnings, X, pure=False, workers=[w]) for w in addresses]:
+        assert fut.result() == ((1, 2), [])
+    # a joblib batch on the cluster through joblib's dask backend
+    with joblib.parallel_config(backend="dask"):
+        results = joblib.Parallel(n_jobs=2)(joblib.delayed(_threads_and_warnings)(X) for _ in range(2))
+    assert results == [((1, 2), [])] * 2
 
 
 # ------------------------------------------------------- the documentation page

@@ -14,6 +14,9 @@
   ``pd.NA``, ``NaT``, which scikit-learn's conversions turn into errors about
   dtypes or label types, or into NaN after its check).  Torch is never
   imported here.
+- **Dask collections** (:func:`reject_dask`): where an estimator has no
+  lazy path for one, a ``TypeError`` naming what to do instead, never a
+  silent load of the whole array.
 - **Sample and class weights** (:func:`checked_weights`,
   :func:`check_class_weight`): finite, non-negative numbers, one per sample
   and not all zero, or one per class named in a ``class_weight`` dict.
@@ -45,6 +48,9 @@
 
 from ._data import _missing_mask  # noqa: F401  (for the modules that share it)
 from ._data import (
+    KERNEL_MATRIX_DASK_ADVICE,
+    is_dask_collection,
+    reject_dask,
     check_bool,
     check_label_vector,
     check_targets,
@@ -81,6 +87,9 @@ from ._params import (
 )
 
 __all__ = [
+    "KERNEL_MATRIX_DASK_ADVICE",
+    "is_dask_collection",
+    "reject_dask",
     "ActivationName",
     "available_if",
     "check_bias_variance",

@@ -17,6 +17,9 @@ from sklearn.utils.validation import _check_sample_weight, _check_y, validate_da
 from ._params import _outside_stacklevel
 
 __all__ = [
+    "KERNEL_MATRIX_DASK_ADVICE",
+    "is_dask_collection",
+    "reject_dask",
     "check_bool",
     "check_label_vector",
     "check_targets",
@@ -39,6 +42,22 @@ def is_tensor(X) -> bool:
     """Whether ``X`` is a :class:`torch.Tensor` (False without importing torch when it was never imported)."""
     torch = sys.modules.get("torch")
     return torch is not None and isinstance(X, torch.Tensor)
+
+
+def is_dask_collection(X) -> bool:
+    """Whether ``X`` is a Dask collection (array, dataframe, bag, delayed), without importing dask.
+
+    Parameters
+    ----------
+    X : object
+        Anything.
+
+    Returns
+    -------
+    bool
+        True for an object of one of dask's own types.
+    """
+    return type(X).__module__.partition(".")[0] in {"dask", "dask_expr"}
 
 
 def reject_meta(value, name: str, owner: str | None = None) -> None:
@@ -156,7 +175,8 @@ def validate_samples(estimator, X, y="no_validation", *, reset: bool, **check_pa
     Raises
     ------
     TypeError
-        For a tensor of an integer, boolean or complex dtype.
+        For a tensor of an integer, boolean or complex dtype; for a Dask
+        collection (:func:`reject_dask`).
     ValueError
         For a tensor that is not 2-D, has too few samples or no feature,
         holds NaN or infinity, or has another number of features than the
@@ -165,6 +185,7 @@ def validate_samples(estimator, X, y="no_validation", *, reset: bool, **check_pa
         ``X`` or ``y`` or an array of objects (:func:`reject_missing`).
     """
     owner = type(estimator).__name__
+    reject_dask(estimator, X=X, y=y, reset=reset)
     reject_meta(X, "X", owner)
     reject_meta(y, "y", owner)
     reject_missing(X, "X", owner)
@@ -188,6 +209,37 @@ def validate_samples(estimator, X, y="no_validation", *, reset: bool, **check_pa
     y = _check_y(y, **{k: check_params[k] for k in _Y_PARAMS if k in check_params}, estimator=estimator)
     check_consistent_length(X, y)
     return X, y
+
+
+#: What to do with a Dask array that an estimator cannot take lazily, unless its class says better (``_DASK_ADVICE``).
+_DASK_ADVICE = (
+    "Compute the rows it needs first (X.compute() where it fits in memory, or a sample of its rows); see the user "
+    "guide's 'Larger than memory'."
+)
+
+#: The same for the kernel functions and the Gaussian-process kernel, which return a whole kernel matrix.
+KERNEL_MATRIX_DASK_ADVICE = (
+    "A kernel matrix of its rows is held whole in memory: compute it on X.compute() where that fits; for more rows, "
+    "ImplicitCKTransformer.transform maps a Dask array lazily, ImplicitCKNystroem gives features of any number of "
+    "rows, and ImplicitCKRidge fits a Dask array on a distributed cluster."
+)
+
+
+def reject_dask(estimator, *, reset: bool, **values) -> None:
+    """A ``TypeError`` naming the way out for a Dask collection among ``values``: never loaded here in silence.
+
+    The estimators' lazy paths (``transform``, ``predict``... of a Dask
+    array) handle Dask arrays before validating; anything else that would
+    need all of it in this process's memory (a fit that keeps its data, a
+    method without a lazy path) is refused.  The advice is the class's
+    ``_DASK_ADVICE`` where it has one.
+    """
+    for name, value in values.items():
+        if is_dask_collection(value):
+            from .._dask import dask_refusal
+
+            advice = getattr(estimator, "_DASK_ADVICE", _DASK_ADVICE)
+            raise dask_refusal(type(estimator).__name__, name, value, "fit" if reset else "use here", advice)
 
 
 def check_samples(X, name: str = "X", *, n_features: int | None = None, caller: str | None = None) -> np.ndarray:
@@ -216,6 +268,10 @@ def check_samples(X, name: str = "X", *, n_features: int | None = None, caller: 
     """
     from sklearn.utils.validation import check_array
 
+    if is_dask_collection(X):
+        from .._dask import dask_refusal
+
+        raise dask_refusal(caller or "The kernel", name, X, "compute a kernel matrix", KERNEL_MATRIX_DASK_ADVICE)
     reject_meta(X, name, caller)
     reject_missing(X, name, caller)
     X = check_array(
@@ -237,6 +293,10 @@ def checked_weights(sample_weight, X, name: str):
     """Validated ``sample_weight`` as float64 (None stays None); all zero is an error naming ``name``."""
     if sample_weight is None:
         return None
+    if is_dask_collection(sample_weight):
+        from .._dask import dask_refusal
+
+        raise dask_refusal(name, "sample_weight", sample_weight, "fit", "Compute it first (sample_weight.compute()).")
     reject_meta(sample_weight, "sample_weight", name)
     sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
     if not np.any(sample_weight > 0):

@@ -40,6 +40,8 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted
 
+from .._dask import lazy_method
+from .._validation import is_dask_collection
 from .._runtime import full_float32_precision
 from ._export import deployed_network
 from .._scaling import fit_input_scaling, scaling_device
@@ -145,6 +147,13 @@ class TorchEstimatorBase(NetworkMixin, BaseEstimator):
     #: (on frozen features, from zero) by Adam or SGD, chosen by the task: see :meth:`_learning_rate`.
     _HIDDEN_LEARNING_RATE: ClassVar[float] = 1e-3
     _READOUT_LEARNING_RATE: ClassVar[float] = 0.1
+
+    #: What to do with a Dask array given to ``fit`` (:func:`sk_deq._validation.reject_dask`).
+    _DASK_ADVICE: ClassVar[str] = (
+        "Fit on a sample of its rows that fits in memory (X[rows].compute()), or train block by block with "
+        "partial_fit on each block's rows computed in turn (X.blocks[i].compute()). predict, decision_function, "
+        "predict_proba, features and score take Dask arrays lazily."
+    )
 
     # ------------------------------------------------------------ task hooks
     def _validate(self, X, y, sample_weight, *, reset: bool, partial: bool = False, **options):
@@ -471,14 +480,17 @@ class TorchEstimatorBase(NetworkMixin, BaseEstimator):
 
         Parameters
         ----------
-        X : array-like or torch.Tensor of shape (n_samples, n_features)
-            Raw inputs; the fitted input scaling is applied first.
+        X : array-like, torch.Tensor or dask.array.Array of shape (n_samples, n_features)
+            Raw inputs; the fitted input scaling is applied first.  A Dask
+            array gives a lazy Dask array, row block by row block.
 
         Returns
         -------
-        ndarray of shape (n_samples, n_hidden)
+        ndarray or dask.array.Array of shape (n_samples, n_hidden)
             The features, in float64 (numpy, for a tensor ``X`` too).
         """
+        if is_dask_collection(X):
+            return lazy_method(X, self.features, lambda est: (int(est.n_hidden), np.float64))
         return self._predict_features(X).detach().to("cpu", torch.float64).numpy()
 
     def to_torch(

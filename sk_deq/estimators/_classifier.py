@@ -12,6 +12,8 @@ import torch
 from scipy import special
 from sklearn.base import ClassifierMixin
 
+from .._dask import lazy_method
+from .._validation import is_dask_collection
 from .._validation import SortedStrOptions
 from ._stream import partial_fit_available
 from ._base import TorchEstimatorBase
@@ -38,6 +40,19 @@ def _has_probabilities(est) -> bool:
             "probabilities (as with RidgeClassifier). Use decision_function, or readout='logistic'."
         )
     return True
+
+
+def _scores_output(est):
+    """What ``decision_function`` returns: one column for two classes, else one per class."""
+    return (None if len(est.classes_) == 2 else len(est.classes_)), np.float64
+
+
+def _proba_output(est):
+    return len(est.classes_), np.float64
+
+
+def _labels_output(est):
+    return None, est.classes_.dtype
 
 
 class TorchClassifierBase(ClassifierMixin, TorchEstimatorBase):
@@ -283,15 +298,18 @@ class TorchClassifierBase(ClassifierMixin, TorchEstimatorBase):
 
         Parameters
         ----------
-        X : array-like or torch.Tensor of shape (n_samples, n_features)
-            Samples to score, unscaled as in ``fit``.
+        X : array-like, torch.Tensor or dask.array.Array of shape (n_samples, n_features)
+            Samples to score, unscaled as in ``fit``.  A Dask array gives a
+            lazy Dask array, row block by row block.
 
         Returns
         -------
-        ndarray of shape (n_samples,) or (n_samples, n_classes)
+        ndarray or dask.array.Array of shape (n_samples,) or (n_samples, n_classes)
             For two classes, the logit of ``classes_[1]`` (positive means
             ``classes_[1]``); otherwise one column per class.
         """
+        if is_dask_collection(X):
+            return lazy_method(X, self.decision_function, _scores_output)
         out = self._outputs(X)
         return out[:, 0] if out.shape[1] == 1 else out
 
@@ -301,14 +319,16 @@ class TorchClassifierBase(ClassifierMixin, TorchEstimatorBase):
 
         Parameters
         ----------
-        X : array-like or torch.Tensor of shape (n_samples, n_features)
-            Samples to classify.
+        X : array-like, torch.Tensor or dask.array.Array of shape (n_samples, n_features)
+            Samples to classify (a Dask array: a lazy Dask array out).
 
         Returns
         -------
-        ndarray of shape (n_samples, n_classes)
+        ndarray or dask.array.Array of shape (n_samples, n_classes)
             Probability of every class, columns in the order of ``classes_``.
         """
+        if is_dask_collection(X):
+            return lazy_method(X, self.predict_proba, _proba_output)
         out = self._outputs(X)
         if out.shape[1] == 1:
             p1 = special.expit(out[:, 0])
@@ -321,15 +341,17 @@ class TorchClassifierBase(ClassifierMixin, TorchEstimatorBase):
 
         Parameters
         ----------
-        X : array-like or torch.Tensor of shape (n_samples, n_features)
+        X : array-like, torch.Tensor or dask.array.Array of shape (n_samples, n_features)
             Samples to classify, as for :meth:`predict_proba`.
 
         Returns
         -------
-        ndarray of shape (n_samples, n_classes)
+        ndarray or dask.array.Array of shape (n_samples, n_classes)
             Log-probability of every class, columns in the order of
             ``classes_``.
         """
+        if is_dask_collection(X):
+            return lazy_method(X, self.predict_log_proba, _proba_output)
         with np.errstate(divide="ignore"):
             return np.log(self.predict_proba(X))
 
@@ -338,14 +360,16 @@ class TorchClassifierBase(ClassifierMixin, TorchEstimatorBase):
 
         Parameters
         ----------
-        X : array-like or torch.Tensor of shape (n_samples, n_features)
-            Samples to label.
+        X : array-like, torch.Tensor or dask.array.Array of shape (n_samples, n_features)
+            Samples to label (a Dask array: a lazy Dask array out).
 
         Returns
         -------
-        ndarray of shape (n_samples,)
+        ndarray or dask.array.Array of shape (n_samples,)
             The class of largest logit, from ``classes_``.
         """
+        if is_dask_collection(X):
+            return lazy_method(X, self.predict, _labels_output)
         out = self._outputs(X)
         idx = (out[:, 0] > 0).astype(int) if out.shape[1] == 1 else out.argmax(axis=1)
         return self.classes_[idx]
@@ -355,9 +379,11 @@ class TorchClassifierBase(ClassifierMixin, TorchEstimatorBase):
 
         Parameters
         ----------
-        X : array-like or torch.Tensor of shape (n_samples, n_features)
-            Raw inputs (the fitted input scaling is applied).
-        y : array-like of shape (n_samples,)
+        X : array-like, torch.Tensor or dask.array.Array of shape (n_samples, n_features)
+            Raw inputs (the fitted input scaling is applied).  With Dask
+            arrays (``X``, ``y`` or the weights) the predictions are compared
+            block by block where they are computed; only sums come back.
+        y : array-like or dask.array.Array of shape (n_samples,)
             True labels.
         sample_weight : array-like of shape (n_samples,), default=None
             Weight of every sample (rescaled by a power of two first, so that

@@ -15,7 +15,8 @@ from sklearn.base import RegressorMixin
 from .._scaling import power_of_two_scale
 from ._stream import partial_fit_available
 from ._base import TorchEstimatorBase
-from .._validation import is_tensor, validate_samples
+from .._dask import lazy_method
+from .._validation import is_dask_collection, is_tensor, validate_samples
 from .._scaling import unit_max
 from .._scoring import r2_score_of
 from .._validation import available_if, checked_weights, fit_context
@@ -178,15 +179,18 @@ class TorchRegressorBase(RegressorMixin, TorchEstimatorBase):
 
         Parameters
         ----------
-        X : array-like or torch.Tensor of shape (n_samples, n_features)
-            Samples to predict targets for, unscaled as in ``fit``.
+        X : array-like, torch.Tensor or dask.array.Array of shape (n_samples, n_features)
+            Samples to predict targets for, unscaled as in ``fit``.  A Dask
+            array gives a lazy Dask array, row block by row block.
 
         Returns
         -------
-        ndarray of shape (n_samples,) or (n_samples, n_outputs)
+        ndarray or dask.array.Array of shape (n_samples,) or (n_samples, n_outputs)
             One column per output, in the shape of the training targets (1-D
             when ``y`` was 1-D).
         """
+        if is_dask_collection(X):
+            return lazy_method(X, self.predict, lambda est: (None if est._y_1d else est.n_outputs_, np.float64))
         with np.errstate(over="ignore"):  # halves first: no overflow short of predictions beyond float64
             out = (self._outputs(X) * (0.5 * self.target_scale_) + 0.5 * self.target_mean_) * 2.0
         if not np.all(np.isfinite(out)):
@@ -201,9 +205,11 @@ class TorchRegressorBase(RegressorMixin, TorchEstimatorBase):
 
         Parameters
         ----------
-        X : array-like or torch.Tensor of shape (n_samples, n_features)
-            Raw inputs (the fitted input scaling is applied).
-        y : array-like of shape (n_samples,) or (n_samples, n_outputs)
+        X : array-like, torch.Tensor or dask.array.Array of shape (n_samples, n_features)
+            Raw inputs (the fitted input scaling is applied).  With Dask
+            arrays (``X``, ``y`` or the weights) the predictions are compared
+            block by block where they are computed; only sums come back.
+        y : array-like or dask.array.Array of shape (n_samples,) or (n_samples, n_outputs)
             True targets.
         sample_weight : array-like of shape (n_samples,), default=None
             Weight of every sample.

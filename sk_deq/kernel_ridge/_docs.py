@@ -33,7 +33,8 @@ PARAMETERS = """activation : str, Activation or callable, default='relu'
         with a randomly pivoted Cholesky preconditioner, stopped at ``tol``;
         ``'auto'``: Cholesky up to
         :data:`~sk_deq.kernel_ridge._plan.CHOLESKY_MAX_ROWS` samples,
-        conjugate gradients above.
+        conjugate gradients above, and for a Dask array (on a cluster,
+        where ``'cholesky'`` is refused).
     tol : float, default=1e-6
         Largest relative residual ``||Y - (K + alpha I) C|| / ||Y||`` of a
         target column (conjugate gradients).  With the kernel stored in
@@ -49,7 +50,8 @@ PARAMETERS = """activation : str, Activation or callable, default='relu'
         float32 (half the memory; entries rounded to ``u = 2**-24`` of their
         size, so that predictions agree with float64's to within
         ``u ||K||_2 / alpha`` relative), or ``'auto'``: float64 where the
-        fit fits in the memory available, else float32.  Each tile is
+        fit fits in the memory available (on a cluster: every worker's
+        part, below its spilling threshold), else float32.  Each tile is
         computed in float64.
     validation_fraction : float, default=0.1
         Share of the samples held out to choose among several ``alpha``.
@@ -60,7 +62,9 @@ PARAMETERS = """activation : str, Activation or callable, default='relu'
         scikit-learn's ``working_memory``).
     n_jobs : int, default=None
         Threads of the kernel engine (None: all cores, as
-        :class:`~sk_deq.ImplicitCKTransformer`'s ``n_jobs``).
+        :class:`~sk_deq.ImplicitCKTransformer`'s ``n_jobs``).  On a
+        cluster, the threads of every slab's task on its worker (None: one;
+        the worker's threads compute several slabs at once).
     device : None, str or torch.device, default=None
         Where the kernel's blocks are solved (:func:`sk_deq.resolve_device`);
         None for the numpy engine.
@@ -89,9 +93,11 @@ ATTRIBUTES = """dual_coef_ : ndarray of shape (n_samples,) or (n_samples, n_targ
     residual_ : float or None
         Largest relative residual of the final solve, recomputed from its
         definition (None for Cholesky, a direct solve).
-    fit_plan_ : FitPlan
+    fit_plan_ : FitPlan or ClusterPlan
         The memory the fit needed, by part (``fit_plan_.describe()``), the
-        storage dtype and the solver.
+        storage dtype and the solver; on a cluster, the kernel's row slabs,
+        the worker of each and the memory of the busiest worker and of the
+        client.
     fit_time_ : dict
         Wall time in seconds of the fit's phases: ``'prepare'`` (validation,
         scaling, the per-sample preparation, the plan), ``'kernel'`` (the

@@ -19,10 +19,11 @@ from ..kernels._workers import kernel_workers
 from ._solvers import NystromPreconditioner, SolveInfo, extend_factor, low_rank_factor, pcg
 from ._tiles import TileStore
 
-__all__ = ["choose_alpha", "fill_store", "solve"]
+__all__ = ["choose_alpha", "fill_store", "progress_bar", "solve"]
 
 
-def _bar(total, desc, enabled):
+def progress_bar(total, desc, enabled):
+    """A progress bar on standard error (shown when ``enabled``)."""
     return ProgressBar(total, desc, enabled=enabled, stream=sys.stderr, width=20, template=STEPS, min_interval=0.5)
 
 
@@ -33,7 +34,7 @@ def fill_store(engine, S, plan, *, n_jobs=None, block_size=None, progress=False)
     """
     store = TileStore(len(S), plan.tile, plan.dtype, workers=kernel_workers(n_jobs))
     pairs = store.pairs()
-    with _bar(len(pairs), "kernel tiles", progress) as bar:
+    with progress_bar(len(pairs), "kernel tiles", progress) as bar:
         for i, j in pairs:
             Si = S.take(store.rows(i))
             block = engine.kernel(Si, None if i == j else S.take(store.rows(j)), block_size=block_size, n_jobs=n_jobs)
@@ -47,7 +48,7 @@ class _SolveProgress:
 
     def __init__(self, tol, max_iter, desc, enabled):
         self.tol, self.max_iter = float(tol), int(max_iter)
-        self.bar = _bar(max_iter, desc, enabled)
+        self.bar = progress_bar(max_iter, desc, enabled)
         self.first = None
 
     def __call__(self, it, res):

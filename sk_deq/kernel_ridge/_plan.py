@@ -8,6 +8,11 @@ conjugate-gradient vectors, the preconditioner's factor (``n x rank``,
 float64) and the kernel engine's blocks being solved.  ``storage='auto'``
 stores float64 where all of it fits, else float32; where even float32 does
 not fit, the error names the ways out.
+
+On a distributed cluster (:func:`plan_cluster`) the kernel's lower
+triangle is held by the workers in row slabs of about equal size, as many
+per worker, and the client holds what is linear in the samples: the
+samples, the preconditioner's factor and the solver's vectors.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ import numpy as np
 from .._runtime import _gib, available_memory_bytes
 from ._tiles import TileStore, tile_size
 
-__all__ = ["FitPlan", "plan_fit", "CHOLESKY_MAX_ROWS"]
+__all__ = ["CHOLESKY_MAX_ROWS", "ClusterPlan", "FitPlan", "WorkerMemory", "plan_cluster", "plan_fit", "slab_bounds"]
 
 #: ``solver='auto'`` factors the stored kernel up to this many rows and uses conjugate gradients above
 #: (chosen by measurement: benchmarks/, the exact kernel ridge section of the benchmarks page)
@@ -141,3 +146,213 @@ def plan_fit(
         if avail is None or plan.total <= avail:
             return plan
     raise MemoryError(plans[-1].describe() + (" Ways out: " + alternatives if alternatives else ""))
+
+
+# -- on a distributed cluster ---------------------------------------------------------------------------------------
+
+#: Most bytes of one row slab of the kernel on a worker: more slabs than that many bytes need are made (a slab is
+#: computed, and multiplied, by one task)
+SLAB_MAX_BYTES = 2**30
+
+#: Most bytes of the float64 rows a slab's task computes at a time before storing them in the slab's dtype
+SLAB_CHUNK_BYTES = 2**27
+
+
+@dataclass(frozen=True)
+class WorkerMemory:
+    """One worker of a cluster as the plan sees it: its address, threads, memory limit and memory in use (bytes)."""
+
+    address: str
+    nthreads: int
+    limit: int
+    in_use: int
+
+
+@dataclass(frozen=True)
+class ClusterPlan:
+    """The memory of a fit on a distributed cluster: the kernel's row slabs per worker, and what the client holds.
+
+    Slab ``s`` holds ``K[bounds[s]:bounds[s+1], :bounds[s+1]]`` (the lower
+    triangle's rows, its diagonal block whole) on worker ``placement[s]``.
+    """
+
+    n_samples: int
+    dtype: np.dtype
+    solver: str
+    rank: int
+    bounds: tuple
+    placement: tuple
+    worker_store: int
+    worker_rest: int
+    worker_available: int | None
+    client: int
+    client_available: int | None
+
+    @property
+    def n_workers(self) -> int:
+        """Workers holding slabs."""
+        return len(set(self.placement))
+
+    @property
+    def slabs_per_worker(self) -> int:
+        """Most slabs a worker holds."""
+        return max(self.placement.count(w) for w in set(self.placement))
+
+    @property
+    def total(self) -> int:
+        """Bytes at the fit's peak on the busiest worker."""
+        return self.worker_store + self.worker_rest
+
+    def bytes_per_product(self, n_columns: int) -> int:
+        """Bytes one product ``K @ X`` moves: ``X`` to every worker, and every slab's part back."""
+        back = sum(self.bounds[1:])
+        return 8 * int(n_columns) * (self.n_samples * self.n_workers + back)
+
+    def describe(self) -> str:
+        """One sentence: what the fit needs on each worker and on the client."""
+        avail = "" if self.worker_available is None else f", of {_gib(self.worker_available)} available there"
+        cavail = "" if self.client_available is None else f", of {_gib(self.client_available)} available"
+        return (
+            f"A fit on {self.n_samples} samples on {self.n_workers} Dask worker(s): {len(self.placement)} row slabs "
+            f"of the training kernel's lower triangle in {self.dtype.name}, up to {self.slabs_per_worker} per "
+            f"worker, {_gib(self.worker_store)} per worker, and the samples, a slab's rows being computed and the "
+            f"vectors {_gib(self.worker_rest)} (at most {_gib(self.total)} per worker{avail}); on the client the "
+            f"samples, the preconditioner (rank {self.rank}) and the solver's vectors {_gib(self.client)}{cavail}."
+        )
+
+
+def slab_bounds(n: int, count: int) -> tuple:
+    """Row bounds of ``count`` row slabs of the lower triangle of an ``n x n`` matrix, of about equal sizes.
+
+    Slab ``s`` covers rows ``bounds[s]:bounds[s+1]`` and the columns up to
+    ``bounds[s+1]`` (its diagonal block whole): ``(b - a) b`` entries for
+    bounds ``a < b``.  The bounds make those sizes equal (the size found
+    by bisection), rounded to rows, every slab at least one row.
+    """
+    n, count = int(n), max(1, min(int(count), int(n)))
+
+    def ends(area):
+        cuts, a = [0.0], 0.0
+        for _ in range(count):
+            a = (a + np.sqrt(a * a + 4.0 * area)) / 2.0  # the b with (b - a) b = area
+            cuts.append(a)
+        return cuts
+
+    lo, hi = n * n / (2.0 * count), n * n / float(count)  # the triangle's share, and the first slab's whole square
+    for _ in range(100):
+        mid = (lo + hi) / 2.0
+        lo, hi = (mid, hi) if ends(mid)[-1] < n else (lo, mid)
+    cuts = np.round(ends(hi)).astype(int)
+    cuts[-1] = n
+    return _strict(cuts, n)
+
+
+def _strict(cuts, n: int) -> tuple:
+    """Rounded bounds made strictly increasing from 0 to ``n`` (a slab of at least one row each)."""
+    out = [0]
+    for s, c in enumerate(cuts[1:-1], start=1):
+        out.append(int(min(max(c, out[-1] + 1), n - (len(cuts) - 1 - s))))
+    return (*out, n)
+
+
+def _cluster_plan(n, n_features, n_outputs, dtype, rank, workers, block, count, client_available) -> ClusterPlan:
+    itemsize = np.dtype(dtype).itemsize
+    bounds = slab_bounds(n, count)
+    placement = tuple(workers[s % len(workers)].address for s in range(len(bounds) - 1))
+    per_worker: dict = {}
+    for s, w in enumerate(placement):
+        per_worker[w] = per_worker.get(w, 0) + (bounds[s + 1] - bounds[s]) * bounds[s + 1] * itemsize
+    threads = max(w.nthreads for w in workers)
+    rest = (
+        16 * n * (n_features + 4)  # the prepared samples, and their copy while they arrive
+        + threads * (min(SLAB_CHUNK_BYTES, 8 * n * n) + 8 * block * block * 6)  # the rows being computed
+        + 4 * 8 * n * max(n_outputs, 1)  # a product's X and its result
+    )
+    limits = [w.limit - w.in_use for w in workers if w.limit > 0]
+    return ClusterPlan(
+        n_samples=n,
+        dtype=np.dtype(dtype),
+        solver="cg",
+        rank=rank,
+        bounds=bounds,
+        placement=placement,
+        worker_store=max(per_worker.values()),
+        worker_rest=rest,
+        worker_available=min(limits) if len(limits) == len(workers) else None,
+        client=3 * 8 * n * (n_features + 4) + _CG_VECTORS * 8 * n * max(n_outputs, 1) + 8 * n * rank * 2,
+        client_available=client_available,
+    )
+
+
+def plan_cluster(
+    n_samples: int,
+    n_features: int,
+    n_outputs: int,
+    workers: list,
+    *,
+    storage: str = "auto",
+    rank: int = 1000,
+    block: int = 512,
+    client_available: int | None = None,
+    alternatives: str = "",
+) -> ClusterPlan:
+    """The memory of a fit whose kernel is held in row slabs by the workers of a cluster; ``MemoryError`` where it cannot fit.
+
+    Every worker holds as many slabs (about equal in size) and computes
+    them on its threads: ``max(threads per worker, slabs of at most
+    SLAB_MAX_BYTES)`` slabs per worker.  The client holds the samples, the
+    preconditioner's factor and the conjugate gradients' vectors, all
+    linear in the samples.
+
+    Parameters
+    ----------
+    n_samples, n_features, n_outputs : int
+        The training data's shape and the number of right-hand sides.
+    workers : list of WorkerMemory
+        The cluster's workers; ``limit`` is the memory a worker may hold
+        before it spills to disk (0: none known).
+    storage : {'auto', 'float64', 'float32'}, default='auto'
+        ``'auto'``: float64 where every worker's part fits, else float32.
+    rank : int, default=1000
+        Rank of the preconditioner.
+    block : int, default=512
+        The kernel engine's block size.
+    client_available : int, optional
+        Bytes available on the client; :func:`available_memory_bytes` by default.
+    alternatives : str, default=''
+        The estimator's ways out, for the error message.
+
+    Returns
+    -------
+    ClusterPlan
+
+    Raises
+    ------
+    MemoryError
+        If a worker's part does not fit even in float32, or the client's part
+        does not fit.
+    """
+    n = int(n_samples)
+    rank = int(min(rank, n))
+    avail = available_memory_bytes() if client_available is None else int(client_available)
+    dtypes = [np.float64, np.float32] if storage == "auto" else [np.dtype(storage).type]
+    plans = []
+    for dt in dtypes:
+        store = (n * (n + 1) // 2) * np.dtype(dt).itemsize
+        count = len(workers) * max(max(w.nthreads for w in workers), -(-store // (len(workers) * SLAB_MAX_BYTES)))
+        plans.append(_cluster_plan(n, n_features, n_outputs, dt, rank, workers, block, count, avail))
+    ways = " Ways out: " + alternatives if alternatives else ""
+    for plan in plans:
+        if plan.worker_available is None or plan.total <= plan.worker_available:
+            break
+    else:
+        raise MemoryError(
+            plans[-1].describe() + " The workers' part does not fit: more workers, or workers with more memory." + ways
+        )
+    if avail is not None and plan.client > avail:
+        raise MemoryError(
+            plan.describe()
+            + " The client's part does not fit: a smaller preconditioner_rank, or a client with more memory."
+            + ways
+        )
+    return plan

@@ -14,10 +14,12 @@ benchmarks page, "Speed on the CPU").
 
 from __future__ import annotations
 
+import multiprocessing
+import sys
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
 
-from joblib import Parallel, delayed, effective_n_jobs
+from joblib import Parallel, delayed
 from joblib.parallel import ThreadingBackend, get_active_backend
 
 __all__ = ["kernel_workers", "map_unordered", "shares_memory"]
@@ -30,8 +32,16 @@ def kernel_workers(n_jobs=None) -> int:
     scikit-learn's OpenMP code and BLAS use them without being asked), with
     two exceptions: inside a ``joblib.parallel_config`` context that sets
     ``n_jobs``, that value; inside a joblib worker (an outer ``Parallel``,
-    e.g. ``GridSearchCV(n_jobs=...)``, already uses the cores), 1.  An
-    integer is joblib's: ``1`` serial, ``-1`` all cores, ``-2`` all but one.
+    e.g. ``GridSearchCV(n_jobs=...)``, already uses the cores), a Dask
+    worker (its threads run the tasks, e.g. the row blocks of a Dask array)
+    or another daemon process, 1.  An integer is joblib's: ``1`` serial,
+    ``-1`` all cores, ``-2`` all but one.
+
+    The count is that of threads, the blocks' workers: it is asked of the
+    backend joblib picks for ``prefer="threads"`` (the one
+    :func:`map_unordered` runs them on), never of a process backend, which
+    in a daemon process (a Dask worker) warns ``setting n_jobs=1`` at every
+    call.
 
     Parameters
     ----------
@@ -62,11 +72,26 @@ def kernel_workers(n_jobs=None) -> int:
         backend, n_context = get_active_backend()
         if n_context is not None:
             n_jobs = n_context
-        elif getattr(backend, "nesting_level", 0):
+        elif getattr(backend, "nesting_level", 0) or _in_worker_process():
             return 1
         else:
             n_jobs = -1
-    return max(1, int(effective_n_jobs(n_jobs)))
+    threads = get_active_backend(prefer="threads")[0]  # threading, unless a context set another backend
+    return max(1, int(threads.effective_n_jobs(n_jobs)))
+
+
+def _in_worker_process() -> bool:
+    """Whether this runs in a Dask worker or another daemon process (a pool's worker)."""
+    if multiprocessing.current_process().daemon:
+        return True
+    distributed = sys.modules.get("distributed")  # never imported here: a worker has imported it
+    if distributed is None:
+        return False
+    try:
+        distributed.get_worker()
+    except ValueError:
+        return False
+    return True
 
 
 def shares_memory() -> bool:
