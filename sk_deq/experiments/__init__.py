@@ -43,7 +43,8 @@ user guide discusses what it shows.
 # and _common for what they share; everything public is imported from here.
 from . import _common, _compare, _spectrum
 from ._common import load_dataset
-from ._compare import compare_widths, cross_validate_widths
+from ._compare import compare_widths
+from ._compare_cv import cross_validate_widths
 from ._compare_result import CompareResult
 from ._demo import DemoResult, demo
 from ._spectrum import SpectrumResult, spectrum
