@@ -16,6 +16,14 @@ from typing import IO, Any
 import numpy as np
 
 from ._compare_result import CompareResult, p_text
+from ._exact_kernel import (
+    EXACT_KERNEL_ALPHAS,
+    check_exact_kernel,
+    exact_kernel_splits,
+    fit_exact_kernel,
+    report_line,
+    warm_up_exact_kernel,
+)
 from ._own_data import check_dataset, load_npz
 from ._provenance import provenance
 from ._common import (
@@ -145,6 +153,7 @@ def compare_widths(
     dtype: str = "float32",
     trainable: str = "readout",
     estimator_params: dict | None = None,
+    exact_kernel: str | None = None,
     random_state: int = 0,
     progress: bool = False,
     verbose: int = 0,
@@ -218,14 +227,36 @@ def compare_widths(
         Parameters set on all three estimators (e.g. ``{"max_iter": 5}`` or
         ``{"alpha": 1e-4}``), checked by them; they override the training
         defaults of ``trainable='all'``.
+    exact_kernel : {'feature', 'ck', 'ntk'} or None, default=None
+        Also fit exact kernel ridge with this implicit kernel of the DEQ
+        (:class:`~sk_deq.ImplicitCKRidgeClassifier` on ±1 one-hot targets,
+        float64, the kernel's blocks on ``device`` and its threads
+        ``n_threads``) for every data set and activation: the entry of
+        infinite width.  ``'feature'`` is the limit of the Gram matrix of
+        the DEQ's features, the kernel its readout sees, so exact kernel
+        ridge with it is the infinite-width limit of the readout-trained
+        DEQ with a least-squares readout (``estimator_params={"readout":
+        "ridge"}``; the default cross-entropy readout has the same kernel
+        and another loss) and, as far as the matching holds, of the matched
+        network; ``'ck'`` adds the input's linear kernel ``sigma_b2 x.y`` (the
+        Implicit-CK), ``'ntk'`` is the Implicit-NTK.  The kernel does not
+        depend on the seed, so it is fitted once per split: once per
+        repeat, or once for all repeats on a data set with a test set of
+        its own.  The ridge is chosen by the estimator among
+        :data:`EXACT_KERNEL_ALPHAS` on a held-out tenth of the training
+        samples (seeded by the split's seed).  See
+        :meth:`CompareResult.exact_kernel_summary`.
     random_state : int, default=0
         Base seed: repeat ``r`` uses ``random_state + r`` for its split and
         its networks' weights; the subsample uses ``random_state``.
     progress : bool, default=False
         Show a one-line progress display (fits done, the fit running, elapsed
-        time and an estimate of the time left) on ``stream``.
+        time and an estimate of the time left) on ``stream``; an exact
+        kernel fit also shows its memory plan and the progress of its kernel
+        and of its solves there.
     verbose : int, default=0
-        ``1`` prints one line per width with the accuracies and times.
+        ``1`` prints one line per width with the accuracies and times (and
+        one per exact kernel fit).
     stream : file-like or None, default=None
         Where progress and verbose lines go; None means ``sys.stderr``.
 
@@ -238,8 +269,9 @@ def compare_widths(
     Raises
     ------
     ValueError
-        For an unknown data set or activation, a non-positive width or
-        repeat count, or an invalid test fraction or subsample size.
+        For an unknown data set, activation or exact kernel, a non-positive
+        width or repeat count, or an invalid test fraction or subsample
+        size.
 
     Examples
     --------
@@ -253,11 +285,14 @@ def compare_widths(
     datasets, names, activations, widths = _validate(
         datasets, activations, widths, repeats, test_size, n_samples, plain_depth, n_threads
     )
+    exact_kernel = check_exact_kernel(exact_kernel)
     out = stream or sys.stderr
     opts: dict[str, Any] = {
         "sigma_a2": float(sigma_a2),
         "plain_depth": int(plain_depth),
         "estimator": _estimator_options(trainable, estimator_params, device, dtype),
+        "exact_kernel_alphas": EXACT_KERNEL_ALPHAS,
+        "n_jobs": n_threads,
     }
     # Cheap checks of the estimator settings (fail before any long work).
     for model in MODELS:
@@ -281,6 +316,8 @@ def compare_widths(
                 "estimator_params": {k: v for k, v in opts["estimator"].items() if k not in ("device", "dtype")},
                 "random_state": int(random_state),
                 "models": list(MODELS),
+                "exact_kernel": exact_kernel,
+                "exact_kernel_alphas": list(EXACT_KERNEL_ALPHAS) if exact_kernel else None,
             },
             environment=environment(threads),
             datasets=info,
@@ -291,17 +328,23 @@ def compare_widths(
             _, result.match_seconds[activation] = _solve_match(activation, sigma_a2)
 
         total = len(names) * len(activations) * len(widths) * int(repeats) * len(MODELS)
+        if exact_kernel:  # one fit per split and activation
+            total += len(activations) * sum(1 if info[n]["split"] == "fixed" else int(repeats) for n in names)
         ticker = progress_bar(total, progress, out)
         try:
             for name in names:
                 splits = _splits(*loaded[name], test_size, random_state, int(repeats))
                 ticker.set_description(f"{name}: warm-up")
                 warm_up(splits[0], activations, widths[0], opts, n_samples=60)
+                if exact_kernel:
+                    warm_up_exact_kernel(splits[0], activations, exact_kernel, opts)
                 for activation in activations:
                     for width in widths:
                         _fit_width(result, name, activation, width, splits, random_state, opts, ticker)
                         if verbose:
                             _report_width(result, name, activation, width, out, after_progress=progress)
+                    if exact_kernel:
+                        _fit_exact_kernel(result, name, activation, splits, random_state, opts, ticker, out, verbose)
         finally:
             ticker.close("done")
     return result
@@ -379,6 +422,23 @@ def _fit_width(result, name, activation, width, splits, random_state, opts, tick
             if model == "matched" and activation not in result.matches.setdefault(name, {}):
                 result.matches[name][activation] = est.match_.to_dict()
             ticker.update(refresh=False)
+
+
+def _fit_exact_kernel(result, name, activation, splits, random_state, opts, ticker, out, verbose):
+    """Fit the exact kernel once per split of the data set (its progress below the progress display) and record it."""
+    kernel = result.config["exact_kernel"]
+    for repeats, split in exact_kernel_splits(splits, result.datasets[name]["split"] == "fixed"):
+        which = f"repeat {repeats[0] + 1}" if len(repeats) == 1 else "all repeats"
+        ticker.set_description(f"{name} {activation} {which}: exact {kernel} kernel")
+        if ticker.enabled:
+            out.write("\n")  # the fit's plan and bars below the display's line
+        rec = fit_exact_kernel(
+            activation, kernel, random_state + repeats[0], split, opts, stream=out if ticker.enabled else None
+        )
+        result.exact_kernel_records.append({"dataset": name, "activation": activation, "repeats": repeats, **rec})
+        ticker.update(refresh=False)
+        if verbose:
+            report_line(name, activation, rec, out)
 
 
 def _report_width(result, name, activation, width, out, *, after_progress: bool):
