@@ -23,6 +23,8 @@ __all__ = [
     "check_exact_kernel",
     "exact_kernel_splits",
     "fit_exact_kernel",
+    "report_line",
+    "warm_up_exact_kernel",
 ]
 
 #: The kernels ``exact_kernel`` accepts: the DEQ's feature kernel (the Gram matrix of its features, which the
