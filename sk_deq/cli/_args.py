@@ -33,6 +33,7 @@ _OPTIONS = {
     "n_samples": "--n-samples",
     "n_splits": "--cv",
     "ratio": "--ratio",
+    "exact_kernel": "--exact-kernel",
 }
 _ASSIGNMENT = re.compile(r"\b(" + "|".join(_OPTIONS) + r")=('[^']*'|\S+?)(?=[\s,;:)]|\.?$|\.\s)")
 # Bare names that cannot be mistaken for words of a sentence.

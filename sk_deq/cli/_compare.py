@@ -28,7 +28,7 @@ from ._args import (
     reject_inapplicable,
     write_outputs,
 )
-from ..experiments import SGD_TRAINING, compare_widths, cross_validate_widths
+from ..experiments import EXACT_KERNEL_ALPHAS, EXACT_KERNELS, SGD_TRAINING, compare_widths, cross_validate_widths
 from ..experiments._compare_result import cv_verdict
 
 
@@ -68,6 +68,7 @@ def _add_compare_parser(sub) -> None:
     )
     _option(c, "--plain-depth", cd, "layers of the plain explicit network", type=_positive_int)
     _add_training_options(c, cd)
+    _add_exact_kernel_option(c)
     _add_threads_option(c, cd)
     _option(c, "--device", cd, "torch device: auto, cpu, cuda or cuda:N", type=_device)
     _option(c, "--random-state", cd, "base seed", type=_seed)
@@ -152,6 +153,23 @@ def _divergence_advice(args) -> str | None:
     return f"--learning-rate {rate:g}{default} is too large a step size for these data: pass a smaller --learning-rate"
 
 
+def _add_exact_kernel_option(c) -> None:
+    """``--exact-kernel [KERNEL]``: the entry of infinite width, exact kernel ridge with the DEQ's kernel."""
+    alphas = ", ".join(f"{a:g}" for a in EXACT_KERNEL_ALPHAS)
+    c.add_argument(
+        "--exact-kernel",
+        nargs="?",
+        const="feature",
+        default=None,
+        choices=EXACT_KERNELS,
+        metavar="KERNEL",
+        help="also fit exact kernel ridge (ImplicitCKRidgeClassifier) with the DEQ's exact kernel, once per split "
+        "and activation: the entry of infinite width, a line of the table and of the figure; KERNEL is feature "
+        "(when given alone: the limit of the Gram matrix of the DEQ's features, which the readout sees), ck or ntk; "
+        f"the ridge is chosen among {alphas} on a held-out tenth of the training samples",
+    )
+
+
 def _add_compare_sizes(c, cd) -> None:
     """``--widths``, ``--repeats``, ``--n-samples`` and ``--quick`` of ``compare``."""
     # --widths, --repeats and --n-samples: None leaves compare_widths' default (or --quick's)
@@ -186,6 +204,7 @@ def _add_compare_sizes(c, cd) -> None:
 def _cmd_compare(args) -> int:
     if args.cv is not None:
         options = ["--repeats"] * (args.repeats is not None) + ["--test-size"] * ("test_size" in args._given)
+        options += ["--exact-kernel"] * (args.exact_kernel is not None)
         reject_inapplicable(args._parser, options, "with --cv (every sample is tested once, in one of K folds)")
     _check_out(args)
     sizes = dict(_QUICK) if args.quick else {}
@@ -194,7 +213,14 @@ def _cmd_compare(args) -> int:
     if args.cv is not None:
         return _cmd_compare_cv(args, sizes)
     start = time.perf_counter()
-    result = compare_widths(args.datasets, args.activations, test_size=args.test_size, **_run_options(args), **sizes)
+    result = compare_widths(
+        args.datasets,
+        args.activations,
+        test_size=args.test_size,
+        exact_kernel=args.exact_kernel,
+        **_run_options(args),
+        **sizes,
+    )
     elapsed = time.perf_counter() - start
     from ..plotting import plot_compare_widths
 

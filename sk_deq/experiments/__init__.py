@@ -26,7 +26,11 @@ theory) or, with ``trainable='all'``, trained end to end by minibatch SGD (the
 setting of their experiments), and records test accuracy and fit+predict wall
 time; over the repeats it tests
 the DEQ's accuracy against the other two models' with the corrected
-resampled t-test of :func:`sk_deq.model_selection.corrected_resampled_ttest`.  The result is a
+resampled t-test of :func:`sk_deq.model_selection.corrected_resampled_ttest`.
+With ``exact_kernel`` it also fits, on the same splits,
+:class:`~sk_deq.ImplicitCKRidgeClassifier` with the DEQ's exact kernel:
+the entry of infinite width (``'feature'``: the feature kernel, the limit
+of the Gram matrix the DEQ's readout sees).  The result is a
 :class:`CompareResult`, which prints as a table, serialises to JSON and is
 drawn by :func:`sk_deq.plotting.plot_compare_widths`.  The ``sk-deq compare``
 command is a thin wrapper around it; with ``--cv K`` it runs
@@ -39,11 +43,12 @@ weights trained) is not part of the package: it lives beside it, in
 user guide discusses what it shows.
 """
 
-# One private module per experiment (_compare with its _compare_result, _spectrum, _sphere, _demo)
-# and _common for what they share; everything public is imported from here.
-from . import _common, _compare, _spectrum
+# One private module per experiment (_compare with its _compare_cv, _compare_result and _exact_kernel,
+# _spectrum, _sphere, _demo) and _common for what they share; everything public is imported from here.
+from . import _common, _compare, _exact_kernel, _spectrum
 from ._common import load_dataset
-from ._compare import compare_widths, cross_validate_widths
+from ._compare import compare_widths
+from ._compare_cv import cross_validate_widths
 from ._compare_result import CompareResult
 from ._demo import DemoResult, demo
 from ._spectrum import SpectrumResult, spectrum
@@ -51,6 +56,8 @@ from ._sphere import SphereSpectrumResult, sphere_spectrum
 
 __all__ = [
     "DATASETS",
+    "EXACT_KERNELS",
+    "EXACT_KERNEL_ALPHAS",
     "MODELS",
     "OFFICIAL_TEST_SIZES",
     "SGD_TRAINING",
@@ -77,6 +84,13 @@ OFFICIAL_TEST_SIZES = _common.OFFICIAL_TEST_SIZES
 
 #: What ``trainable='all'`` trains with unless ``estimator_params`` say otherwise.
 SGD_TRAINING = _compare.SGD_TRAINING
+
+#: The kernels of ``compare_widths(exact_kernel=...)``: the DEQ's feature kernel, Implicit-CK and Implicit-NTK.
+EXACT_KERNELS = _exact_kernel.EXACT_KERNELS
+
+#: The candidate ridges of the exact kernel fits of ``compare_widths(exact_kernel=...)``, chosen on a held-out
+#: tenth of the training samples.
+EXACT_KERNEL_ALPHAS = _exact_kernel.EXACT_KERNEL_ALPHAS
 
 #: The three models compared at every width, in table order.
 MODELS = _common.MODELS

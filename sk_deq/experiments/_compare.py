@@ -1,4 +1,4 @@
-"""The accuracy-versus-width experiment: :func:`compare_widths` and :func:`cross_validate_widths`.
+"""The accuracy-versus-width experiment: :func:`compare_widths` (cross-validated: ``_compare_cv``).
 
 Its result, :class:`CompareResult`, lives in ``_compare_result``.  The package documentation (:mod:`sk_deq.experiments`) describes the three
 models it compares and what it records.
@@ -17,6 +17,14 @@ import numpy as np
 
 from .._validation import check_bool, check_label_vector
 from ._compare_result import CompareResult, p_text
+from ._exact_kernel import (
+    EXACT_KERNEL_ALPHAS,
+    check_exact_kernel,
+    exact_kernel_splits,
+    fit_exact_kernel,
+    report_line,
+    warm_up_exact_kernel,
+)
 from ._own_data import check_dataset, load_npz
 from ._provenance import provenance
 from ._common import (
@@ -146,6 +154,7 @@ def compare_widths(
     dtype: str = "float32",
     trainable: str = "readout",
     estimator_params: dict | None = None,
+    exact_kernel: str | None = None,
     random_state: int = 0,
     progress: bool = False,
     verbose: int = 0,
@@ -219,14 +228,36 @@ def compare_widths(
         Parameters set on all three estimators (e.g. ``{"max_iter": 5}`` or
         ``{"alpha": 1e-4}``), checked by them; they override the training
         defaults of ``trainable='all'``.
+    exact_kernel : {'feature', 'ck', 'ntk'} or None, default=None
+        Also fit exact kernel ridge with this implicit kernel of the DEQ
+        (:class:`~sk_deq.ImplicitCKRidgeClassifier` on ±1 one-hot targets,
+        float64, the kernel's blocks on ``device`` and its threads
+        ``n_threads``) for every data set and activation: the entry of
+        infinite width.  ``'feature'`` is the limit of the Gram matrix of
+        the DEQ's features, the kernel its readout sees, so exact kernel
+        ridge with it is the infinite-width limit of the readout-trained
+        DEQ with a least-squares readout (``estimator_params={"readout":
+        "ridge"}``; the default cross-entropy readout has the same kernel
+        and another loss) and, as far as the matching holds, of the matched
+        network; ``'ck'`` adds the input's linear kernel ``sigma_b2 x.y`` (the
+        Implicit-CK), ``'ntk'`` is the Implicit-NTK.  The kernel does not
+        depend on the seed, so it is fitted once per split: once per
+        repeat, or once for all repeats on a data set with a test set of
+        its own.  The ridge is chosen by the estimator among
+        :data:`EXACT_KERNEL_ALPHAS` on a held-out tenth of the training
+        samples (seeded by the split's seed).  See
+        :meth:`CompareResult.exact_kernel_summary`.
     random_state : int, default=0
         Base seed: repeat ``r`` uses ``random_state + r`` for its split and
         its networks' weights; the subsample uses ``random_state``.
     progress : bool, default=False
         Show a one-line progress display (fits done, the fit running, elapsed
-        time and an estimate of the time left) on ``stream``.
+        time and an estimate of the time left) on ``stream``; an exact
+        kernel fit also shows its memory plan and the progress of its kernel
+        and of its solves there.
     verbose : int, default=0
-        ``1`` prints one line per width with the accuracies and times.
+        ``1`` prints one line per width with the accuracies and times (and
+        one per exact kernel fit).
     stream : file-like or None, default=None
         Where progress and verbose lines go; None means ``sys.stderr``.
 
@@ -239,8 +270,9 @@ def compare_widths(
     Raises
     ------
     ValueError
-        For an unknown data set or activation, a non-positive width or
-        repeat count, or an invalid test fraction or subsample size.
+        For an unknown data set, activation or exact kernel, a non-positive
+        width or repeat count, or an invalid test fraction or subsample
+        size.
 
     Examples
     --------
@@ -255,11 +287,14 @@ def compare_widths(
     datasets, names, activations, widths = _validate(
         datasets, activations, widths, repeats, test_size, n_samples, plain_depth, n_threads
     )
+    exact_kernel = check_exact_kernel(exact_kernel)
     out = stream or sys.stderr
     opts: dict[str, Any] = {
         "sigma_a2": float(sigma_a2),
         "plain_depth": int(plain_depth),
         "estimator": _estimator_options(trainable, estimator_params, device, dtype),
+        "exact_kernel_alphas": EXACT_KERNEL_ALPHAS,
+        "n_jobs": n_threads,
     }
     # Cheap checks of the estimator settings (fail before any long work).
     for model in MODELS:
@@ -283,6 +318,8 @@ def compare_widths(
                 "estimator_params": {k: v for k, v in opts["estimator"].items() if k not in ("device", "dtype")},
                 "random_state": int(random_state),
                 "models": list(MODELS),
+                "exact_kernel": exact_kernel,
+                "exact_kernel_alphas": list(EXACT_KERNEL_ALPHAS) if exact_kernel else None,
             },
             environment=environment(threads),
             datasets=info,
@@ -293,17 +330,23 @@ def compare_widths(
             _, result.match_seconds[activation] = _solve_match(activation, sigma_a2)
 
         total = len(names) * len(activations) * len(widths) * int(repeats) * len(MODELS)
+        if exact_kernel:  # one fit per split and activation
+            total += len(activations) * sum(1 if info[n]["split"] == "fixed" else int(repeats) for n in names)
         ticker = progress_bar(total, progress, out)
         try:
             for name in names:
                 splits = _splits(*loaded[name], test_size, random_state, int(repeats))
                 ticker.set_description(f"{name}: warm-up")
                 warm_up(splits[0], activations, widths[0], opts, n_samples=60)
+                if exact_kernel:
+                    warm_up_exact_kernel(splits[0], activations, exact_kernel, opts)
                 for activation in activations:
                     for width in widths:
                         _fit_width(result, name, activation, width, splits, random_state, opts, ticker)
                         if verbose:
                             _report_width(result, name, activation, width, out, after_progress=progress)
+                    if exact_kernel:
+                        _fit_exact_kernel(result, name, activation, splits, random_state, opts, ticker, out, verbose)
         finally:
             ticker.close("done")
     return result
@@ -383,6 +426,23 @@ def _fit_width(result, name, activation, width, splits, random_state, opts, tick
             ticker.update(refresh=False)
 
 
+def _fit_exact_kernel(result, name, activation, splits, random_state, opts, ticker, out, verbose):
+    """Fit the exact kernel once per split of the data set (its progress below the progress display) and record it."""
+    kernel = result.config["exact_kernel"]
+    for repeats, split in exact_kernel_splits(splits, result.datasets[name]["split"] == "fixed"):
+        which = f"repeat {repeats[0] + 1}" if len(repeats) == 1 else "all repeats"
+        ticker.set_description(f"{name} {activation} {which}: exact {kernel} kernel")
+        if ticker.enabled:
+            out.write("\n")  # the fit's plan and bars below the display's line
+        rec = fit_exact_kernel(
+            activation, kernel, random_state + repeats[0], split, opts, stream=out if ticker.enabled else None
+        )
+        result.exact_kernel_records.append({"dataset": name, "activation": activation, "repeats": repeats, **rec})
+        ticker.update(refresh=False)
+        if verbose:
+            report_line(name, activation, rec, out)
+
+
 def _report_width(result, name, activation, width, out, *, after_progress: bool):
     """The verbose line of one width: mean accuracy and median time of every model."""
     recs = [x for x in result.records if x["dataset"] == name and x["activation"] == activation and x["width"] == width]
@@ -401,141 +461,4 @@ def _report_width(result, name, activation, width, out, *, after_progress: bool)
     if after_progress:
         out.write("\n")
     out.write(f"{name} {activation} width {width}: " + ", ".join(parts) + "\n")
-    out.flush()
-
-
-def cross_validate_widths(
-    datasets: Sequence[str | tuple] = ("digits",),
-    activations: Sequence[str] = ("relu", "tanh"),
-    widths: Sequence[int] = (256, 1024),
-    *,
-    cv: int = 5,
-    sigma_a2: float = 0.2,
-    n_samples: int | None = None,
-    plain_depth: int = 1,
-    n_threads: int | None = 1,
-    device: str = "auto",
-    dtype: str = "float32",
-    trainable: str = "readout",
-    estimator_params: dict | None = None,
-    random_state: int = 0,
-    n_jobs: int | None = None,
-    progress: bool = False,
-    verbose: int = 0,
-    stream: IO[str] | None = None,
-) -> list[dict]:
-    """Cross-validate the DEQ, its matched network and a plain network at every width.
-
-    The counterpart of :func:`compare_widths` on ``cv`` stratified folds
-    instead of repeated random splits: for every data set, activation and
-    width, :func:`sk_deq.model_selection.compare_estimators` fits the three
-    models on the same folds (new weights on every fold, the same for the
-    three: ``fold_seed=random_state``) and tests every pair with the
-    corrected resampled t-test.
-
-    Parameters
-    ----------
-    datasets : sequence of str or tuple, default=('digits',)
-        As for :func:`compare_widths`; the folds are drawn from all of a data
-        set's samples, its own test set included.
-    activations : sequence of str, default=('relu', 'tanh')
-        DEQ activations.
-    widths : sequence of int, default=(256, 1024)
-        Widths ``m``.
-    cv : int, default=5
-        Number of stratified folds (shuffled with ``random_state``).
-    sigma_a2 : float, default=0.2
-        The DEQ's recurrent weight variance.
-    n_samples : int or None, default=None
-        Size of a stratified subsample of every data set; None uses all.
-    plain_depth : int, default=1
-        Number of layers of the plain network.
-    n_threads : int or None, default=1
-        Torch intra-op threads during the run (restored afterwards).
-    device : str, default='auto'
-        Torch device of all estimators.
-    dtype : {'float32', 'float64'}, default='float32'
-        Precision of all estimators.
-    trainable : {'readout', 'all'}, default='readout'
-        What is trained, as for :func:`compare_widths`.
-    estimator_params : dict or None, default=None
-        Parameters set on all three estimators, as for :func:`compare_widths`.
-    random_state : int, default=0
-        Seed of the folds, of the subsample and of the weights.
-    n_jobs : int or None, default=None
-        Parallel (model, fold) fits (see
-        :func:`~sk_deq.model_selection.compare_estimators`).
-    progress : bool, default=False
-        Show a one-line progress display (widths done, the one running,
-        elapsed time and an estimate of the time left) on ``stream``.
-    verbose : int, default=0
-        ``1`` prints one line per width, with the mean accuracies and the
-        DEQ-versus-matched p-value, as it finishes.
-    stream : file-like or None, default=None
-        Where progress and verbose lines go; None means ``sys.stderr``.
-
-    Returns
-    -------
-    list of dict
-        One entry per data set, activation and width: ``dataset``,
-        ``activation``, ``width`` and ``result`` (a
-        :class:`~sk_deq.model_selection.ComparisonResult` of the models
-        ``deq``, ``matched`` and ``plain``, scored by accuracy).
-
-    Examples
-    --------
-    >>> from sk_deq.experiments import cross_validate_widths
-    >>> out = cross_validate_widths(["digits"], ["tanh"], [32], cv=3, n_samples=300)
-    >>> out[0]["result"].names
-    ['deq', 'matched', 'plain']
-    >>> 0.0 <= out[0]["result"].test("deq", "matched").pvalue <= 1.0
-    True
-    """
-    check_bool(progress, "progress", "cross_validate_widths")
-    from sklearn.model_selection import StratifiedKFold
-
-    from ..model_selection import compare_estimators
-
-    check_count(cv, "cv", 2)
-    datasets, names, activations, widths = _validate(
-        datasets, activations, widths, 1, 0.2, n_samples, plain_depth, n_threads
-    )
-    opts: dict[str, Any] = {
-        "sigma_a2": float(sigma_a2),
-        "plain_depth": int(plain_depth),
-        "estimator": _estimator_options(trainable, estimator_params, device, dtype),
-    }
-    folds = StratifiedKFold(int(cv), shuffle=True, random_state=random_state)
-    out = []
-    loaded, _ = _load(datasets, names, n_samples, 0.2, random_state)  # (the test fraction only sizes the info)
-    stream = stream or sys.stderr
-    ticker = progress_bar(len(names) * len(activations) * len(widths), progress, stream)
-    with torch_threads(n_threads):
-        try:
-            for name, (X, y, _) in loaded.items():
-                for activation in activations:
-                    for width in widths:
-                        ticker.set_description(f"{name} {activation} width {width}: {cv} folds x {len(MODELS)} models")
-                        models = {m: _make(m, activation, width, random_state, opts) for m in MODELS}
-                        result = compare_estimators(
-                            models, X, y, cv=folds, scoring="accuracy", fold_seed=random_state, n_jobs=n_jobs
-                        )
-                        out.append({"dataset": name, "activation": activation, "width": int(width), "result": result})
-                        ticker.update()
-                        if verbose:
-                            _report_cv_width(out[-1], stream, after_progress=progress)
-        finally:
-            ticker.close("done")
-    return out
-
-
-def _report_cv_width(run, out, *, after_progress: bool):
-    """The verbose line of one cross-validated width: mean accuracy of every model, DEQ vs matched p-value."""
-    result = run["result"]
-    means = {name: row[~failed].mean() for name, row, failed in zip(result.names, result.scores, result.failed)}
-    parts = [f"{_MODEL_LABELS[m]} {100 * means[m]:.2f}%" for m in MODELS]
-    parts.append(f"DEQ vs matched p = {p_text(result.test('deq', 'matched').to_dict())}")
-    if after_progress:
-        out.write("\n")
-    out.write(f"{run['dataset']} {run['activation']} width {run['width']}: " + ", ".join(parts) + "\n")
     out.flush()

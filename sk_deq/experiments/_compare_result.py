@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from .._json import JSONResult
 from ._common import MODELS, mean_std
+from ._exact_kernel import EXACT_KERNEL_TEXT
 
 
 @dataclass
@@ -49,6 +50,16 @@ class CompareResult(JSONResult):
         Where the figures come from (:func:`sk_deq.experiments._provenance.provenance`,
         taken when the run starts): command, time, git commit, machine,
         versions and threads.
+    exact_kernel_records : list of dict, default=[]
+        One entry per exact kernel fit (``config['exact_kernel']``), in the
+        order run: ``dataset``, ``activation``, ``repeats`` (the repeats
+        whose split it was fitted on: one, or all where the data set has a
+        test set of its own), ``kernel``, ``accuracy``, ``fit_seconds``,
+        ``predict_seconds``, ``seconds``, ``n_train``, ``alpha`` (the ridge
+        chosen), ``alpha_scores`` (held-out accuracy of every candidate of
+        ``config['exact_kernel_alphas']``), ``solver``, ``n_iter``,
+        ``residual``, ``storage`` (the stored kernel's dtype) and
+        ``warnings``.
     """
 
     config: dict
@@ -58,6 +69,7 @@ class CompareResult(JSONResult):
     match_seconds: dict = field(default_factory=dict)
     records: list = field(default_factory=list)
     provenance: dict = field(default_factory=dict)
+    exact_kernel_records: list = field(default_factory=list)
 
     # -- aggregation --------------------------------------------------------
     def summary(self) -> list:
@@ -122,6 +134,46 @@ class CompareResult(JSONResult):
                     )
         return rows
 
+    def exact_kernel_summary(self) -> list:
+        """Aggregate the exact kernel fits: one row per (dataset, activation), the entry of infinite width.
+
+        Returns
+        -------
+        list of dict
+            One row per (dataset, activation) that has exact kernel records,
+            in the order of ``config`` (none without ``exact_kernel``), with
+            ``dataset``, ``activation``, ``kernel``, ``n_fits`` (one per
+            split), ``accuracy_mean``, ``accuracy_std`` (sample standard
+            deviation over the fits, 0 for one), ``accuracies``,
+            ``seconds_median``, ``seconds`` (fit+predict seconds per fit)
+            and ``alphas`` (the ridge chosen by every fit).
+        """
+        rows = []
+        for dataset in self.config["datasets"]:
+            for activation in self.config["activations"]:
+                recs = [
+                    r for r in self.exact_kernel_records if r["dataset"] == dataset and r["activation"] == activation
+                ]
+                if not recs:
+                    continue
+                mean, std = mean_std(r["accuracy"] for r in recs)
+                secs = [r["seconds"] for r in recs]
+                rows.append(
+                    {
+                        "dataset": dataset,
+                        "activation": activation,
+                        "kernel": recs[0]["kernel"],
+                        "n_fits": len(recs),
+                        "accuracy_mean": mean,
+                        "accuracy_std": std,
+                        "accuracies": [r["accuracy"] for r in recs],
+                        "seconds_median": statistics.median(secs),
+                        "seconds": secs,
+                        "alphas": [r["alpha"] for r in recs],
+                    }
+                )
+        return rows
+
     def _tests(self, dataset, models) -> dict:
         """The corrected resampled t-test of the DEQ against every other model, over the paired repeats."""
         from ..model_selection import corrected_resampled_ttest
@@ -144,8 +196,10 @@ class CompareResult(JSONResult):
         -------
         dict
             ``provenance``, ``config``, ``environment``, ``datasets``,
-            ``matches``, ``match_seconds``, ``summary`` (:meth:`summary`)
-            and ``records``.
+            ``matches``, ``match_seconds``, ``summary`` (:meth:`summary`),
+            ``records``, ``exact_kernel_summary``
+            (:meth:`exact_kernel_summary`) and ``exact_kernel_records``
+            (both empty lists without ``exact_kernel``).
             :func:`sk_deq.plotting.plot_compare_widths` accepts it in place of
             the result.
         """
@@ -158,6 +212,8 @@ class CompareResult(JSONResult):
             "match_seconds": self.match_seconds,
             "summary": self.summary(),
             "records": self.records,
+            "exact_kernel_summary": self.exact_kernel_summary(),
+            "exact_kernel_records": self.exact_kernel_records,
         }
 
     # -- display ------------------------------------------------------------
@@ -174,9 +230,14 @@ class CompareResult(JSONResult):
             0.05; ``-`` with one repeat), median fit+predict seconds of every
             model and the DEQ/matched time ratio; then a verdict on the
             DEQ-versus-matched differences, the matching solve times and the
-            distinct warnings raised during the fits.
+            distinct warnings raised during the fits.  With exact kernel fits
+            (``config['exact_kernel']``), every data set and activation ends
+            with a line of infinite width (``∞``): the exact kernel's
+            accuracy (mean ± std over its fits where there are several), the
+            ridge it chose and its median fit+predict seconds.
         """
         rows = self.summary()
+        exact = {(r["dataset"], r["activation"]): r for r in self.exact_kernel_summary()}
         n_rep = self.config["repeats"]
         lines = [
             f"{self._training_text()}, sigma_a2={self.config['sigma_a2']:g}; accuracy in % "
@@ -185,6 +246,8 @@ class CompareResult(JSONResult):
             "p: DEQ vs matched / vs plain accuracy, corrected resampled t-test over the paired repeats "
             "(Nadeau & Bengio 2003), * below 0.05.",
         ]
+        if exact:
+            lines.append(_exact_kernel_text(self.config))
         head = (
             f"{'width':>6} | {'DEQ acc':>11} {'matched':>11} {'plain':>11} | {'p matched':>9} {'p plain':>8} | "
             f"{'DEQ s':>8} {'matched s':>9} {'plain s':>8} | {'DEQ/matched':>11}"
@@ -222,6 +285,8 @@ class CompareResult(JSONResult):
                         f"{m['deq']['seconds_median']:>8.3f} {m['matched']['seconds_median']:>9.3f} "
                         f"{m['plain']['seconds_median']:>8.3f} | {r['time_ratio_median']:>10.2f}x"
                     )
+                if (dataset, activation) in exact:
+                    lines.append(_exact_kernel_line(exact[dataset, activation]))
         verdict = _verdict(rows)
         if verdict:
             lines.append("")
@@ -230,7 +295,7 @@ class CompareResult(JSONResult):
             solves = ", ".join(f"{a} {s:.2f}s" for a, s in self.match_seconds.items())
             lines.append("")
             lines.append(f"One matching solve per activation (not in the matched fit times): {solves}.")
-        warned = sorted({w for r in self.records for w in r["warnings"]})
+        warned = sorted({w for r in [*self.records, *self.exact_kernel_records] for w in r["warnings"]})
         if warned:
             lines.append("")
             lines.append(f"{len(warned)} distinct warning(s) during the fits:")
@@ -252,6 +317,28 @@ class CompareResult(JSONResult):
         if "batch_size" in params:
             what += f", batches of {params['batch_size']}"
         return f"Networks trained end to end ({what})"
+
+
+def _exact_kernel_text(config) -> str:
+    """The table's line on its exact kernel fits: which kernel, how the ridge was chosen."""
+    alphas = ", ".join(f"{a:g}" for a in config.get("exact_kernel_alphas") or [])
+    kernel = config["exact_kernel"]
+    return (
+        f"∞: exact kernel ridge with {EXACT_KERNEL_TEXT.get(kernel, kernel)}, one fit per split, the ridge chosen "
+        f"among {alphas} on a held-out tenth of the training samples."
+    )
+
+
+def _exact_kernel_line(row) -> str:
+    """The line of infinite width: the exact kernel's accuracy, its ridge and its time."""
+    acc = f"{100 * row['accuracy_mean']:.2f}"
+    if row["n_fits"] > 1:
+        acc += f"±{100 * row['accuracy_std']:.2f}"
+    alphas = ",".join(f"{a:g}" for a in sorted(set(row["alphas"])))
+    return (
+        f"{'∞':>6} | {acc:>11} exact {row['kernel']} kernel ridge (alpha {alphas}) | "
+        f"{row['seconds_median']:>8.3f} s fit+predict"
+    )
 
 
 def p_text(test) -> str:

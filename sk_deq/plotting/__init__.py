@@ -25,6 +25,7 @@ from ._spectra import (
 )
 
 __all__ = [
+    "EXACT_KERNEL_STYLE",
     "MODEL_STYLES",
     "plot_compare_widths",
     "plot_eigenvalue_histograms",
@@ -38,3 +39,6 @@ __all__ = [
 
 #: Colour, marker and label of every model of :func:`sk_deq.experiments.compare_widths`.
 MODEL_STYLES = _compare.MODEL_STYLES
+
+#: Colour and line of the exact kernel's entry of infinite width in :func:`plot_compare_widths`.
+EXACT_KERNEL_STYLE = _compare.EXACT_KERNEL_STYLE

@@ -14,6 +14,9 @@ MODEL_STYLES = {
     "plain": {"color": "tab:green", "marker": "^", "label": "plain explicit"},
 }
 
+# Colour and line of the exact kernel's entry of infinite width (a horizontal line).
+EXACT_KERNEL_STYLE = {"color": "black", "linestyle": "--", "linewidth": 1.2}
+
 
 def plot_compare_widths(result, *, show_time: bool = True, axes=None, title: str | None = None):
     """Accuracy (and fit+predict time) versus width, one column per data set and activation.
@@ -23,7 +26,11 @@ def plot_compare_widths(result, *, show_time: bool = True, axes=None, title: str
     network versus width (log scale), mean over the repeats with a bar of one
     standard deviation; with ``show_time`` a second row shows the median
     fit+predict time of each model (log scale), the DEQ/matched ratio printed
-    at every width.
+    at every width.  Where the result holds exact kernel fits
+    (``compare_widths(exact_kernel=...)``), their accuracy is a horizontal
+    dashed line in the accuracy panel, labelled with the kernel and "∞
+    width" (a band of one standard deviation where there are several fits),
+    and their median time one in the time panel.
 
     Parameters
     ----------
@@ -54,6 +61,7 @@ def plot_compare_widths(result, *, show_time: bool = True, axes=None, title: str
     plt = require_matplotlib()
     d = result_dict(result, ("summary", "config"), "a CompareResult from sk_deq.experiments.compare_widths")
     rows, config, datasets, matches = d["summary"], d["config"], d.get("datasets", {}), d.get("matches", {})
+    exact = {(r["dataset"], r["activation"]): r for r in d.get("exact_kernel_summary") or []}
     panels = [(d, a) for d in config["datasets"] for a in config["activations"]]
     panels = [p for p in panels if any(r["dataset"] == p[0] and r["activation"] == p[1] for r in rows)]
     if not panels:
@@ -66,9 +74,10 @@ def plot_compare_widths(result, *, show_time: bool = True, axes=None, title: str
         family = matches.get(dataset, {}).get(activation, {}).get("family")
         name = datasets.get(dataset, {}).get("description", dataset).split(" (")[0]
         title_j = f"{name}, {ACT_LABELS.get(activation, activation)}-DEQ"
-        _accuracy_panel(axes[0, j], block, activation, family, title_j, first=j == 0)
+        limit = exact.get((dataset, activation))
+        _accuracy_panel(axes[0, j], block, activation, family, title_j, first=j == 0, exact=limit)
         if show_time:
-            _time_panel(axes[1, j], block, first=j == 0)
+            _time_panel(axes[1, j], block, first=j == 0, exact=limit)
         else:
             axes[0, j].set_xlabel("width m")
     if title:
@@ -202,8 +211,15 @@ def plot_paired_scores(result, *, ax=None, annotate="adjacent", title: str | Non
     return fig
 
 
-def _accuracy_panel(ax, block, activation, family, title: str, *, first: bool):
-    """Test accuracy (mean and one standard deviation over the repeats) of every model versus width."""
+def _exact_label(row) -> str:
+    return f"exact {row['kernel']} kernel (∞ width)"
+
+
+def _accuracy_panel(ax, block, activation, family, title: str, *, first: bool, exact=None):
+    """Test accuracy (mean and one standard deviation over the repeats) of every model versus width.
+
+    ``exact``, a row of the exact kernel summary, is drawn as a horizontal line.
+    """
     import numpy as np
 
     widths = [r["width"] for r in block]
@@ -218,6 +234,11 @@ def _accuracy_panel(ax, block, activation, family, title: str, *, first: bool):
         elif model == "plain":
             label = f"{label} ({activation})"
         ax.errorbar(widths, mean, yerr=std, color=style["color"], marker=style["marker"], capsize=3, label=label)
+    if exact is not None:
+        acc, std = 100 * exact["accuracy_mean"], 100 * exact["accuracy_std"]
+        ax.axhline(acc, label=_exact_label(exact), **EXACT_KERNEL_STYLE)
+        if std > 0:
+            ax.axhspan(acc - std, acc + std, color=EXACT_KERNEL_STYLE["color"], alpha=0.1, linewidth=0)
     ax.set_xscale("log", base=2)
     ax.set_xticks(widths, [str(w) for w in widths])
     ax.set_title(title, fontsize="medium")
@@ -227,14 +248,19 @@ def _accuracy_panel(ax, block, activation, family, title: str, *, first: bool):
     ax.legend(fontsize="small", loc="best")
 
 
-def _time_panel(ax_t, block, *, first: bool):
-    """Median fit+predict time of every model versus width, the DEQ/matched ratio written above the DEQ's."""
+def _time_panel(ax_t, block, *, first: bool, exact=None):
+    """Median fit+predict time of every model versus width, the DEQ/matched ratio written above the DEQ's.
+
+    ``exact``, a row of the exact kernel summary, is drawn as a horizontal line at its median time.
+    """
     widths = [r["width"] for r in block]
     for model, style in MODEL_STYLES.items():
         if model not in block[0]["models"]:
             continue
         secs = [r["models"][model]["seconds_median"] for r in block]
         ax_t.plot(widths, secs, color=style["color"], marker=style["marker"], label=style["label"])
+    if exact is not None:
+        ax_t.axhline(exact["seconds_median"], label=_exact_label(exact), **EXACT_KERNEL_STYLE)
     for r in block:
         ratio = r["time_ratio_median"]
         if ratio is not None and math.isfinite(ratio):

@@ -48,6 +48,8 @@ def test_cli_compare_json_output(capsys):
         (["--activations", "relu,cosh2"], "unknown activation 'cosh2'"),
         (["--test-size", "2"], "argument --test-size"),
         (["--threads", "-1"], "argument --threads"),
+        (["--exact-kernel", "rbf"], "argument --exact-kernel: invalid choice: 'rbf'"),
+        (["--cv", "3", "--exact-kernel"], "--exact-kernel does not apply with --cv"),
     ],
 )
 def test_cli_compare_bad_arguments_are_usage_errors(capsys, argv, message):
@@ -106,3 +108,25 @@ def test_the_table_is_printed_before_the_files_are_written(capsys, tmp_path, mon
     captured = capsys.readouterr()
     assert "Total run time" in captured.out and "p matched" in captured.out
     assert "sk-deq compare: error: [Errno 28] No space left on device" in captured.err
+
+
+def test_cli_exact_kernel_adds_the_entry_of_infinite_width(capsys, tmp_path):
+    argv = ["compare", "--datasets", "digits", "--activations", "relu", "--widths", "8", "--repeats", "1"]
+    argv += ["--n-samples", "150", "--no-progress"]
+    assert main([*argv, "--exact-kernel", "--json"]) == 0  # alone: the feature kernel
+    captured = capsys.readouterr()
+    assert captured.err == ""
+    data = json.loads(captured.out)
+    assert data["config"]["exact_kernel"] == "feature" and len(data["config"]["exact_kernel_alphas"]) > 1
+    (row,) = data["exact_kernel_summary"]
+    (rec,) = data["exact_kernel_records"]
+    assert (row["dataset"], row["activation"], row["kernel"], row["n_fits"]) == ("digits", "relu", "feature", 1)
+    assert row["accuracies"] == [rec["accuracy"]] and rec["alpha"] in data["config"]["exact_kernel_alphas"]
+    # another kernel, the table, -v and the files
+    assert main([*argv, "--exact-kernel", "ck", "-v", "--out", str(tmp_path)]) == 0
+    captured = capsys.readouterr()
+    assert "exact ck kernel ridge (alpha " in captured.out and "Implicit-CK" in captured.out
+    assert "digits relu exact ck kernel (infinite width): " in captured.err
+    written = json.loads((tmp_path / "compare_widths.json").read_text())
+    assert written["exact_kernel_records"][0]["kernel"] == "ck"
+    assert (tmp_path / "compare_widths.png").stat().st_size > 0

@@ -11,6 +11,7 @@ import pytest
 figures = pytest.importorskip("figures")  # docs/_ext, put on the path by this folder's conftest
 
 from figures import FigureError, load, lookup, parse_table, parse_value  # noqa: E402
+from figures._spec import named_tables  # noqa: E402
 from figures import _load  # noqa: E402
 from figures.audit import typed_figures  # noqa: E402
 from figures.readme import render_readme  # noqa: E402
@@ -25,6 +26,16 @@ NOT_MEASURED = [
     ("cli.rst", "--tol 0.05|none", "a default tolerance of the command"),
     ("cli.rst", "below 0.05", "the significance level the table marks"),
     ("install.rst", "Python 3.10", "a version"),
+    (
+        "user_guide.rst",
+        "the largest 1 % of the training rows",
+        "a threshold of the outlier warning (tests/test_scaling_outliers.py)",
+    ),
+    (
+        "user_guide.rst",
+        "spread less than 1 % of it",
+        "a threshold of the outlier warning (tests/test_scaling_outliers.py)",
+    ),
     ("install.rst", "more than 30 s of CPU time", "the default limit of SK_DEQ_EXAMPLE_LIMIT_S, a setting"),
     (
         "user_guide.rst",
@@ -123,6 +134,14 @@ def test_every_figure_of_the_docs_renders(page):
         assert all(p.commit and p.date and p.machine and p.command for p in table.sources)
     for spec in values:
         assert parse_value(spec).text
+
+
+def test_the_table_with_the_exact_kernel_is_the_readme_table_and_one_column():
+    """The README's accuracy table as its files render it, with the column of the exact kernel (a dash without)."""
+    plain = parse_table("accuracy-width-1024", []).render()
+    exact = parse_table("accuracy-width-1024-exact-kernel", []).render()
+    assert exact.header == [*plain.header, "exact kernel %"]
+    assert [row[:-1] for row in exact.rows] == plain.rows and exact.sources == plain.sources
 
 
 def test_every_provenance_sidecar_has_its_file():
@@ -232,6 +251,57 @@ def test_a_value_renders_with_its_source(results):
     assert parse_value("a.json:records[act=tanh].n|{v:,}").text == "2,000"
     with pytest.raises(FigureError, match="template"):
         parse_value("b.json:summary.ratio|{open('x')}")  # nothing but the listed functions in scope
+
+
+def test_a_template_reads_a_path_that_may_be_absent(results):
+    spec = parse_table(
+        "a.json",
+        [":rows: records", ":columns:", "   acc: {get('models.deq.acc', '–')}", "   r: {top('ratio', 0)}"],
+    )
+    assert spec.render().rows == [["0.9312", "0"], ["–", "0"]]
+    with pytest.raises(FigureError, match="no 'models'"):  # without a default, the path must be there
+        parse_table("a.json", [":rows: records", ":columns:", "   acc: {get('models.deq.acc')}"]).render()
+
+
+def _compare_file(path, exact: bool):
+    """A results file of sk-deq compare (CompareResult's JSON) at width 1024, with or without its exact kernel."""
+    from sk_deq.experiments import CompareResult
+
+    prov = {"created_utc": "2026-01-02T03:04:05+00:00", "command": "sk-deq compare", "commit": "0123456789"}
+    prov["machine"] = "a test"
+    config = {"datasets": ["toy", "fixed"], "activations": ["relu", "tanh"], "widths": [1024], "repeats": 2}
+    config.update(trainable="readout", exact_kernel="feature" if exact else None)
+    datasets = {
+        name: {"n_train": 1200, "n_test": 300, "split": split}
+        for name, split in (("toy", "random"), ("fixed", "fixed"))
+    }
+    res = CompareResult(config, {}, datasets, provenance=prov)
+    for dataset in config["datasets"]:
+        for act, base in (("relu", 0.90), ("tanh", 0.80)):
+            for r in (0, 1):
+                for k, model in enumerate(("deq", "matched", "plain")):
+                    acc = base - 0.01 * k + 0.002 * r
+                    rec = {"dataset": dataset, "activation": act, "width": 1024, "repeat": r, "model": model}
+                    res.records.append({**rec, "accuracy": acc, "seconds": 1.0, "warnings": []})
+            fits = [[0], [1]] if dataset == "toy" else [[0, 1]]
+            for i, repeats in enumerate(fits if exact else []):
+                rec = {"dataset": dataset, "activation": act, "repeats": repeats, "kernel": "feature"}
+                res.exact_kernel_records.append(
+                    {**rec, "accuracy": base + 0.05 + 0.01 * i, "seconds": 9.0, "alpha": 0.01}
+                )
+    res.to_json(path)
+
+
+def test_the_exact_kernel_column_renders_from_a_compare_file_that_has_it(results):
+    _compare_file(results / "exact.json", True)
+    _compare_file(results / "networks.json", False)
+    _, lines = named_tables()["accuracy-width-1024-exact-kernel"]
+    table = parse_table("exact.json networks.json", lines).render()
+    assert table.header[-1] == "exact kernel %"
+    column = [row[-1] for row in table.rows]
+    # toy: a new split per repeat, two fits (mean ± std); fixed: one fit for both repeats; no exact kernel: a dash
+    assert column == ["95.50 ± 0.71", "85.50 ± 0.71", "95.00", "85.00"] + ["–"] * 4
+    assert table.rows[0][:3] == ["toy (1,200 / 300)", "readout (L-BFGS)", "relu"]
 
 
 def test_the_readme_regions_render_and_check(results, tmp_path, capsys):

@@ -16,6 +16,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from sk_deq.plotting import (  # noqa: E402
+    EXACT_KERNEL_STYLE,
     MODEL_STYLES,
     plot_compare_widths,
     plot_eigenvalue_histograms,
@@ -109,6 +110,39 @@ def test_compare_widths_errors():
         plot_compare_widths(empty)
     with pytest.raises(TypeError, match="CompareResult"):
         plot_compare_widths({"summary": []})  # no config
+
+
+def test_compare_widths_draws_the_exact_kernel_as_a_horizontal_line():
+    result = _compare_result()
+    result["exact_kernel_summary"] = [  # digits only: mnist's panels have no such line
+        {
+            "dataset": "digits",
+            "activation": "relu",
+            "kernel": "feature",
+            "n_fits": 3,
+            "accuracy_mean": 0.97,
+            "accuracy_std": 0.005,
+            "seconds_median": 40.0,
+        }
+    ]
+    fig = plot_compare_widths(result)
+    acc_digits, acc_mnist, time_digits, time_mnist = fig.axes
+    label = "exact feature kernel (∞ width)"
+    (line,) = [ln for ln in acc_digits.lines if ln.get_label() == label]
+    np.testing.assert_allclose(line.get_ydata(), [97.0, 97.0])
+    np.testing.assert_allclose(line.get_xdata(), [0.0, 1.0])  # across the whole panel (axes coordinates)
+    assert line.get_linestyle() == "--" and line.get_color() == EXACT_KERNEL_STYLE["color"]
+    # a band of one standard deviation over the fits
+    (band,) = acc_digits.patches
+    np.testing.assert_allclose([band.get_y(), band.get_y() + band.get_height()], [96.5, 97.5])
+    assert label in [t.get_text() for t in acc_digits.get_legend().get_texts()]
+    (t_line,) = [ln for ln in time_digits.lines if ln.get_label() == label]
+    np.testing.assert_allclose(t_line.get_ydata(), [40.0, 40.0])
+    assert not [ln for ax in (acc_mnist, time_mnist) for ln in ax.lines if ln.get_label() == label]
+    assert not acc_mnist.patches
+    # one fit: no band
+    result["exact_kernel_summary"][0].update(n_fits=1, accuracy_std=0.0)
+    assert not plot_compare_widths(result).axes[0].patches
 
 
 # -- spectra ----------------------------------------------------------------------------------------

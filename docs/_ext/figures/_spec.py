@@ -15,7 +15,8 @@ regions, :mod:`figures.readme`)::
 
 A template is a Python f-string evaluated per row with the row's fields by
 name, ``row``, ``get(path)`` (a path inside the row), ``top(path)`` (a path
-inside the whole file), ``file`` (its name), ``commit`` and ``date`` (of
+inside the whole file; both take a second argument, returned where the path
+is absent, e.g. a field that older files lack), ``file`` (its name), ``commit`` and ``date`` (of
 its provenance: a table over several runs can show each row's age) and a few functions (``median``,
 ``mean``, ``stdev``, ``min``, ``max``, ``len``, ``abs``, ``round``, ``sum``).
 A value is ``file.json:path|template`` with the value as ``v``
@@ -101,8 +102,8 @@ class TableSpec:
                     file=name,
                     commit=res.provenance.commit,
                     date=res.provenance.date,
-                    get=lambda p, r=row: lookup(r, p),
-                    top=lambda p, d=res.data: lookup(d, p),
+                    get=lambda p, *default, r=row: _lookup_or(r, p, default),
+                    top=lambda p, *default, d=res.data: _lookup_or(d, p, default),
                 )
                 out.rows.append([render_template(t, names) for _, t in self.columns])
         if not out.rows:
@@ -110,6 +111,16 @@ class TableSpec:
                 f"table over {', '.join(self.files)} has no rows (rows={self.rows!r}, where={self.where!r})"
             )
         return out
+
+
+def _lookup_or(obj, path, default: tuple):
+    """``lookup(obj, path)``, or ``default[0]`` where the path is absent and a default is given."""
+    try:
+        return lookup(obj, path)
+    except FigureError:
+        if default:
+            return default[0]
+        raise
 
 
 def _try(row, path):
