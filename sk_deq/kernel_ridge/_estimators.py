@@ -17,14 +17,14 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 
 from .._persistence import restored_state, versioned_state
-from .._runtime import resolve_device
+from .._runtime import on_gpu, resolve_device
 from .._scaling import apply_input_scaling, fit_input_scaling, scaling_device
 from .._scoring import accuracy_of, r2_score_of
 from .._validation import KERNEL_TRANSFORMER_CONSTRAINTS, checked_weights, fit_context, to_numpy, validate_samples
 from ..kernels import ImplicitKernelEngine, auto_block_size
 from ..kernels._workers import kernel_workers
 from ._docs import ATTRIBUTES, PARAMETERS
-from ._fit import choose_alpha, fill_store, solve
+from ._fit import choose_alpha, fill_store, predict_in_blocks, solve
 from ._plan import plan_fit
 from ._solvers import Weighted
 
@@ -60,6 +60,9 @@ _WAYS_OUT = (
     "or a Dask cluster whose workers hold the kernel's row blocks (fit with a dask.array, see the user guide's "
     "'Larger than memory')."
 )
+
+#: what a GPU adds to the ways out: its own memory is not the only one
+_WAYS_OUT_GPU = "device=None (the kernel stored in the host's memory), "
 
 
 class _ImplicitRidgeBase(BaseEstimator):
@@ -236,9 +239,10 @@ class _ImplicitRidgeBase(BaseEstimator):
             solver=self.solver,
             rank=self.preconditioner_rank,
             workers=workers,
-            block=self.block_size or auto_block_size(workers),
+            block=self.block_size or (None if on_gpu(device) else auto_block_size(workers)),
             candidates=candidates,
-            alternatives=_WAYS_OUT,
+            alternatives=(_WAYS_OUT_GPU if on_gpu(device) else "") + _WAYS_OUT,
+            device=device,
         )
         self.fit_plan_ = plan
         if self.verbose:
@@ -269,13 +273,14 @@ class _ImplicitRidgeBase(BaseEstimator):
         return perm, n - n_val
 
     def _choose_alpha(self, store, op, Y_raw, Yo, alphas, n_train, d, sw, order, plan, kw):
-        dt = np.ones(n_train) if d is None else d[:n_train]
+        ops = store.ops
+        dt = ops.asarray(np.ones(n_train) if d is None else d[:n_train])
         w_val = None if sw is None else sw[order][n_train:]
 
         def heldout(C):
-            full = np.zeros((store.n, C.shape[1]))
+            full = ops.zeros((store.n, C.shape[1]))
             full[:n_train] = C * dt[:, None]
-            return store.matmat(full)[n_train:]
+            return ops.to_host(store.matmat(full)[n_train:])
 
         def score(pred):
             return self._heldout_score(Y_raw[n_train:], pred, w_val)
@@ -315,14 +320,9 @@ class _ImplicitRidgeBase(BaseEstimator):
         Xs = np.asarray(to_numpy(apply_input_scaling(X, self.input_mean_, self.input_scale_)), dtype=np.float64)
         engine = self._engine.with_device(self.device)
         coef = self.dual_coef_.reshape(len(self.X_fit_), -1)
-        out = np.empty((len(Xs), coef.shape[1]))
-        b = self._rows_per_block()
-        for i in range(0, len(Xs), b):  # the test kernel a block of rows at a time, never all of it
-            K = engine.kernel(
-                engine.prepare(Xs[i : i + b]), self._fit_samples, n_jobs=self.n_jobs, block_size=self.block_size
-            )
-            out[i : i + b] = K @ coef
-        return out
+        return predict_in_blocks(
+            engine, Xs, self._fit_samples, coef, self._rows_per_block(), n_jobs=self.n_jobs, block_size=self.block_size
+        )
 
     def __getstate__(self):
         return versioned_state(super().__getstate__())
