@@ -38,9 +38,11 @@ Tolerances, relative to the largest magnitude of the CPU's outputs:
 Run on one NVIDIA H200 (torch 2.11, CUDA 13.0): all 46 tests of the time
 passed, those of ``stage_inputs`` in fit and of the weight draws included
 (three runs).  ``test_numpy_inputs_of_a_cuda_predict_are_moved_there_once``
-was added after them, without a GPU, and has not run on one.  The tolerances above are argued from rounding; the
-differences seen there were inside them (batch invariance on CUDA was
-bitwise, see bench_gpu.py).
+was added after them, without a GPU, and has not run on one; nor have
+the three exact kernel ridge tests at the end (added without a GPU, their
+bodies run on torch's CPU device).  The tolerances above are argued from
+rounding; the differences seen there were inside them (batch invariance on
+CUDA was bitwise, see bench_gpu.py).
 """
 
 import functools

@@ -2,11 +2,14 @@
 
 import pickle
 import re
+import warnings
 from pathlib import Path
 
 import numpy as np
 import pytest
 from sklearn.datasets import load_diabetes, load_digits
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import sk_deq.kernel_ridge._estimators as estimators_module
 import sk_deq.kernel_ridge._plan as plan_module
@@ -126,3 +129,10 @@ def test_largest_fit_is_the_boundary_of_the_plan():
     plan_module.plan_fit(n, 20, 2, available=10**8, **kw)
     with pytest.raises(MemoryError):
         plan_module.plan_fit(n + 1, 20, 2, available=10**8, **kw)
+
+
+@parametrize_with_checks([ImplicitCKRidge(solver="cg", alpha=[1.0, 0.1], device="cpu")])
+def test_scikit_learn_estimator_checks_with_a_device(estimator, check):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        check(estimator)
