@@ -51,9 +51,11 @@ def _kernel_of(engine, n_jobs, block_size):
 
 
 def fill_store(engine, S, plan, *, n_jobs=None, block_size=None, progress=False) -> TileLayout:
-    """The training kernel of the prepared samples ``S`` in a store of the plan's dtype and tile, where ``engine`` computes.
+    """The training kernel of the prepared samples ``S`` in a store of the plan's dtype and tile.
 
-    On the host its products run on the kernel's threads (``n_jobs``, :func:`~sk_deq.kernels.kernel_workers`).
+    The store is where ``engine`` computes: on the host (its products on
+    the kernel's threads, ``n_jobs``, :func:`~sk_deq.kernels.kernel_workers`)
+    or on the engine's device.
     """
     store = new_store(len(S), plan, engine.device, kernel_workers(n_jobs) if engine.device is None else 1)
     kernel = _kernel_of(engine, n_jobs, block_size)
@@ -155,8 +157,8 @@ def choose_alpha(op, Y, alphas, n_train, heldout, score, plan, *, tol, max_iter,
     conditioned first), each solve warm-started from the one before, with
     one preconditioner factor for all.  ``heldout(C)`` predicts the held-out
     rows from a solution ``C`` of the leading rows (in the arrays of
-    ``op.ops``; one product with the store), and ``score(pred)`` scores those predictions; of equal scores
-    the largest ridge wins.
+    ``op.ops``; one product with the store), and ``score(pred)`` scores
+    those predictions; of equal scores the largest ridge wins.
 
     Returns
     -------
