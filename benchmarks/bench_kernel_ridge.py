@@ -22,12 +22,15 @@ Two parts (``--only`` picks one):
     Records the fit's phases (``fit_time_``), predict time, the plan
     (storage, solver, memory), iterations, residual, the chosen alpha and
     the test accuracy.  Targets at 60,000 rows: fit + predict at most 15
-    minutes and peak memory at most 20 GiB on 2 cores, 24 GiB.
+    minutes and peak memory at most 20 GiB on 2 cores, 24 GiB.  With
+    ``--device cuda`` the kernel is computed, stored and solved on the GPU
+    (``device='cuda'``), and the device's peak memory is recorded too.
 
 Usage::
 
     python benchmarks/bench_kernel_ridge.py --only hardware --n 20000 --repeats 3 --json hw.json
     python benchmarks/bench_kernel_ridge.py --only fit --n-train 60000 --activations relu tanh --json fit.json
+    python benchmarks/bench_kernel_ridge.py --only fit --n-train 60000 --activations relu --device cuda --json f.json
     python benchmarks/bench_kernel_ridge.py --quick      # small sizes, both parts (minutes)
 """
 
@@ -122,13 +125,15 @@ def hardware(n, activations, storage, repeats, rank=1000, k=10) -> list[dict]:
 # -- fit ------------------------------------------------------------------------------------
 
 
-def fit_worker(n_train, activation, storage, alphas, verbose):
+def fit_worker(n_train, activation, storage, alphas, verbose, device=None):
     """In a fresh process: fit on ``n_train`` Fashion-MNIST images, predict the test set; its own peak memory."""
     from sk_deq import ImplicitCKRidgeClassifier
 
     X, y = _fashion(n_train)
     X_test, y_test = _fashion(test=True)
-    clf = ImplicitCKRidgeClassifier(activation, alpha=list(alphas), storage=storage, random_state=0, verbose=verbose)
+    clf = ImplicitCKRidgeClassifier(
+        activation, alpha=list(alphas), storage=storage, random_state=0, verbose=verbose, device=device
+    )
     t0 = time.perf_counter()
     clf.fit(X, y)
     fit_s = time.perf_counter() - t0
@@ -155,12 +160,23 @@ def fit_worker(n_train, activation, storage, alphas, verbose):
         "fit_predict_s": fit_s + predict_s,
         "phases_s": clf.fit_time_,
         "peak_rss_gib": peak_rss_bytes() / 2**30,
+        "device": device,
+        "peak_device_gib": _peak_device_gib(device),
     }
 
 
-def fit_runs(n_train, activations, storages, alphas, verbose=0) -> list[dict]:
+def _peak_device_gib(device) -> float | None:
+    """The CUDA device's peak of allocated memory in this process, GiB (None without a CUDA device)."""
+    if device is None or not str(device).startswith("cuda"):
+        return None
+    import torch
+
+    return torch.cuda.max_memory_allocated(device) / 2**30
+
+
+def fit_runs(n_train, activations, storages, alphas, verbose=0, device=None) -> list[dict]:
     return [
-        in_subprocess("bench_kernel_ridge", "fit_worker", n_train, act, st, list(alphas), verbose)
+        in_subprocess("bench_kernel_ridge", "fit_worker", n_train, act, st, list(alphas), verbose, device)
         for act in activations
         for st in storages
     ]
@@ -175,6 +191,7 @@ def collect(
     activations=("relu", "tanh"),
     storages=("auto",),
     alphas=ALPHAS,
+    device=None,
 ) -> dict:
     """The benchmark's records: ``hardware`` and ``fit`` rows (see the module docstring)."""
     n = n or (2000 if quick else 20000)
@@ -188,6 +205,7 @@ def collect(
             "alphas": list(alphas),
             "repeats": repeats,
             "quick": quick,
+            "device": device,
         },
         "records": [],
     }
@@ -195,7 +213,7 @@ def collect(
         out["hardware"] = hardware(n, activations, "float32" if n > 30000 else "float64", repeats)
         out["records"] += out["hardware"]
     if "fit" in only:
-        out["fit"] = fit_runs(n_train, activations, storages, alphas)
+        out["fit"] = fit_runs(n_train, activations, storages, alphas, device=device)
         out["records"] += out["fit"]
     return out
 
@@ -208,9 +226,18 @@ def main(argv=None):
     ap.add_argument("--activations", nargs="+", default=["relu", "tanh"])
     ap.add_argument("--storages", nargs="+", default=["auto"], choices=["auto", "float64", "float32"])
     ap.add_argument("--alphas", nargs="+", type=float, default=list(ALPHAS))
+    ap.add_argument("--device", default=None, help="the fit part's device, e.g. cuda (default: numpy on the host)")
     args = ap.parse_args(argv)
     res = collect(
-        args.quick, args.repeats, args.only, args.n, args.n_train, args.activations, args.storages, args.alphas
+        args.quick,
+        args.repeats,
+        args.only,
+        args.n,
+        args.n_train,
+        args.activations,
+        args.storages,
+        args.alphas,
+        args.device,
     )
     return finish(res, args, lambda r: "\n".join(str(rec) for rec in r["records"]))
 

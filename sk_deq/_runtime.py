@@ -84,6 +84,7 @@ __all__ = [
     "DEVICE_ENV",
     "DEVICE_VALUES",
     "SOLVE_CHUNK_ENTRIES",
+    "TORCH_BLOCK_ENTRY_BYTES",
     "auto_block_size",
     "available_memory_bytes",
     "check_fits_in_memory",
@@ -537,6 +538,10 @@ def check_kernel_fits_in_memory(
         advice or "Transform fewer samples at a time (the rows of a kernel are independent), or fit on fewer samples.",
         available=available,
     )
+
+
+#: Bytes per entry of a kernel block the torch engine solves at once (the Hermite route's temporaries).
+TORCH_BLOCK_ENTRY_BYTES = 200
 
 
 def auto_block_size(n_workers: int, entry_bytes: int = 160) -> int:

@@ -38,9 +38,11 @@ Tolerances, relative to the largest magnitude of the CPU's outputs:
 Run on one NVIDIA H200 (torch 2.11, CUDA 13.0): all 46 tests of the time
 passed, those of ``stage_inputs`` in fit and of the weight draws included
 (three runs).  ``test_numpy_inputs_of_a_cuda_predict_are_moved_there_once``
-was added after them, without a GPU, and has not run on one.  The tolerances above are argued from rounding; the
-differences seen there were inside them (batch invariance on CUDA was
-bitwise, see bench_gpu.py).
+was added after them, without a GPU, and has not run on one; nor have
+the three exact kernel ridge tests at the end (added without a GPU, their
+bodies run on torch's CPU device).  The tolerances above are argued from
+rounding; the differences seen there were inside them (batch invariance on
+CUDA was bitwise, see bench_gpu.py).
 """
 
 import functools
@@ -355,3 +357,68 @@ def test_weights_drawn_for_cuda_are_the_cpu_draws_bitwise():
         on_cuda = gaussian_weights(300, 70, torch.Generator().manual_seed(3), dtype=dtype, device=CUDA)
         on_cpu = gaussian_weights(300, 70, torch.Generator().manual_seed(3), dtype=dtype)
         assert on_cuda.device.type == "cuda" and torch.equal(on_cuda.cpu(), on_cpu)
+
+
+# -- exact kernel ridge on the device -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("solver", ["cholesky", "cg"])
+def test_kernel_ridge_on_cuda_matches_the_cpu(data, solver):
+    """The kernel (1e-12 apart, KERNEL_TOL), stored and solved on CUDA: float64 predictions within 1e-8 of the host's."""
+    from sk_deq import ImplicitCKRidge, ImplicitCKRidgeClassifier
+
+    X, labels, values = data
+    kw = {"alpha": 0.01, "solver": solver, "tol": 1e-12, "storage": "float64", "random_state": 0}
+    ref = ImplicitCKRidge(**kw).fit(X[:250], values[:250])
+    model = ImplicitCKRidge(device=CUDA, **kw).fit(X[:250], values[:250])
+    assert model.fit_plan_.separate and model.fit_plan_.device.startswith("cuda")
+    got, expected = model.predict(X[250:]), ref.predict(X[250:])
+    assert np.abs(got - expected).max() <= 1e-8 * np.abs(expected).max()
+    # pickled from CUDA, predicting on the host
+    host = pickle.loads(pickle.dumps(model)).set_params(device=None).predict(X[250:])
+    assert np.abs(host - expected).max() <= 1e-8 * np.abs(expected).max()
+    clf = ImplicitCKRidgeClassifier(device=CUDA, **kw).fit(X[:250], labels[:250])
+    clf_ref = ImplicitCKRidgeClassifier(**kw).fit(X[:250], labels[:250])
+    scores, ref_scores = clf.decision_function(X[250:]), clf_ref.decision_function(X[250:])
+    assert np.abs(scores - ref_scores).max() <= 1e-8 * np.abs(ref_scores).max()
+
+
+def test_kernel_ridge_float32_storage_on_cuda_keeps_its_bound_and_no_tf32(data):
+    """Float32 storage on CUDA within the documented u ||K||_2 / alpha of float64's, TF32 off whatever the caller set."""
+    from sk_deq import ImplicitCKRidge, ImplicitCKTransformer
+
+    X, _, values = data
+    alpha = 0.01
+    ref = ImplicitCKRidge(alpha=alpha, storage="float64").fit(X[:250], values[:250]).predict(X[250:])
+    before = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("high")
+    try:
+        model = ImplicitCKRidge(alpha=alpha, storage="float32", device=CUDA).fit(X[:250], values[:250])
+        got = model.predict(X[250:])
+        assert torch.get_float32_matmul_precision() == "high"
+    finally:
+        torch.set_float32_matmul_precision(before)
+    norm = np.linalg.eigvalsh(ImplicitCKTransformer().fit_transform(X[:250]))[-1]
+    assert model.fit_plan_.dtype == np.float32
+    assert np.abs(got - ref).max() / np.abs(ref).max() <= 2.0**-24 * norm / alpha
+
+
+def test_a_conjugate_gradient_iteration_on_cuda_waits_for_the_device_once(count_host_syncs):
+    """On CUDA the count is complete (copies to the host included): one read per iteration, its largest residual."""
+    from sk_deq.kernel_ridge._solvers import NystromPreconditioner, low_rank_factor, pcg
+    from sk_deq.kernel_ridge._torch_tiles import TorchTileStore
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((600, 20))
+    K = X @ X.T / 20 + 1.0
+    st = TorchTileStore(600, 256, np.float64, CUDA)
+    for i, j in st.pairs():
+        st.fill(i, j, K[st.rows(i), st.rows(j)])
+    M = NystromPreconditioner(low_rank_factor(st, 50, rng), 1e-6, st.ops)
+    Y = rng.standard_normal((600, 10))
+    counts = {}
+    for max_iter in (10, 20):
+        with count_host_syncs() as syncs:
+            pcg(st.matmat, Y, 1e-6, M, tol=1e-300, max_iter=max_iter, ops=st.ops)
+        counts[max_iter] = syncs.total
+    assert counts[20] - counts[10] == 10

@@ -21,8 +21,6 @@ stream's optimizer.  The task (:class:`~sk_deq.estimators._classifier.TorchClass
 
 from __future__ import annotations
 
-import copy
-import functools
 import math
 import time
 import warnings
@@ -41,6 +39,7 @@ from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted
 
 from .._dask import lazy_method
+from .._persistence import restored_on_failure
 from .._validation import is_dask_collection
 from .._runtime import full_float32_precision
 from ._export import deployed_network
@@ -66,29 +65,6 @@ def store_params(estimator, params: dict) -> None:
     for name, value in params.items():
         if name != "self":
             setattr(estimator, name, value)
-
-
-def restored_on_failure(method):
-    """``fit`` or ``partial_fit`` that, on any exception, puts back the fitted state it found (deep-copied first).
-
-    Weights, the ``partial_fit`` stream, the history and every fitted
-    attribute: a diverged refit leaves no diverged weights that predict, and
-    an unfitted estimator stays unfitted.  The parameters are left as they are.
-    """
-
-    @functools.wraps(method)
-    def call(self, *args, **kwargs):
-        params = set(self._get_param_names())
-        kept = {k: v for k, v in self.__dict__.items() if k in params}
-        fitted = copy.deepcopy({k: v for k, v in self.__dict__.items() if k not in params})  # one copy: shared refs
-        try:
-            return method(self, *args, **kwargs)
-        except Exception:
-            self.__dict__.clear()
-            self.__dict__.update({**kept, **fitted})
-            raise
-
-    return call
 
 
 class TorchEstimatorBase(NetworkMixin, BaseEstimator):

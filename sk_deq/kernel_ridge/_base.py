@@ -14,8 +14,8 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from .._persistence import restored_state, versioned_state
-from .._runtime import resolve_device
+from .._persistence import restored_on_failure, restored_state, versioned_state
+from .._runtime import on_gpu, resolve_device
 from .._scaling import apply_input_scaling, fit_input_scaling, scaling_device
 from .._validation import (
     KERNEL_TRANSFORMER_CONSTRAINTS,
@@ -28,10 +28,10 @@ from .._validation import (
 from ..kernels import ImplicitKernelEngine, auto_block_size
 from ..kernels._workers import kernel_workers
 from ._distributed import DaskStore, cluster_client, cluster_workers, computed, gather_samples
-from ._fit import choose_alpha, fill_store, solve
+from ._fit import choose_alpha, fill_store, predict_in_blocks, solve
 from ._plan import plan_cluster, plan_fit
 from ._solvers import Weighted
-from ._tiles import TileStore
+from ._tiles import TileLayout
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -66,6 +66,9 @@ _WAYS_OUT = (
     "or a Dask cluster whose workers hold the kernel's row blocks (fit with a dask.array, see the user guide's "
     "'Larger than memory')."
 )
+
+#: what a GPU adds to the ways out: its own memory is not the only one
+_WAYS_OUT_GPU = "device=None (the kernel stored in the host's memory), "
 
 _WAYS_OUT_CLUSTER = (
     "storage='float32' (half the memory of float64), more workers or workers with more memory, fewer training rows, "
@@ -155,6 +158,7 @@ class _ImplicitRidgeBase(BaseEstimator):
         return a
 
     @fit_context(prefer_skip_nested_validation=True)
+    @restored_on_failure
     def fit(
         self, X: ArrayLike | torch.Tensor | dask.array.Array, y: ArrayLike, sample_weight: ArrayLike | None = None
     ) -> Self:
@@ -197,7 +201,7 @@ class _ImplicitRidgeBase(BaseEstimator):
             order, n_train = self._split(Y, len(alphas) > 1, rng)
             S = engine.prepare(Xs)
         kw = {"n_jobs": self.n_jobs, "block_size": self.block_size, "progress": bool(self.verbose)}
-        store: TileStore | DaskStore
+        store: TileLayout | DaskStore
         with phases("kernel"):
             if client is None:
                 store = fill_store(engine, S.take(order), plan, **kw)
@@ -278,6 +282,7 @@ class _ImplicitRidgeBase(BaseEstimator):
             )
         else:
             workers = 1 if engine.device is not None else kernel_workers(self.n_jobs)
+            device = engine.device
             plan = plan_fit(
                 n,
                 n_features,
@@ -286,9 +291,10 @@ class _ImplicitRidgeBase(BaseEstimator):
                 solver=self.solver,
                 rank=self.preconditioner_rank,
                 workers=workers,
-                block=self.block_size or auto_block_size(workers),
+                block=self.block_size or (None if on_gpu(device) else auto_block_size(workers)),
                 candidates=candidates,
-                alternatives=_WAYS_OUT,
+                alternatives=(_WAYS_OUT_GPU if on_gpu(device) else "") + _WAYS_OUT,
+                device=device,
             )
         self.fit_plan_ = plan
         return plan
@@ -333,13 +339,14 @@ class _ImplicitRidgeBase(BaseEstimator):
         return perm, n - n_val
 
     def _choose_alpha(self, store, op, Y_raw, Yo, alphas, n_train, d, sw, order, plan, kw):
-        dt = np.ones(n_train) if d is None else d[:n_train]
+        ops = store.ops
+        dt = ops.asarray(np.ones(n_train) if d is None else d[:n_train])
         w_val = None if sw is None else sw[order][n_train:]
 
         def heldout(C):
-            full = np.zeros((store.n, C.shape[1]))
+            full = ops.zeros((store.n, C.shape[1]))
             full[:n_train] = C * dt[:, None]
-            return store.matmat(full)[n_train:]
+            return ops.to_host(store.matmat(full)[n_train:])
 
         def score(pred):
             return self._heldout_score(Y_raw[n_train:], pred, w_val)
@@ -379,14 +386,9 @@ class _ImplicitRidgeBase(BaseEstimator):
         Xs = np.asarray(to_numpy(apply_input_scaling(X, self.input_mean_, self.input_scale_)), dtype=np.float64)
         engine = self._engine.with_device(self.device)
         coef = self.dual_coef_.reshape(len(self.X_fit_), -1)
-        out = np.empty((len(Xs), coef.shape[1]))
-        b = self._rows_per_block()
-        for i in range(0, len(Xs), b):  # the test kernel a block of rows at a time, never all of it
-            K = engine.kernel(
-                engine.prepare(Xs[i : i + b]), self._fit_samples, n_jobs=self.n_jobs, block_size=self.block_size
-            )
-            out[i : i + b] = K @ coef
-        return out
+        return predict_in_blocks(
+            engine, Xs, self._fit_samples, coef, self._rows_per_block(), n_jobs=self.n_jobs, block_size=self.block_size
+        )
 
     def __getstate__(self):
         return versioned_state(super().__getstate__())

@@ -25,6 +25,7 @@ import numpy as np
 
 from .._validation import is_dask_collection
 from ._fit import progress_bar
+from ._arrays import NUMPY
 from ._plan import SLAB_CHUNK_BYTES, WorkerMemory
 
 __all__ = ["DaskStore", "cluster_client", "cluster_workers", "computed", "gather_samples"]
@@ -145,6 +146,8 @@ class DaskStore:
     Build it with :meth:`fill`; :meth:`release` frees the workers' memory
     (so does dropping the store).
     """
+
+    ops = NUMPY  # the solver's vectors stay numpy arrays on the client
 
     def __init__(self, client, plan, slabs, keep=()):
         self.client, self.plan, self._slabs, self._keep = client, plan, list(slabs), list(keep)

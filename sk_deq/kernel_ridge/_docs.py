@@ -66,8 +66,11 @@ PARAMETERS = """activation : str, Activation or callable, default='relu'
         cluster, the threads of every slab's task on its worker (None: one;
         the worker's threads compute several slabs at once).
     device : None, str or torch.device, default=None
-        Where the kernel's blocks are solved (:func:`sk_deq.resolve_device`);
-        None for the numpy engine.
+        Where the kernel is computed, stored and solved
+        (:func:`sk_deq.resolve_device`): None for numpy on the host; a
+        torch device (``'cuda'``, or ``'cpu'`` for torch on the host) holds
+        the stored kernel, the solver's vectors and the preconditioner
+        there, in the device's memory (see :ref:`kernel-ridge-gpu`).
     random_state : int, RandomState instance or None, default=None
         Seed of the held-out split and of the preconditioner's pivots.
     verbose : int, default=0

@@ -1,14 +1,20 @@
 """The steps of an exact kernel ridge fit: the stored kernel, the choice of ``alpha``, the solve.
 
 :func:`fill_store` computes the training kernel tile by tile with the
-kernel engine (each tile in float64, stored in the plan's dtype);
+kernel engine (each tile in float64, stored in the plan's dtype) into a
+store where the engine computes: a :class:`TileStore` on the host for the
+numpy engine, a :class:`~sk_deq.kernel_ridge._torch_tiles.TorchTileStore`
+on the engine's torch device, its tiles computed there and never sent to
+the host (:meth:`~sk_deq.kernels.ImplicitKernelEngine.device_kernel`);
 :func:`choose_alpha` tries the candidate ridges on a held-out split of the
 stored kernel; :func:`solve` solves ``(K + alpha I) C = Y`` by the plan's
-solver.  Each shows its progress when asked.
+solver, where the store is.  Each shows its progress when asked; the
+solutions they return are numpy arrays.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import sys
 
@@ -16,10 +22,11 @@ import numpy as np
 
 from .._progress import STEPS, ProgressBar
 from ..kernels._workers import kernel_workers
+from ._arrays import NUMPY
 from ._solvers import NystromPreconditioner, SolveInfo, extend_factor, low_rank_factor, pcg
-from ._tiles import TileStore
+from ._tiles import TileLayout, TileStore
 
-__all__ = ["choose_alpha", "fill_store", "progress_bar", "solve"]
+__all__ = ["choose_alpha", "fill_store", "new_store", "predict_in_blocks", "progress_bar", "solve"]
 
 
 def progress_bar(total, desc, enabled):
@@ -27,20 +34,58 @@ def progress_bar(total, desc, enabled):
     return ProgressBar(total, desc, enabled=enabled, stream=sys.stderr, width=20, template=STEPS, min_interval=0.5)
 
 
-def fill_store(engine, S, plan, *, n_jobs=None, block_size=None, progress=False) -> TileStore:
-    """The training kernel of the prepared samples ``S`` in a :class:`TileStore` of the plan's dtype and tile.
+def new_store(n: int, plan, device=None, workers: int = 1) -> TileLayout:
+    """An empty store of ``n`` rows in the plan's dtype and tile: on the host (its products on ``workers``
+    threads), or on a torch ``device``."""
+    if device is None:
+        return TileStore(n, plan.tile, plan.dtype, workers=workers)
+    from ._torch_tiles import TorchTileStore
 
-    Its products run on the kernel's threads (``n_jobs``, :func:`~sk_deq.kernels.kernel_workers`).
+    return TorchTileStore(n, plan.tile, plan.dtype, device)
+
+
+def _kernel_of(engine, n_jobs, block_size):
+    """``kernel(SX, SY)`` of ``engine`` where it computes: numpy on the host, or a tensor on its device."""
+    if engine.device is None:
+        return functools.partial(engine.kernel, block_size=block_size, n_jobs=n_jobs)
+    return functools.partial(engine.device_kernel, block_size=block_size)
+
+
+def fill_store(engine, S, plan, *, n_jobs=None, block_size=None, progress=False) -> TileLayout:
+    """The training kernel of the prepared samples ``S`` in a store of the plan's dtype and tile.
+
+    The store is where ``engine`` computes: on the host (its products on
+    the kernel's threads, ``n_jobs``, :func:`~sk_deq.kernels.kernel_workers`)
+    or on the engine's device.
     """
-    store = TileStore(len(S), plan.tile, plan.dtype, workers=kernel_workers(n_jobs))
+    store = new_store(len(S), plan, engine.device, kernel_workers(n_jobs) if engine.device is None else 1)
+    kernel = _kernel_of(engine, n_jobs, block_size)
     pairs = store.pairs()
     with progress_bar(len(pairs), "kernel tiles", progress) as bar:
         for i, j in pairs:
             Si = S.take(store.rows(i))
-            block = engine.kernel(Si, None if i == j else S.take(store.rows(j)), block_size=block_size, n_jobs=n_jobs)
-            store.fill(i, j, block)
+            store.fill(i, j, kernel(Si, None if i == j else S.take(store.rows(j))))
             bar.update()
     return store
+
+
+def predict_in_blocks(engine, X, S_fit, coef, rows: int, *, n_jobs=None, block_size=None) -> np.ndarray:
+    """``K(X, X_fit) @ coef`` a block of ``rows`` rows of ``X`` at a time, the whole test kernel never held.
+
+    With a device the blocks of the kernel and their product with ``coef``
+    stay there: only the product (``rows x n_outputs``) comes back.
+    """
+    if engine.device is None:
+        ops = NUMPY
+    else:
+        from ._torch_tiles import TorchOps
+
+        ops = TorchOps(engine.device)
+    kernel, c = _kernel_of(engine, n_jobs, block_size), ops.asarray(coef)
+    out = np.empty((len(X), coef.shape[1]))
+    for i in range(0, len(X), rows):
+        out[i : i + rows] = ops.to_host(kernel(engine.prepare(X[i : i + rows]), S_fit) @ c)
+    return out
 
 
 class _SolveProgress:
@@ -70,7 +115,7 @@ def _pcg(op, Y, alpha, precond, *, tol, max_iter, x0=None, rows=None, progress=F
     matmat = op.matmat if rows is None else _leading(op, rows)
     watch = _SolveProgress(tol, max_iter, desc, progress)
     try:
-        return pcg(matmat, Y, alpha, precond, tol=tol, max_iter=max_iter, x0=x0, callback=watch)
+        return pcg(matmat, Y, alpha, precond, tol=tol, max_iter=max_iter, x0=x0, callback=watch, ops=op.ops)
     finally:
         watch.close()
 
@@ -79,7 +124,7 @@ def _leading(op, rows):
     """``K[:rows, :rows] @ X``: the whole store's product of ``X`` padded with zeros, cut to its leading rows."""
 
     def matmat(X):
-        full = np.zeros((op.n, X.shape[1]))
+        full = op.ops.zeros((op.n, X.shape[1]))
         full[:rows] = X
         return op.matmat(full)[:rows]
 
@@ -87,7 +132,7 @@ def _leading(op, rows):
 
 
 def solve(store, op, Y, alpha, plan, *, tol, max_iter, rng, x0=None, factor=None, progress=False):
-    """``C`` with ``(K + alpha I) C = Y`` (``op`` is ``K``, maybe weighted) and its :class:`SolveInfo`.
+    """``C`` with ``(K + alpha I) C = Y`` (``op`` is ``K``, maybe weighted; ``C`` in numpy) and its :class:`SolveInfo`.
 
     The Cholesky route factors the store in place (``op``'s weights are
     applied to it first); its info has ``n_iter=0`` and no residual.  The
@@ -99,9 +144,11 @@ def solve(store, op, Y, alpha, plan, *, tol, max_iter, rng, x0=None, factor=None
             store.scale(op.d)
         store.add_to_diagonal(alpha)
         store.cholesky()
-        return store.cho_solve(Y), SolveInfo(0, np.full(Y.shape[1], np.nan), True)
+        return store.ops.to_host(store.cho_solve(Y)), SolveInfo(0, np.full(Y.shape[1], np.nan), True)
     F = low_rank_factor(op, plan.rank, rng)[0] if factor is None else factor
-    return _pcg(op, Y, alpha, NystromPreconditioner(F, alpha), tol=tol, max_iter=max_iter, x0=x0, progress=progress)
+    M = NystromPreconditioner(F, alpha, op.ops)  # F moved to the operator's device
+    C, info = _pcg(op, Y, alpha, M, tol=tol, max_iter=max_iter, x0=x0, progress=progress)
+    return op.ops.to_host(C), info
 
 
 def choose_alpha(op, Y, alphas, n_train, heldout, score, plan, *, tol, max_iter, rng, progress=False):
@@ -110,9 +157,9 @@ def choose_alpha(op, Y, alphas, n_train, heldout, score, plan, *, tol, max_iter,
     The ridges are tried from the largest to the smallest (the best
     conditioned first), each solve warm-started from the one before, with
     one preconditioner factor for all.  ``heldout(C)`` predicts the held-out
-    rows from a solution ``C`` of the leading rows (one product with the
-    store), and ``score(pred)`` scores those predictions; of equal scores
-    the largest ridge wins.
+    rows from a solution ``C`` of the leading rows (in the arrays of
+    ``op.ops``; one product with the store), and ``score(pred)`` scores
+    those predictions; of equal scores the largest ridge wins.
 
     Returns
     -------
@@ -131,7 +178,7 @@ def choose_alpha(op, Y, alphas, n_train, heldout, score, plan, *, tol, max_iter,
     C = None
     for k in np.argsort(alphas)[::-1]:
         a = float(alphas[k])
-        M = NystromPreconditioner(F, a) if M is None else M.with_alpha(a)
+        M = NystromPreconditioner(F, a, op.ops) if M is None else M.with_alpha(a)
         C, _ = _pcg(
             op,
             Y[:n_train],
@@ -145,7 +192,7 @@ def choose_alpha(op, Y, alphas, n_train, heldout, score, plan, *, tol, max_iter,
             desc=f"alpha={a:.3g}",
         )
         scores[k] = score(heldout(C))
-        solutions[k] = C.copy()
+        solutions[k] = op.ops.to_host(C)
     best = _best(scores, alphas)
     return float(alphas[best]), scores, solutions[best], extend_factor(op, F, pivots)
 

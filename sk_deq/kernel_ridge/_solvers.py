@@ -2,8 +2,15 @@
 
 Both work on any *operator* that offers ``n``, ``matmat(X)`` (``K @ X``),
 ``columns(idx)`` (``K[:, idx]``) and ``diagonal()``: the in-memory
-:class:`~sk_deq.kernel_ridge._tiles.TileStore`, the same with sample
-weights (:class:`Weighted`), or a store whose row blocks live elsewhere.
+:class:`~sk_deq.kernel_ridge._tiles.TileStore`, the same on a torch device
+(:class:`~sk_deq.kernel_ridge._torch_tiles.TorchTileStore`), either with
+sample weights (:class:`Weighted`), or a store whose row blocks live
+elsewhere.  They are written once for numpy and torch: an operator's
+``ops`` (:mod:`sk_deq.kernel_ridge._arrays`) names the arrays it takes and
+returns, and the vectors of the conjugate gradients and the
+preconditioner's factor live there (on a GPU, the device: a product with
+the stored kernel, the preconditioner and the updates all run there, and
+the host reads one number per iteration).
 
 * :func:`low_rank_factor`: a factor ``F F^T`` of ``K`` by block randomly
   pivoted Cholesky (:func:`sk_deq.kernels._rpcholesky.rp_cholesky`), its
@@ -25,11 +32,13 @@ weights (:class:`Weighted`), or a store whose row blocks live elsewhere.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import scipy.linalg as sl
 
 from ..kernels._rpcholesky import rp_cholesky
+from ._arrays import NUMPY, ArrayOps
 
 __all__ = ["NystromPreconditioner", "SolveInfo", "Weighted", "extend_factor", "low_rank_factor", "pcg"]
 
@@ -38,14 +47,14 @@ class Weighted:
     """The operator ``D K D`` of a store ``K`` and weights ``d`` (``D = diag(d)``), without changing the store."""
 
     def __init__(self, store, d):
-        self.store, self.d = store, np.asarray(d, dtype=np.float64)
-        self.n = store.n
+        self.store, self.ops, self.n = store, store.ops, store.n
+        self.d = self.ops.asarray(d)
 
     def matmat(self, X):
         return self.d[:, None] * self.store.matmat(self.d[:, None] * X)
 
     def columns(self, idx):
-        return self.d[:, None] * self.store.columns(idx) * self.d[idx]
+        return self.d[:, None] * self.store.columns(idx) * self.d[np.asarray(idx, dtype=np.intp)]
 
     def diagonal(self):
         return self.d**2 * self.store.diagonal()
@@ -54,16 +63,22 @@ class Weighted:
 def low_rank_factor(op, rank: int, rng, *, rows: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """A factor ``F`` (``rows x r``, ``r <= rank``) with ``F F^T`` close to the leading ``rows x rows`` block of ``K``.
 
-    ``op`` offers ``columns(idx)`` and ``diagonal()``; ``rows`` defaults to
-    all.  Returns ``F`` and its pivots (``F[pivots]`` is lower triangular).
+    ``op`` offers ``columns(idx)`` and ``diagonal()`` (and ``ops``, the
+    arrays they return: numpy's by default); ``rows`` defaults to all.
+    Returns ``F`` and its pivots (``F[pivots]`` is lower triangular).  The
+    factor is built on the host, in numpy: its columns are read from the
+    operator a block of pivots at a time.
     """
     n = op.n if rows is None else int(rows)
-    pivots, F = rp_cholesky(lambda idx: op.columns(idx)[:n], op.diagonal()[:n], int(rank), rng, block=_BLOCK)
+    to_host = _to_host(op)
+    pivots, F = rp_cholesky(
+        lambda idx: to_host(op.columns(idx)[:n]), to_host(op.diagonal())[:n], int(rank), rng, block=_BLOCK
+    )
     return F, pivots
 
 
 def extend_factor(op, F: np.ndarray, pivots: np.ndarray) -> np.ndarray:
-    """The factor of the leading rows extended to all ``op.n`` rows, on the same pivots.
+    """The factor of the leading rows extended to all ``op.n`` rows, on the same pivots (on the host).
 
     ``F = K[:, P] L^{-T}`` with ``L = F[P]`` (the Cholesky factor of
     ``K[P, P]``): the remaining rows are ``K[rest, P] L^{-T}``, one read of
@@ -72,9 +87,14 @@ def extend_factor(op, F: np.ndarray, pivots: np.ndarray) -> np.ndarray:
     n_lead = len(F)
     if n_lead == op.n or not F.shape[1]:
         return np.vstack([F, np.zeros((op.n - n_lead, F.shape[1]))])
-    rest = op.columns(pivots)[n_lead:]
+    rest = _to_host(op)(op.columns(pivots))[n_lead:]
     tail = sl.solve_triangular(F[pivots], rest.T, lower=True, check_finite=False).T
     return np.vstack([F, tail])
+
+
+def _to_host(op):
+    """``to_host`` of the arrays ``op`` returns (numpy's when it names none)."""
+    return getattr(op, "ops", NUMPY).to_host
 
 
 #: pivots drawn at a time by the preconditioner's factor: a few hundred columns per pass over the store
@@ -91,26 +111,33 @@ class NystromPreconditioner:
         Low-rank factor of the kernel (:func:`rp_cholesky`).
     alpha : float
         The ridge.
+    ops : ArrayOps, default=NUMPY
+        Where the preconditioner is applied: ``F`` is moved there once, and
+        ``P^{-1} R`` takes and returns the arrays of ``ops`` (float64
+        tensors on a torch device, for the conjugate gradients there).
     """
 
-    F: np.ndarray
+    F: Any
     alpha: float
-    _gram: np.ndarray | None = field(default=None, repr=False)
+    ops: ArrayOps = NUMPY
+    _gram: Any = field(default=None, repr=False)
 
     def __post_init__(self):
+        self.F = self.ops.asarray(self.F)
         if self._gram is None:
             self._gram = self.F.T @ self.F
-        self._factor = sl.cho_factor(self._gram + self.alpha * np.eye(len(self._gram)), lower=True, check_finite=False)
+        eye = self.ops.asarray(np.eye(self._gram.shape[0]))
+        self._factor = self.ops.cho_factor(self._gram + self.alpha * eye)
 
     def with_alpha(self, alpha: float) -> NystromPreconditioner:
         """The same factor for another ridge (one small factorisation)."""
-        return NystromPreconditioner(self.F, float(alpha), self._gram)
+        return NystromPreconditioner(self.F, float(alpha), self.ops, self._gram)
 
-    def __call__(self, R: np.ndarray) -> np.ndarray:
+    def __call__(self, R):
         """``P^{-1} R``."""
         if not self.F.shape[1]:
             return R / self.alpha
-        W = sl.cho_solve(self._factor, self.F.T @ R, check_finite=False)
+        W = self.ops.cho_solve(self._factor, self.F.T @ R)
         return (R - self.F @ W) / self.alpha
 
 
@@ -124,18 +151,21 @@ class SolveInfo:
     history: list = field(default_factory=list)  # the largest relative residual after each iteration
 
 
-def _rel_residual(R, ynorm):
-    return np.linalg.norm(R, axis=0) / ynorm
-
-
-def pcg(matmat, Y, alpha, precond, *, tol=1e-6, max_iter=1000, x0=None, callback=None, restarts=3) -> tuple:
+def pcg(matmat, Y, alpha, precond, *, tol=1e-6, max_iter=1000, x0=None, callback=None, restarts=3, ops=NUMPY):
     """Solve ``(K + alpha I) C = Y`` for every column of ``Y`` by preconditioned conjugate gradients.
+
+    Every column has its own step sizes; a column whose residual has
+    reached ``tol`` takes steps of zero from then on (its products are
+    still computed: a product with the store costs about the same for
+    fewer columns, and the columns still active are never gathered).
+    The host reads one number per iteration, the largest relative
+    residual: the only wait for the device in an iteration on a GPU.
 
     Parameters
     ----------
     matmat : callable
         ``K @ X`` for ``X`` of shape ``(n, k)``.
-    Y : ndarray of shape (n, k)
+    Y : array of shape (n, k)
         Right-hand sides.
     alpha : float
         The ridge (positive).
@@ -145,54 +175,62 @@ def pcg(matmat, Y, alpha, precond, *, tol=1e-6, max_iter=1000, x0=None, callback
         Largest relative residual ``||Y - (K + alpha I) C|| / ||Y||`` of a column.
     max_iter : int, default=1000
         Most iterations (products with ``K``) in all.
-    x0 : ndarray of shape (n, k), optional
+    x0 : array of shape (n, k), optional
         Starting point (a warm start); zeros by default.
     callback : callable, optional
         ``callback(iteration, largest relative residual)`` after every iteration.
     restarts : int, default=3
         Times the iteration restarts from the recomputed residual when the
         updated one reached ``tol`` but the true one did not.
+    ops : ArrayOps, default=NUMPY
+        The arrays the solve runs on (``matmat`` and ``precond`` take and
+        return them): numpy's, or float64 tensors on a torch device.
 
     Returns
     -------
-    C : ndarray of shape (n, k)
+    C : array of shape (n, k)
+        In the arrays of ``ops``.
     info : SolveInfo
     """
-    Y = np.asarray(Y, dtype=np.float64)
-    ynorm = np.linalg.norm(Y, axis=0)
-    ynorm[ynorm == 0] = 1.0
-    C = np.zeros_like(Y) if x0 is None else np.array(x0, dtype=np.float64)
+    Y = ops.asarray(Y)
+    ynorm = ops.column_norms(Y)
+    ynorm = ops.where(ynorm == 0, 1.0, ynorm)
+    C = ops.zeros(Y.shape) if x0 is None else ops.copy(ops.asarray(x0))
     history: list = []
     it = 0
     for _ in range(restarts + 1):
-        R = Y - (matmat(C) + alpha * C) if (x0 is not None or it) else Y.copy()
-        res = _rel_residual(R, ynorm)
-        active = res > tol
-        if not active.any() or it >= max_iter:
+        R = Y - (matmat(C) + alpha * C) if (x0 is not None or it) else ops.copy(Y)
+        res = ops.column_norms(R) / ynorm
+        if not ops.scalar(res.max()) > tol or it >= max_iter:
             break
-        Z = precond(R)
-        P = Z.copy()
-        rz = np.einsum("ij,ij->j", R, Z)
-        while it < max_iter:
-            cols = np.flatnonzero(active)
-            AP = matmat(P[:, cols]) + alpha * P[:, cols]
-            pap = np.einsum("ij,ij->j", P[:, cols], AP)
-            step = rz[cols] / pap
-            C[:, cols] += step * P[:, cols]
-            R[:, cols] -= step * AP
-            it += 1
-            res[cols] = _rel_residual(R[:, cols], ynorm[cols])
-            history.append(float(res.max()))
-            if callback is not None:
-                callback(it, history[-1])
-            active = res > tol
-            if not active.any():
-                break
-            cols = np.flatnonzero(active)
-            Z = precond(R[:, cols])
-            rz_new = np.einsum("ij,ij->j", R[:, cols], Z)
-            P[:, cols] = Z + (rz_new / rz[cols]) * P[:, cols]
-            rz[cols] = rz_new
+        it = _iterate(matmat, C, R, res, ynorm, alpha, precond, tol, max_iter, it, history, callback, ops)
         x0 = C  # the next round (if any) starts from the recomputed residual
-    final = _rel_residual(Y - (matmat(C) + alpha * C), ynorm)
+    final = ops.to_host(ops.column_norms(Y - (matmat(C) + alpha * C)) / ynorm)
     return C, SolveInfo(it, final, bool((final <= tol).all()), history)
+
+
+def _iterate(matmat, C, R, res, ynorm, alpha, precond, tol, max_iter, it, history, callback, ops) -> int:
+    """Conjugate-gradient iterations on ``C`` and ``R`` in place, from the residual ``R``; the iteration count after."""
+    active = res > tol
+    Z = precond(R)
+    P = ops.copy(Z)
+    rz = ops.column_dots(R, Z)
+    while it < max_iter:
+        AP = matmat(P) + alpha * P
+        pap = ops.column_dots(P, AP)
+        step = ops.where(active, rz / ops.where(active, pap, 1.0), 0.0)
+        C += step * P
+        R -= step * AP
+        it += 1
+        res = ops.column_norms(R) / ynorm
+        history.append(ops.scalar(res.max()))  # the iteration's one read by the host
+        if callback is not None:
+            callback(it, history[-1])
+        if not history[-1] > tol:
+            break
+        active = res > tol
+        Z = precond(R)
+        rz_new = ops.column_dots(R, Z)
+        P = Z + ops.where(active, rz_new / ops.where(active, rz, 1.0), 0.0) * P
+        rz = ops.where(active, rz_new, rz)
+    return it

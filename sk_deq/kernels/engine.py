@@ -341,15 +341,59 @@ class ImplicitKernelEngine:
                     if res is not None:
                         _write_block(out, *res, symmetric, bias)
 
-    def _torch_kernel(self, SX, SY, block_size, out):
+    def device_kernel(self, SX: Samples, SY: Samples | None = None, *, block_size=None):
+        """The kernel matrix ``K(X, Y)`` as a float64 torch tensor on the engine's device, never sent to the host.
+
+        The blocks of :meth:`kernel` (the same, bitwise, on the same
+        device), assembled where they are computed: for a consumer that
+        keeps the kernel on the device (the stored kernel of
+        :class:`~sk_deq.ImplicitCKRidge`, a prediction's product with the
+        dual coefficients).  Only the few entries of the Hermite route that
+        no series degree resolves visit the host (for their quadrature).
+
+        Parameters
+        ----------
+        SX : Samples
+            Prepared rows, from :meth:`prepare`.
+        SY : Samples, optional
+            Prepared columns; ``K(X, X)`` when omitted (exactly symmetric).
+        block_size : int, optional
+            Rows and columns per block (by default as :meth:`kernel`'s).
+
+        Returns
+        -------
+        torch.Tensor of shape (n_samples_X, n_samples_Y)
+            Float64, on :attr:`device`.
+
+        Raises
+        ------
+        ValueError
+            If the engine has no device (its kernel is numpy's: :meth:`kernel`).
+        """
+        if self.device is None:
+            raise ValueError(
+                "device_kernel needs an engine with a device (ImplicitKernelEngine(..., device='cpu' or 'cuda')); "
+                "without one the kernel is computed in numpy on the host: use kernel()."
+            )
+        symmetric = SY is None
+        solver, pairs = self._torch_pairs(SX, SY, block_size)
+        diagonal = self.dual.diagonal_values(SX, self.kernel_name) + self.bias_variance if symmetric else None
+        with np.errstate(all="ignore"), full_float32_precision():  # float64 blocks; no TF32 in any case
+            return solver.kernel_tensor(SX, SY, pairs, self.kernel_name, self.bias_variance, diagonal)
+
+    def _torch_pairs(self, SX, SY, block_size):
+        """The torch solver and the blocks of the kernel ``K(X, Y)`` (``Y = X`` for None: the upper triangle's)."""
         solver = self._torch_solver()
         symmetric = SY is None
         n, m = len(SX), len(SX if symmetric else SY)
         b = int(block_size) if block_size is not None else solver.default_block_size(n, m)
-        pairs = _block_pairs(n, m, b, symmetric)
+        return solver, _block_pairs(n, m, b, symmetric)
+
+    def _torch_kernel(self, SX, SY, block_size, out):
+        solver, pairs = self._torch_pairs(SX, SY, block_size)
         with np.errstate(all="ignore"), full_float32_precision():  # float64 blocks; no TF32 in any case
             for bi, bj, blk in solver.blocks(SX, SY, pairs, self.kernel_name):
-                _write_block(out, bi, bj, blk, symmetric, self.bias_variance)
+                _write_block(out, bi, bj, blk, SY is None, self.bias_variance)
 
 
 def _block_pairs(n: int, m: int, b: int, symmetric: bool) -> list:

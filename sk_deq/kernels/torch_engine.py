@@ -175,29 +175,58 @@ class TorchKernelSolver:
     def default_block_size(self, n: int, m: int) -> int:
         """Rows (= columns) per block: the whole problem on a GPU when it fits, else a square of the memory budget.
 
-        On a CUDA device a quarter of the free memory at about 200 bytes
-        per entry of a block (the Hermite route's temporaries), on the
-        CPU scikit-learn's ``working_memory``, as the numpy engine.
+        On a CUDA device a quarter of the free memory at about
+        :data:`~sk_deq._runtime.TORCH_BLOCK_ENTRY_BYTES` per entry of a
+        block (the Hermite route's temporaries), on the CPU scikit-learn's
+        ``working_memory``, as the numpy engine.
         """
-        from .._runtime import auto_block_size
+        from .._runtime import TORCH_BLOCK_ENTRY_BYTES, auto_block_size
 
         if self.device.type == "cuda":
             free = int(torch.cuda.mem_get_info(self.device)[0])
-            b = int(math.sqrt(free / 4 / 200))
+            b = int(math.sqrt(free / 4 / TORCH_BLOCK_ENTRY_BYTES))
             return max(256, min(b, 16384))
         return auto_block_size(1)
 
-    def blocks(self, SX: Samples, SY: Samples, pairs, kernel: str):
-        """Yield ``(rows, cols, block)`` for the given pairs of slices, every block a float64 numpy array."""
-        SX, SY = self.with_hermite(SX), (None if SY is None else self.with_hermite(SY))
-        symmetric = SY is None
+    def blocks(self, SX: Samples, SY: Samples | None, pairs, kernel: str, *, host: bool = True):
+        """Yield ``(rows, cols, block)`` for the given pairs of slices, every block a float64 numpy array.
+
+        With ``host=False`` every block is the float64 tensor on the device
+        (valid until the next block is asked for).
+        """
+        SX = self.with_hermite(SX)
+        hY = SX if SY is None else self.with_hermite(SY)  # the columns (the rows when symmetric)
         TX = self._to_device(SX)
-        TY = TX if symmetric else self._to_device(SY)
-        hY = SX if symmetric else SY
+        TY = TX if SY is None else self._to_device(hY)
         with torch.inference_mode():
             for bi, bj in pairs:
                 blk = self._blocks.block(TX.take(bi), TY.take(bj), SX.take(bi), hY.take(bj), kernel)
-                yield bi, bj, blk.cpu().numpy()
+                yield bi, bj, (blk.cpu().numpy() if host else blk)
+
+    def kernel_tensor(self, SX: Samples, SY: Samples | None, pairs, kernel: str, bias: float, diagonal):
+        """The kernel of the given blocks plus ``bias``, assembled on the device (float64).
+
+        As :meth:`~sk_deq.kernels.ImplicitKernelEngine.kernel` writes the
+        numpy blocks: in the symmetric case (``SY`` None, ``pairs`` on and
+        above the diagonal) every block's mirror is written from it (a
+        diagonal block's lower triangle from its upper one), and the
+        diagonal is set to ``diagonal`` (numpy, the engine's O(n) values).
+        """
+        symmetric = SY is None
+        n, m = len(SX), len(SX if SY is None else SY)
+        out = torch.empty((n, m), dtype=_DTYPE, device=self.device)
+        for bi, bj, blk in self.blocks(SX, SY, pairs, kernel, host=False):
+            out[bi, bj] = blk + bias if bias else blk
+            if not symmetric:
+                continue
+            if bi == bj:
+                d = out[bi, bj]
+                d.copy_(torch.triu(d) + torch.triu(d, 1).T)
+            else:
+                out[bj, bi] = out[bi, bj].T
+        if symmetric and n:
+            out.diagonal().copy_(torch.as_tensor(np.asarray(diagonal, dtype=np.float64), device=self.device))
+        return out
 
 
 class _HermiteBlocks:

@@ -261,3 +261,26 @@ def test_a_refit_with_one_alpha_keeps_nothing_of_the_candidates(diabetes):
     assert hasattr(model, "alpha_scores_") and hasattr(model, "validation_indices_")
     model.set_params(alpha=0.5).fit(X, y)
     assert model.alpha_ == 0.5 and not hasattr(model, "alpha_scores_") and not hasattr(model, "validation_indices_")
+
+
+def test_a_fit_that_fails_leaves_the_estimator_as_it_was(diabetes, monkeypatch):
+    import sk_deq.kernel_ridge._base as base
+
+    X, y, X_test = diabetes
+    model = ImplicitCKRidge(alpha=[1.0, 0.1], random_state=0).fit(X, y)
+    before = model.predict(X_test)
+    state = {k: v for k, v in vars(model).items()}
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("solver broke")
+
+    monkeypatch.setattr(base, "solve", broken)
+    with pytest.raises(RuntimeError, match="solver broke"):
+        model.set_params(alpha=0.5).fit(X[:100], y[:100])
+    assert model.alpha_ == state["alpha_"] and model.n_features_in_ == state["n_features_in_"]
+    np.testing.assert_array_equal(model.alpha_scores_, state["alpha_scores_"])
+    np.testing.assert_array_equal(model.predict(X_test), before)
+    fresh = ImplicitCKRidge()
+    with pytest.raises(RuntimeError, match="solver broke"):
+        fresh.fit(X, y)
+    assert not hasattr(fresh, "dual_coef_") and not hasattr(fresh, "fit_plan_")

@@ -130,6 +130,22 @@ def test_out_and_n_jobs(rows):
     assert eng.kernel(SY.take(slice(0, 0)), SX).shape == (0, len(X))
 
 
+@pytest.mark.parametrize(("act", "kernel"), [("relu", "ck"), ("tanh", "ntk"), (_bumpy, "feature")])
+def test_the_device_kernel_is_the_kernel_bitwise_on_the_device(rows, act, kernel):
+    """``device_kernel`` assembles the same blocks on the device: equal bitwise to ``kernel``, bias and mirror included."""
+    X, Y = rows(3)
+    eng = ImplicitKernelEngine(act, 0.3, 1.0, kernel=kernel, bias_variance=0.7, device="cpu")
+    SX, SY = eng.prepare(X), eng.prepare(Y)
+    for block in (None, 16):  # one block, and many: diagonal, off-diagonal and ragged ones
+        K, C = eng.device_kernel(SX, block_size=block), eng.device_kernel(SY, SX, block_size=block)
+        assert isinstance(K, torch.Tensor) and K.dtype == torch.float64 and K.device == eng.device
+        np.testing.assert_array_equal(K.numpy(), eng.kernel(SX, block_size=block))
+        np.testing.assert_array_equal(C.numpy(), eng.kernel(SY, SX, block_size=block))
+        np.testing.assert_array_equal(K.numpy(), K.numpy().T)
+    with pytest.raises(ValueError, match=r"device_kernel needs an engine with a device.*kernel\(\)"):
+        eng.with_device(None).device_kernel(SX)
+
+
 # -- the estimators -------------------------------------------------------------------------------
 
 
