@@ -15,14 +15,10 @@ have (:data:`REMOVED_MODULES`, :data:`REMOVED_NAMES`) raise an
 :class:`IncompatiblePickleError` that names the version and says to fit
 again, instead of pickle's ``ModuleNotFoundError`` or ``AttributeError``
 (:func:`install`, run when ``sk_deq`` is imported).
-
-The same state is what a failed ``fit`` puts back
-(:func:`restored_on_failure`): an estimator is never left half-fitted.
 """
 
 from __future__ import annotations
 
-import copy
 import functools
 import importlib
 import importlib.abc
@@ -37,7 +33,6 @@ __all__ = [
     "IncompatiblePickleError",
     "InconsistentVersionWarning",
     "install",
-    "restored_on_failure",
     "restored_state",
     "versioned_state",
 ]
@@ -202,26 +197,3 @@ def install() -> None:
         module = importlib.import_module(module_name)
         if "__getattr__" not in vars(module):
             module.__getattr__ = functools.partial(removed_name, module_name)  # type: ignore[method-assign]
-
-
-def restored_on_failure(method):
-    """``fit`` or ``partial_fit`` that, on any exception, puts back the fitted state it found (deep-copied first).
-
-    Weights, the ``partial_fit`` stream, the history and every fitted
-    attribute: a diverged refit leaves no diverged weights that predict, and
-    an unfitted estimator stays unfitted.  The parameters are left as they are.
-    """
-
-    @functools.wraps(method)
-    def call(self, *args, **kwargs):
-        params = set(self._get_param_names())
-        kept = {k: v for k, v in self.__dict__.items() if k in params}
-        fitted = copy.deepcopy({k: v for k, v in self.__dict__.items() if k not in params})  # one copy: shared refs
-        try:
-            return method(self, *args, **kwargs)
-        except Exception:
-            self.__dict__.clear()
-            self.__dict__.update({**kept, **fitted})
-            raise
-
-    return call

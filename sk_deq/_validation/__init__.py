@@ -65,6 +65,7 @@ from ._data import (
 )
 from ._params import _outside_stacklevel  # noqa: F401  (for the modules that share it)
 from ._params import (
+    restored_on_failure,
     ActivationName,
     DEVICE_CONSTRAINTS,
     DeviceValue,
@@ -87,6 +88,7 @@ from ._params import (
 )
 
 __all__ = [
+    "restored_on_failure",
     "KERNEL_MATRIX_DASK_ADVICE",
     "is_dask_collection",
     "reject_dask",

@@ -1,7 +1,14 @@
-"""Validation of the parameters: the theory's (sigma_a2, sigma_b2, tau0, kernel, bias variance), the estimators' constraints, unused settings."""
+"""Validation of the parameters: the theory's (sigma_a2, sigma_b2, tau0, kernel, bias variance), the estimators' constraints, unused settings.
+
+And the two decorators of every ``fit``: :func:`fit_context`, which
+validates the parameters first, and :func:`restored_on_failure`, which puts
+the fitted state back when the fit raises.
+"""
 
 from __future__ import annotations
 
+import copy
+import functools
 import inspect
 import math
 import os
@@ -30,6 +37,7 @@ else:
     from sklearn.utils.metaestimators import available_if
 
 __all__ = [
+    "restored_on_failure",
     "ActivationName",
     "DEVICE_CONSTRAINTS",
     "DeviceValue",
@@ -323,3 +331,26 @@ def warn_unused_training_settings(estimator, optimizer: str) -> None:
         unused.append((["validation_fraction"], "it sizes the validation split of early_stopping=True"))
     for names, why in unused:
         warn_unused_settings(estimator, names, why)
+
+
+def restored_on_failure(method):
+    """``fit`` or ``partial_fit`` that, on any exception, puts back the fitted state it found (deep-copied first).
+
+    Weights, the ``partial_fit`` stream, the history and every fitted
+    attribute: a diverged refit leaves no diverged weights that predict, and
+    an unfitted estimator stays unfitted.  The parameters are left as they are.
+    """
+
+    @functools.wraps(method)
+    def call(self, *args, **kwargs):
+        params = set(self._get_param_names())
+        kept = {k: v for k, v in self.__dict__.items() if k in params}
+        fitted = copy.deepcopy({k: v for k, v in self.__dict__.items() if k not in params})  # one copy: shared refs
+        try:
+            return method(self, *args, **kwargs)
+        except Exception:
+            self.__dict__.clear()
+            self.__dict__.update({**kept, **fitted})
+            raise
+
+    return call

@@ -39,7 +39,7 @@ from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted
 
 from .._dask import lazy_method
-from .._persistence import restored_on_failure
+from .._validation import restored_on_failure
 from .._validation import is_dask_collection
 from .._runtime import full_float32_precision
 from ._export import deployed_network

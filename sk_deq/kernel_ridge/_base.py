@@ -14,10 +14,11 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from .._persistence import restored_on_failure, restored_state, versioned_state
+from .._persistence import restored_state, versioned_state
 from .._runtime import on_gpu, resolve_device
 from .._scaling import apply_input_scaling, fit_input_scaling, scaling_device
 from .._validation import (
+    restored_on_failure,
     KERNEL_TRANSFORMER_CONSTRAINTS,
     checked_weights,
     fit_context,
