@@ -205,7 +205,7 @@ class _Parsed(Exception):
     pass
 
 
-@pytest.mark.parametrize("script", [*BENCH_SCRIPTS, "run_all", "boundary_study", "gpu_trace"])
+@pytest.mark.parametrize("script", [*BENCH_SCRIPTS, "run_all", "gpu_trace"])
 def test_every_script_parses_quick_repeats_and_json(script, monkeypatch, tmp_path):
     """Each script's own command line, stopped right after parsing."""
     import argparse

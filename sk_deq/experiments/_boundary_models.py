@@ -1,9 +1,9 @@
 """The contestants of the study of where the equivalence ends: how they are built, tuned and counted.
 
-:func:`make_model` builds one of ``boundary_report.BOUNDARY_MODELS``;
+:func:`make_model` builds one of :data:`BOUNDARY_MODELS`;
 :func:`deq_param_count`, :func:`explicit_param_count` and :func:`matched_width`
 give the trained explicit network the trained DEQ's parameter count.  The
-study itself is ``boundary_study.py``.
+study itself is in ``_boundary.py``.
 """
 
 from __future__ import annotations
@@ -11,6 +11,10 @@ from __future__ import annotations
 import math
 
 import numpy as np
+
+#: The four contestants, in table order: the readout-trained DEQ and its matched network, the DEQ with
+#: all weights trained and an explicit network with all weights trained.
+BOUNDARY_MODELS = ("deq_readout", "matched_readout", "deq_all", "explicit_all")
 
 
 def deq_param_count(n_features: int, n_hidden: int) -> int:
@@ -33,7 +37,7 @@ def deq_param_count(n_features: int, n_hidden: int) -> int:
 
     Examples
     --------
-    >>> from boundary_models import deq_param_count
+    >>> from sk_deq.experiments._boundary_models import deq_param_count
     >>> deq_param_count(8, 32)
     1313
     """
@@ -63,7 +67,7 @@ def explicit_param_count(n_features: int, n_hidden: int, n_layers: int) -> int:
 
     Examples
     --------
-    >>> from boundary_models import explicit_param_count
+    >>> from sk_deq.experiments._boundary_models import explicit_param_count
     >>> explicit_param_count(8, 32, 2)  # two layers of the DEQ's width: the DEQ's count
     1313
     """
@@ -92,7 +96,7 @@ def matched_width(n_features: int, n_hidden: int, n_layers: int) -> int:
 
     Examples
     --------
-    >>> from boundary_models import matched_width
+    >>> from sk_deq.experiments._boundary_models import matched_width
     >>> matched_width(8, 32, 2), matched_width(8, 32, 1)
     (32, 146)
     """
@@ -112,6 +116,7 @@ def matched_width(n_features: int, n_hidden: int, n_layers: int) -> int:
 
 
 def make_model(model, d, seed, opts):
+    """The estimator of ``model`` (one of :data:`BOUNDARY_MODELS`) for inputs of dimension ``d``, seeded by ``seed``."""
     from sk_deq.estimators import DEQRegressor, ExplicitRegressor, MatchedExplicitRegressor
 
     common = {"random_state": int(seed), "device": opts["device"], "dtype": opts["dtype"]}
@@ -160,6 +165,7 @@ def analytic_param_counts(model, d, opts):
 
 
 def solver_summary(info):
+    """The fixed-point diagnostics of a DEQ's fit (and of its adjoint solves, when trained) as plain numbers."""
     if not info:
         return None
     out = {
@@ -193,8 +199,8 @@ def select_alpha(est, X, y, alphas):
     from sklearn.linear_model import RidgeCV
 
     Z = est.features(X)
-    # the n x n Gram matrix's eigendecomposition when there are fewer samples than features (what is
-    # cheaper; the 'auto' mode took the SVD of the 512 x 1024 features, 20 times slower)
+    # the n x n Gram matrix's eigendecomposition when there are fewer samples than features (the
+    # cheaper one; the 'auto' mode takes the SVD of the 512 x 1024 features, much slower)
     mode = "eigen" if Z.shape[0] <= Z.shape[1] else "svd"
     cv = RidgeCV(alphas=[len(y) * a for a in alphas], gcv_mode=mode).fit(Z, y)
     return float(alphas[int(np.argmin(np.abs(np.asarray(alphas) * len(y) - cv.alpha_)))])

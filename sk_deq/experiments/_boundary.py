@@ -1,4 +1,4 @@
-"""Where the equivalence ends: a study beside the package, on steep targets and trained weights.
+"""Where the equivalence ends: the study of steep targets and trained weights.
 
 The equivalence of this package is one between random-feature models: a DEQ
 whose weights ``A`` and ``B`` stay at their random initialisation and whose
@@ -12,25 +12,18 @@ target along one direction of the input space,
 
 with inputs ``x ~ N(0, I_d / d)`` (so that ``E ||x||^2 = 1`` and ``s`` is
 standard normal), a random unit direction ``u`` and sharpness ``k``.  The
-contestants (``boundary_report.BOUNDARY_MODELS``) are the readout-trained DEQ,
-its matched explicit network (readout-trained), the DEQ with all weights
-trained, and an explicit network with all weights trained whose width gives it
-the trained DEQ's parameter count.  Errors are measured on lines through the
-input distribution along ``u`` (see :func:`where_equivalence_ends`).  The
-contestants are built in ``boundary_models.py``; the result, its table and
-its figure are in ``boundary_report.py``.
+contestants (``_boundary_models.BOUNDARY_MODELS``) are the readout-trained
+DEQ, its matched explicit network (readout-trained), the DEQ with all weights
+trained, and an explicit network with all weights trained whose width gives
+it the trained DEQ's parameter count.  Errors are measured on lines through
+the input distribution along ``u`` (see :func:`where_equivalence_ends`).  The
+contestants are built in ``_boundary_models.py``; the result and its table
+are in ``_boundary_result.py``, its figure in ``sk_deq/plotting/_boundary.py``.
 
-It serves one figure (``examples/plot_where_equivalence_ends.py``) and the
-user guide's table, so it lives in ``benchmarks/``, not in the installed
-package.  Usage::
-
-    python benchmarks/boundary_study.py            # the full study: 3 seeds (about 8 minutes on 2 cores)
-    python benchmarks/boundary_study.py --quick    # the example's small version (seconds)
-    python benchmarks/boundary_study.py --out DIR  # where the JSON and the figure go (default: results/)
-    python benchmarks/boundary_study.py --quick --repeats 1 --json /tmp/b.json   # one seed; the figure beside it
-
-The JSON starts with the provenance of the run (``_harness.provenance``);
-``BoundaryResult.from_dict`` reads it back.
+``sk-deq boundary`` runs it (``--quick``: :data:`QUICK`, the small version
+of ``examples/plot_where_equivalence_ends.py``); ``sk-deq boundary --out
+DIR`` writes the JSON that the user guide's table and the example read
+(kept as ``benchmarks/results/where_equivalence_ends.json``) and the figure.
 """
 
 from __future__ import annotations
@@ -40,19 +33,21 @@ import sys
 import time
 import warnings
 from numbers import Integral, Real
-from pathlib import Path
+from typing import Any
 
 import numpy as np
-from boundary_models import (
+
+from ._boundary_models import (
+    BOUNDARY_MODELS,
     analytic_param_counts,
     make_model,
     param_counts,
     select_alpha,
     solver_summary,
 )
-from boundary_report import BOUNDARY_MODELS, BoundaryResult
-
-from sk_deq.experiments._common import check_count, environment, progress_bar, torch_threads
+from ._boundary_result import BoundaryResult
+from ._common import check_count, environment, progress_bar, torch_threads
+from ._provenance import provenance
 
 _OPTIMIZERS = ("lbfgs", "adam")
 # Seed offset of the second readout-trained DEQ, whose distance to the first is the finite-width noise floor.
@@ -92,7 +87,7 @@ def _validate(sharpness, dims, seeds, models, explicit_layers, optimizer, sizes)
     explicit_layers = tuple(explicit_layers)
     if not explicit_layers or not all(isinstance(a, str) for a in explicit_layers):
         raise ValueError(f"explicit_layers must name at least one activation, got {explicit_layers!r}.")
-    from sk_deq.activations import get_activation
+    from ..activations import get_activation
 
     for a in explicit_layers:
         get_activation(a)  # raises a ValueError naming the known activations
@@ -127,7 +122,7 @@ def _fit_one(model, d, k, seed, data, opts, keep_profile, weight_seed=None):
     u, X, X_test, s_grid = data
     y = np.tanh(k * math.sqrt(d) * (X @ u))
     y_test = np.tanh(k * math.sqrt(d) * (X_test @ u))
-    from sk_deq.nn.layers import DEQDivergenceError
+    from ..nn.layers import DEQDivergenceError
 
     est = make_model(model, d, seed if weight_seed is None else weight_seed, opts)
     error = pred_test = None
@@ -297,8 +292,8 @@ def where_equivalence_ends(
     n_threads : int or None, default=1
         Torch intra-op threads and numpy's BLAS threads during the run
         (restored afterwards); None keeps the settings.  The networks are
-        small: on a busy 2-core machine two threads made the trained DEQ's
-        fit several times slower.
+        small: on a busy machine more threads slow the trained DEQ's fit
+        down.
     device : str, default='cpu'
         Torch device of all estimators.
     dtype : {'float32', 'float64'}, default='float32'
@@ -312,7 +307,7 @@ def where_equivalence_ends(
     -------
     BoundaryResult
         Print it for a table; ``to_json`` for all numbers;
-        :func:`plot_where_equivalence_ends` draws it.
+        :func:`sk_deq.plotting.plot_where_equivalence_ends` draws it.
 
     Raises
     ------
@@ -323,7 +318,7 @@ def where_equivalence_ends(
 
     Examples
     --------
-    >>> from boundary_study import where_equivalence_ends
+    >>> from sk_deq.experiments import where_equivalence_ends
     >>> res = where_equivalence_ends(
     ...     sharpness=[4], dims=[2], seeds=[0], n_train=64, n_hidden=8,
     ...     n_hidden_readout=64, max_epochs=5, n_grid=11, n_lines=1,
@@ -356,7 +351,7 @@ def where_equivalence_ends(
     alphas = (alpha_readout,) if isinstance(alpha_readout, Real) else tuple(alpha_readout)
     if not alphas or not all(isinstance(a, Real) and not isinstance(a, bool) and 0 < a < math.inf for a in alphas):
         raise ValueError(f"alpha_readout must be a positive number or a sequence of them, got {alpha_readout!r}.")
-    from sk_deq.activations import get_activation
+    from ..activations import get_activation
 
     get_activation(activation)  # raises a ValueError naming the known activations
     opts = {
@@ -396,13 +391,14 @@ def _run(config, opts, n_threads, progress, out) -> BoundaryResult:
     dims, seeds, sharpness, models = config["dims"], config["seeds"], config["sharpness"], config["models"]
     sizes = (config["n_train"], config["n_grid"], config["grid_radius"], config["n_lines"])
     # numpy's BLAS too: the readout's penalty selection works on 512 x 1024 matrices, where on a busy
-    # 2-core machine two BLAS threads made it ten times slower than one
+    # machine more BLAS threads than one slow it down
     with torch_threads(n_threads) as threads, threadpool_limits(limits=n_threads):
         radius, n_grid = config["grid_radius"], config["n_grid"]
         result = BoundaryResult(
             config=config,
             environment=environment(threads),
             grid=[float(v) for v in np.linspace(-radius, radius, n_grid)],
+            provenance=provenance(benchmark="sk-deq boundary"),
         )
         _warm_up(models, opts)  # also checks the estimators' settings before the long work
         ticker = progress_bar(len(dims) * len(seeds) * len(sharpness) * len(models), progress, out)
@@ -454,8 +450,9 @@ def _warm_up(models, opts):
             make_model(model, 2, 0, small).fit(X, y)
 
 
-# The example's small version: two input dimensions, two seeds, narrower networks and shorter training.
-QUICK = {
+#: The small version (``sk-deq boundary --quick``, the example's): two input dimensions, two seeds,
+#: narrower networks and shorter training.
+QUICK: dict[str, Any] = {
     "sharpness": (1.0, 8.0, 64.0),
     "dims": (2, 8),
     "seeds": (0, 1),
@@ -466,31 +463,3 @@ QUICK = {
     "n_grid": 101,
     "n_lines": 2,
 }
-
-
-def main(argv=None) -> int:
-    """Run the study (``--quick``: :data:`QUICK`), print its table, write its JSON and figure."""
-    from _harness import parser, write_json
-
-    ap = parser(__doc__, quick="the example's small version", repeats=None)
-    ap.add_argument("--out", default=str(Path(__file__).with_name("results")), help="directory of the outputs")
-    args = ap.parse_args(argv)
-    options = dict(QUICK) if args.quick else {}
-    if args.repeats:  # one seed per repeat
-        options["seeds"] = tuple(range(args.repeats))
-    result = where_equivalence_ends(**options, progress=True)
-    print(result)
-    name = "where_equivalence_ends" + ("_quick" if args.quick else "")
-    path = Path(args.json or Path(args.out) / f"{name}.json")
-    write_json(path, result.to_dict(), indent=None)  # compact: the records hold every profile
-    try:
-        from boundary_report import plot_where_equivalence_ends
-
-        plot_where_equivalence_ends(result).savefig(path.with_suffix(".png"), dpi=120)
-    except ImportError as exc:  # matplotlib is optional
-        print(f"no figure: {exc}", file=sys.stderr)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,8 +1,9 @@
-"""The result of the study of where the equivalence ends: :class:`BoundaryResult`, its table and its figure.
+"""The result of the study of where the equivalence ends: :class:`BoundaryResult` and its table.
 
-:mod:`boundary_study` runs the study (:func:`boundary_study.where_equivalence_ends`)
-and returns a :class:`BoundaryResult`; this module aggregates, prints and
-draws it, also from the JSON a run wrote (``BoundaryResult.from_dict``).
+``_boundary.py`` runs the study (:func:`where_equivalence_ends`) and returns a
+:class:`BoundaryResult`; this module aggregates and prints it, also from the
+JSON a run wrote (``BoundaryResult.from_dict``).  Its figure is
+:func:`sk_deq.plotting.plot_where_equivalence_ends`.
 """
 
 from __future__ import annotations
@@ -11,35 +12,15 @@ import math
 import statistics
 from dataclasses import dataclass, field
 
-import numpy as np
+from .._json import JSONResult
+from ._common import mean_std
 
-from sk_deq._json import JSONResult
-from sk_deq.experiments._common import mean_std
-from sk_deq.plotting import MODEL_STYLES, require_matplotlib
-from sk_deq.plotting._common import panel_axes
-
-#: The four contestants, in table order: the readout-trained DEQ and its matched network, the DEQ with
-#: all weights trained and an explicit network with all weights trained.
-BOUNDARY_MODELS = ("deq_readout", "matched_readout", "deq_all", "explicit_all")
-
+# How the table names the contestants (_boundary_models.BOUNDARY_MODELS).
 _LABELS = {
     "deq_readout": "DEQ, readout",
     "matched_readout": "matched, readout",
     "deq_all": "DEQ, all weights",
     "explicit_all": "explicit, all weights",
-}
-
-
-# The library's colours and markers (sk_deq.plotting.MODEL_STYLES); dashed: readout-trained, solid: all weights.
-def _style(base: dict, linestyle: str) -> dict:
-    return {"color": base["color"], "marker": base["marker"], "linestyle": linestyle}
-
-
-_STYLES = {
-    "deq_readout": _style(MODEL_STYLES["deq"], "--"),
-    "matched_readout": _style(MODEL_STYLES["matched"], "--"),
-    "deq_all": _style(MODEL_STYLES["deq"], "-"),
-    "explicit_all": {"color": "tab:red", "marker": "^", "linestyle": "-"},
 }
 
 
@@ -49,7 +30,7 @@ _STYLES = {
 
 @dataclass
 class BoundaryResult(JSONResult):
-    """Outcome of :func:`where_equivalence_ends`.
+    """Outcome of :func:`~sk_deq.experiments.where_equivalence_ends`.
 
     Every parameter is stored as an attribute of the same name.
     ``str(result)`` is :meth:`format_table`.
@@ -87,12 +68,17 @@ class BoundaryResult(JSONResult):
         diagnostics of the fit; else None), ``warnings`` (messages raised
         during fit and predict) and ``profile`` (predictions on the first
         test line, for the first seed; else None).
+    provenance : dict, default={}
+        Where the figures come from (:func:`sk_deq.experiments._provenance.provenance`,
+        taken when the run starts): command, time, git commit, machine,
+        versions and threads.
     """
 
     config: dict
     environment: dict
     grid: list
     records: list = field(default_factory=list)
+    provenance: dict = field(default_factory=dict)
 
     @classmethod
     def from_dict(cls, data: dict) -> BoundaryResult:
@@ -107,14 +93,15 @@ class BoundaryResult(JSONResult):
         Returns
         -------
         BoundaryResult
-            The result with the same ``config``, ``environment``, ``grid``
-            and ``records``.
+            The result with the same ``config``, ``environment``, ``grid``,
+            ``records`` and ``provenance`` (empty where ``data`` has none).
         """
         return cls(
             config=dict(data["config"]),
             environment=dict(data["environment"]),
             grid=list(data["grid"]),
             records=list(data["records"]),
+            provenance=dict(data.get("provenance") or {}),
         )
 
     def summary(self) -> list:
@@ -154,12 +141,13 @@ class BoundaryResult(JSONResult):
         Returns
         -------
         dict
-            ``config``, ``environment``, ``grid``, ``summary``
-            (:meth:`summary`) and ``records``.
-            :func:`plot_where_equivalence_ends` accepts it in place of the
+            ``provenance``, ``config``, ``environment``, ``grid``,
+            ``summary`` (:meth:`summary`) and ``records``.
+            :func:`~sk_deq.plotting.plot_where_equivalence_ends` accepts it in place of the
             result, and :meth:`from_dict` turns it back into one.
         """
         return {
+            "provenance": self.provenance,
             "config": self.config,
             "environment": self.environment,
             "grid": self.grid,
@@ -326,128 +314,3 @@ def _solver_lines(deq) -> list:
             f"{statistics.fmean(s['adjoint']['mean_iter'] for s in trained):.1f} adjoint iterations per sample"
         )
     return [text + "."]
-
-
-# ---------------------------------------------------------------------------
-# the figure
-
-
-def _parts(result):
-    if isinstance(result, BoundaryResult):
-        return result.summary(), result.config, result.grid, result.records
-    if isinstance(result, dict) and {"config", "grid", "records"} <= set(result):
-        res = BoundaryResult.from_dict(result)
-        return res.summary(), res.config, res.grid, res.records
-    raise TypeError(
-        f"result must be a BoundaryResult or its to_dict(), got {type(result).__name__}: "
-        "use the output of boundary_study.where_equivalence_ends."
-    )
-
-
-def plot_where_equivalence_ends(result, *, show_profiles: bool = True, axes=None, title: str | None = None):
-    """L∞ and L2 test error versus sharpness, one column per input dimension.
-
-    Every panel shows the models of the run versus the sharpness ``k`` (log
-    scales), the mean over the seeds with a bar of one standard deviation;
-    dashed lines are the readout-trained models, solid lines the fully
-    trained ones, and a grey line the best constant's L2 error.  With
-    ``show_profiles`` a third row shows, at the largest sharpness, the target
-    and every model's prediction along the first test line of the first seed.
-
-    Parameters
-    ----------
-    result : BoundaryResult or dict
-        From :func:`where_equivalence_ends`, or its ``to_dict()`` (e.g. read
-        back from JSON).
-    show_profiles : bool, default=True
-        Add the row of profiles along ``u``.
-    axes : array of matplotlib Axes, optional
-        Axes to draw into, shape ``(n_rows, n_dims)`` with ``n_rows`` 3 if
-        ``show_profiles`` else 2.  A new figure is made when None.
-    title : str, optional
-        Figure title.
-
-    Returns
-    -------
-    matplotlib.figure.Figure
-        The figure drawn into.
-
-    Raises
-    ------
-    ImportError
-        If matplotlib is not installed.
-    TypeError
-        If ``result`` is neither a :class:`BoundaryResult` nor its
-        ``to_dict()``.
-    ValueError
-        If ``result`` holds no measurements.
-    """
-    plt = require_matplotlib()
-    rows, config, grid, records = _parts(result)
-    dims = [d for d in config["dims"] if any(r["d"] == d for r in rows)]
-    if not dims:
-        raise ValueError("result holds no measurements to plot.")
-    n_rows = 3 if show_profiles else 2
-    fig, axes = panel_axes(plt, axes, n_rows, len(dims), size=(3.7, 2.9), sharex=False)
-    k_max = max(config["sharpness"])
-    for j, d in enumerate(dims):
-        block = [r for r in rows if r["d"] == d]
-        for i, (metric, name) in enumerate((("linf", "L∞ error"), ("l2", "L2 error"))):
-            _error_panel(axes[i, j], block, config["models"], metric)
-            if i == 0:
-                axes[i, j].set_title(f"d = {d}")
-            if j == 0:
-                axes[i, j].set_ylabel(f"test {name}")
-        if show_profiles:
-            first = config["seeds"][0]
-            profiles = {
-                r["model"]: r["profile"]
-                for r in records
-                if r["d"] == d and r["sharpness"] == k_max and r["seed"] == first and r["profile"] is not None
-            }
-            _profile_panel(axes[2, j], np.asarray(grid), k_max, config["models"], profiles, first=j == 0)
-    handles, labels = axes[1, 0].get_legend_handles_labels()
-    if show_profiles:
-        h2, l2 = axes[2, 0].get_legend_handles_labels()
-        handles, labels = handles + h2[:1], labels + l2[:1]
-    fig.legend(handles, labels, loc="outside lower center", ncol=min(len(labels), 6), fontsize="small")
-    if title:
-        fig.suptitle(title)
-    return fig
-
-
-def _error_panel(ax, block, models, metric: str) -> None:
-    """One error (``'linf'`` or ``'l2'``) of every model versus sharpness; the best constant's L2 error in grey."""
-    for model in models:
-        mr = sorted((r for r in block if r["model"] == model), key=lambda r: r["sharpness"])
-        if mr:
-            ax.errorbar(
-                [r["sharpness"] for r in mr],
-                [r[f"{metric}_mean"] for r in mr],
-                yerr=[r[f"{metric}_std"] for r in mr],
-                label=_LABELS[model],
-                capsize=3,
-                markersize=4,
-                **_STYLES[model],
-            )
-    if metric == "l2":
-        base = sorted({(r["sharpness"], r["baseline_l2_mean"]) for r in block})
-        ax.plot([b[0] for b in base], [b[1] for b in base], color="0.6", lw=1, label="best constant")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.set_xlabel("sharpness k")
-
-
-def _profile_panel(ax, s, k_max, models, profiles, *, first: bool) -> None:
-    """The target and every model's prediction along one test line at the largest sharpness."""
-    ax.plot(s, np.tanh(k_max * s), color="k", lw=1.5, label=f"target tanh({k_max:g} s)")
-    for model in models:
-        if model in profiles:
-            style = {k: v for k, v in _STYLES[model].items() if k != "marker"}
-            ax.plot(s, profiles[model], lw=1.2, label=_LABELS[model], **style)
-    ax.set_xlabel("s = sqrt(d) u·x along a test line")
-    if first:
-        ax.set_ylabel(f"prediction, k = {k_max:g}")
-    ax.set_ylim(-1.6, 1.6)
-    ax.grid(True, alpha=0.3)

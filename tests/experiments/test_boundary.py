@@ -1,21 +1,15 @@
-"""The study of where the equivalence ends (benchmarks/boundary_study.py), its table and its figure."""
+"""The study of where the equivalence ends (``experiments/_boundary.py``, its models and result), its figure."""
 
 import io
 import json
 import math
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-BENCH = str(Path(__file__).resolve().parents[1] / "benchmarks")
-if BENCH not in sys.path:
-    sys.path.insert(0, BENCH)
-
-from boundary_models import deq_param_count, explicit_param_count, matched_width  # noqa: E402
-from boundary_report import BOUNDARY_MODELS, BoundaryResult, plot_where_equivalence_ends  # noqa: E402
-from boundary_study import where_equivalence_ends  # noqa: E402
+from sk_deq.experiments import BOUNDARY_MODELS, BoundaryResult, where_equivalence_ends
+from sk_deq.experiments._boundary_models import deq_param_count, explicit_param_count, matched_width
+from sk_deq.plotting import plot_where_equivalence_ends
 
 SMALL = dict(
     n_train=96,
@@ -136,6 +130,11 @@ def test_table_and_json_round_trip(tiny, tmp_path):
     back = BoundaryResult.from_dict(data)
     assert back.records == tiny.records and back.config == tiny.config and back.grid == tiny.grid
     assert str(back) == text
+    # where the figures come from: the record every results file carries, first in the file
+    assert next(iter(data)) == "provenance" and back.provenance == tiny.provenance
+    assert (
+        data["provenance"]["schema"] == "sk_deq.provenance/1" and data["provenance"]["benchmark"] == "sk-deq boundary"
+    )
 
 
 def test_subset_of_models_and_adam():
@@ -250,3 +249,19 @@ def test_plot(tiny):
     with pytest.raises(ValueError, match="no measurements"):
         plot_where_equivalence_ends(empty)
     plt.close("all")
+
+
+def test_the_example_runs_the_small_version():
+    """The gallery example spells out the settings of ``sk-deq boundary --quick``: the same ones."""
+    import ast
+    from pathlib import Path
+
+    from sk_deq.experiments._boundary import QUICK
+
+    source = (Path(__file__).resolve().parents[2] / "examples" / "plot_where_equivalence_ends.py").read_text()
+    call = next(
+        node
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "where_equivalence_ends"
+    )
+    assert {kw.arg: ast.literal_eval(kw.value) for kw in call.keywords} == QUICK
