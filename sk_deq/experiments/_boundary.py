@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from .._validation import check_bool
 from ._boundary_models import (
     BOUNDARY_MODELS,
     analytic_param_counts,
@@ -315,6 +316,8 @@ def where_equivalence_ends(
         For empty, repeated or non-positive sharpness values, dimensions or
         seeds, an unknown model, activation or optimizer, or a size below its
         minimum.
+    TypeError
+        If ``progress`` is not a bool.
 
     Examples
     --------
@@ -328,6 +331,7 @@ def where_equivalence_ends(
     >>> all(r["l2"] <= r["linf"] for r in res.records)
     True
     """
+    check_bool(progress, "progress", "where_equivalence_ends")
     sharpness, dims, seeds, models, explicit_layers = _validate(
         sharpness,
         dims,

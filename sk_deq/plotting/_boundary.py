@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 
+from .._validation import check_bool
 from ._common import panel_axes, require_matplotlib, result_dict
 from ._compare import MODEL_STYLES
 
@@ -62,11 +63,12 @@ def plot_where_equivalence_ends(result, *, show_profiles: bool = True, axes=None
     ImportError
         If matplotlib is not installed.
     TypeError
-        If ``result`` is neither a
+        If ``show_profiles`` is not a bool, or ``result`` is neither a
         :class:`~sk_deq.experiments.BoundaryResult` nor its ``to_dict()``.
     ValueError
         If ``result`` holds no measurements.
     """
+    check_bool(show_profiles, "show_profiles", "plot_where_equivalence_ends")
     plt = require_matplotlib()
     data = result_dict(result, ("config", "grid", "summary", "records"), "a BoundaryResult")
     rows, config, grid, records = data["summary"], data["config"], data["grid"], data["records"]
