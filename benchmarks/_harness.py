@@ -1,35 +1,45 @@
 """The benchmark harness (not package API): timing, the command line, and JSON that says where it came from.
 
-A benchmark is a ``bench_*.py`` module with ``collect(quick=False,
-repeats=N, **options) -> dict`` and an entry in ``run_all.REGISTRY``.  Its
-``main`` builds its command line with :func:`parser` (``--quick``,
-``--repeats``, ``--json PATH`` and its own options), times with
-:func:`interleaved` (or :func:`rounds` where one repeat is a whole
-measurement, e.g. a fit), and writes with :func:`write_json`, which puts
-:func:`provenance` (git commit and whether the tree was clean, UTC time,
-machine, GPU, library versions, threads) at the top of every result file.
+A benchmark is a module of one of the groups (``kernels``, ``networks``,
+``gpu``, ``scale``, ``peers``; see ``benchmarks/README.md``) with
+``collect(quick=False, repeats=N, **options) -> dict`` and an entry in
+``run_all.REGISTRY``.  Its ``main`` builds its command line with
+:func:`parser` (``--quick``, ``--repeats``, ``--json PATH`` and its own
+options), times with :func:`interleaved` (or :func:`rounds` where one repeat
+is a whole measurement, e.g. a fit), and writes with :func:`write_json`,
+which puts :func:`provenance` (the benchmark that wrote the file, the exact
+command line, git commit and whether the tree was clean, UTC time, machine,
+GPU, library versions, threads) at the top of every result file.  A group's
+``python -m benchmarks.GROUP MEMBER [options]`` runs one of its modules
+(:func:`run_member`).
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import contextlib
-import datetime
+import importlib.util
 import json
 import math
 import os
-import platform
-import shutil
+import shlex
 import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from importlib import metadata
 from pathlib import Path
 
+from sk_deq.experiments._provenance import LIBRARIES, SCHEMA, git_state, library_version, provenance_line
+from sk_deq.experiments._provenance import provenance as package_provenance
+
 __all__ = [
+    "LIBRARIES",
+    "SCHEMA",
     "Timings",
+    "benchmark_name",
     "finish",
     "fit_predict",
     "fmt_range",
@@ -40,19 +50,20 @@ __all__ = [
     "library_version",
     "markdown_rule",
     "parser",
+    "positive_int",
     "provenance",
     "provenance_line",
     "read_json",
     "rounds",
+    "run_member",
     "text_table",
     "timed",
     "write_json",
 ]
 
 HERE = Path(__file__).resolve().parent
-SCHEMA = "sk_deq.provenance/1"
-#: Libraries whose versions every result records (None where not installed).
-LIBRARIES = ("numpy", "scipy", "scikit-learn", "torch", "numba", "torchdeq", "mlxtend", "threadpoolctl")
+#: The repository root: ``benchmarks`` is a package there (``python -m benchmarks.kernels ...`` from it).
+ROOT = HERE.parent
 
 
 # -------------------------------------------------------------------------------- timing
@@ -180,31 +191,79 @@ def markdown_rule(head: str) -> str:
 # -------------------------------------------------------------------------------- command line
 
 
-def _positive(text: str) -> int:
+def positive_int(text: str) -> int:
+    """``text`` as an integer of at least 1 (an argument type: else an ``ArgumentTypeError``)."""
     value = int(text)
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
     return value
 
 
-def parser(doc: str, *, quick: str, repeats: int | None = 3, json: str | None = None) -> argparse.ArgumentParser:
+def benchmark_name(module: str) -> str:
+    """The name a result file gives its writer: the module's path in ``benchmarks`` (``"kernels.cores"``)."""
+    return module.removeprefix("benchmarks.")
+
+
+def parser(
+    doc: str, *, name: str, quick: str, repeats: int | None = 3, json: str | None = None
+) -> argparse.ArgumentParser:
     """The command line every benchmark shares: ``--quick`` (help ``quick``), ``--repeats N``, ``--json PATH``.
 
-    ``doc`` (the module docstring) is the help text; ``repeats`` and
-    ``json`` are the defaults (None: the script decides, e.g. from
-    ``--quick``; no JSON file).  The script adds its own options.
+    ``doc`` (the module docstring) is the help text; ``name`` the module
+    (``__name__``): the program name in the help and, as
+    :func:`benchmark_name`, the ``benchmark`` that :func:`finish` records in
+    the file's provenance.  ``repeats`` and ``json`` are the defaults (None:
+    the script decides, e.g. from ``--quick``; no JSON file).  The script
+    adds its own options.
     """
-    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    benchmark = benchmark_name(name)
+    group, _, member = benchmark.rpartition(".")
+    prog = f"python -m benchmarks.{group} {member}" if group else f"python benchmarks/{member}.py"
+    ap = argparse.ArgumentParser(prog=prog, description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.set_defaults(benchmark=benchmark)
     ap.add_argument("--quick", action="store_true", help=quick)
     ap.add_argument(
-        "--repeats", type=_positive, default=repeats, help=f"interleaved repeats (default {repeats or 'by --quick'})"
+        "--repeats", type=positive_int, default=repeats, help=f"interleaved repeats (default {repeats or 'by --quick'})"
     )
     ap.add_argument("--json", default=json, metavar="PATH", help="write the results (with their provenance) there")
     return ap
 
 
+def _summary(module: str) -> str:
+    """The first line of ``module``'s docstring: the module's when imported, else read from its source."""
+    if module in sys.modules:
+        doc = sys.modules[module].__doc__
+    else:
+        spec = importlib.util.find_spec(module)
+        source = Path(spec.origin).read_text(encoding="utf-8") if spec and spec.origin else ""
+        doc = ast.get_docstring(ast.parse(source))
+    return (doc or "").split("\n", 1)[0]
+
+
+def run_member(group: str, members: Sequence[str], doc: str, argv=None) -> int:
+    """``python -m GROUP MEMBER [options]``: the ``main(options)`` of the module ``GROUP.MEMBER``.
+
+    ``-h`` / ``--help`` prints ``doc`` and the members, each with the first
+    line of its docstring; ``MEMBER --help`` is the member's own help; no
+    member or an unknown one is an argument error (exit status 2).  Returns
+    the exit status: the member's when it returns an int, else 0.
+    """
+    argv = list(sys.argv[1:] if argv is None else argv)
+    lines = [f"  {m:<15} {_summary(f'{group}.{m}')}" for m in members]
+    ap = argparse.ArgumentParser(
+        prog=f"python -m {group}",
+        usage=f"python -m {group} {{{','.join(members)}}} [options]",
+        description=f"{doc}\nmembers (MEMBER --help lists its options):\n" + "\n".join(lines),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    ap.add_argument("member", choices=members, metavar="MEMBER", help="the benchmark to run: one of the members")
+    args = ap.parse_args(argv[:1])
+    out = importlib.import_module(f"{group}.{args.member}").main(argv[1:])
+    return out if isinstance(out, int) else 0
+
+
 def in_subprocess(module: str, function: str, *args) -> dict:
-    """``module.function(*args)`` (a module of this folder) in a fresh Python; its dict comes back as JSON.
+    """``module.function(*args)`` (``module`` of this package, e.g. ``__name__``) in a fresh Python; its dict as JSON.
 
     ``args`` are plain values (strings, numbers, None): their ``repr`` is the
     child's code.
@@ -215,7 +274,7 @@ def in_subprocess(module: str, function: str, *args) -> dict:
     """
     import sk_deq
 
-    code = f"import json, sys; sys.path.insert(0, {str(HERE)!r}); import {module} as m; "
+    code = f"import json, sys; sys.path.insert(0, {str(ROOT)!r}); import {module} as m; "
     code += f"print(json.dumps(m.{function}(*{args!r})))"
     paths = [str(Path(sk_deq.__file__).resolve().parents[1]), os.environ.get("PYTHONPATH", "")]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in paths if p))
@@ -229,172 +288,48 @@ def in_subprocess(module: str, function: str, *args) -> dict:
 
 
 def finish(result, args, table=None):
-    """Print ``table(result)`` when given, write ``result`` to ``args.json`` when set; returns ``result``."""
+    """Print ``table(result)`` when given, write ``result`` to ``args.json`` when set; returns ``result``.
+
+    The file's provenance names ``args.benchmark`` (set by :func:`parser`).
+    """
     if table is not None:
         print(table(result))
     if getattr(args, "json", None):
-        print(f"results written to {write_json(args.json, result)}")
+        print(f"results written to {write_json(args.json, result, benchmark=args.benchmark)}")
     return result
 
 
 # -------------------------------------------------------------------------------- provenance
+# The record is the package's (sk_deq.experiments._provenance), which the experiments write too; a
+# benchmark's names its writer, the exact command line and the state of the checkout the benchmarks ran from.
 
 
-def _run(cmd, cwd=None) -> str | None:
-    """The output of ``cmd``, or None where it cannot run or fails."""
-    try:
-        done = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=30, check=False)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return done.stdout if done.returncode == 0 else None
+def provenance(repo=None, *, benchmark: str | None = None) -> dict:
+    """Where the figures of a benchmark's result come from: writer, command, code, time, machine, libraries, threads.
 
-
-def git_state(repo=None) -> dict:
-    """The commit checked out at ``repo`` and whether the tree is clean (``git status --porcelain`` empty).
-
-    Untracked files count: a tree with any change, staged, unstaged or new,
-    is dirty.  ``changes`` lists the first 20 lines of the status.  Outside a
-    checkout (or without git) every field is None.
+    The record of :func:`sk_deq.experiments._provenance.provenance` (schema
+    :data:`SCHEMA`), with ``benchmark``: the benchmark that writes the
+    result (its module in ``benchmarks``, e.g. ``"kernels.cores"``, or
+    ``"run_all"``); ``command``: the exact command line of the process
+    (``sys.orig_argv``, the interpreter and ``-m`` included, quoted for a
+    POSIX shell); ``git``: :func:`git_state` of ``repo`` (default: this
+    checkout); ``created_utc``: now (a script writes the record with its
+    results, ``run_all`` when its run starts); ``sk_deq_path``: the package
+    that ran (``python -m benchmarks...`` from the repository root and
+    ``python benchmarks/run_all.py`` import this checkout's; another one
+    earlier on ``sys.path`` would win) and, where it is not this
+    checkout's, ``sk_deq_git``, the :func:`git_state` of its own.
     """
-    repo = str(repo or HERE)
-    commit = (_run(["git", "rev-parse", "HEAD"], repo) or "").strip() or None
-    status = _run(["git", "status", "--porcelain"], repo) if commit else None
-    lines = status.splitlines() if status is not None else None
-    return {
-        "commit": commit,
-        "clean": None if lines is None else not lines,
-        "changes": None if lines is None else lines[:20],
-    }
-
-
-def _cpu_model() -> str:
-    with contextlib.suppress(OSError):
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.lower().startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    return platform.processor() or platform.machine() or "unknown"
-
-
-def _memory_bytes() -> int | None:
-    with contextlib.suppress(OSError, ValueError):
-        with open("/proc/meminfo") as fh:
-            for line in fh:
-                if line.startswith("MemTotal:"):
-                    return int(line.split()[1]) * 1024
-    with contextlib.suppress(AttributeError, ValueError, OSError):
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    return None
-
-
-def _gpu() -> dict | None:
-    """The first CUDA device's name, memory and capability, the device count and the NVIDIA driver; None without CUDA."""
-    import torch
-
-    if not torch.cuda.is_available():
-        return None
-    props = torch.cuda.get_device_properties(0)
-    driver = None
-    if shutil.which("nvidia-smi"):
-        out = (_run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"]) or "").strip()
-        driver = out.splitlines()[0].strip() if out else None
-    return {
-        "name": torch.cuda.get_device_name(0),
-        "memory_bytes": int(props.total_memory),
-        "memory_gib": round(props.total_memory / 2**30, 2),
-        "capability": f"{props.major}.{props.minor}",
-        "count": torch.cuda.device_count(),
-        "driver": driver,
-    }
-
-
-def library_version(name: str) -> str | None:
-    """The installed version of the distribution ``name``; None where it is not installed."""
-    try:
-        return metadata.version(name)
-    except metadata.PackageNotFoundError:
-        return None
-
-
-def _threadpools():
-    try:
-        from threadpoolctl import threadpool_info
-    except ImportError:
-        return None
-    keep = ("user_api", "internal_api", "num_threads", "version", "threading_layer", "architecture", "prefix")
-    return [{k: p.get(k) for k in keep} for p in threadpool_info()]
-
-
-def provenance(repo=None) -> dict:
-    """Where the figures of a result come from: code, time, machine, libraries and threads.
-
-    ``git``: :func:`git_state` of ``repo`` (default: this checkout);
-    ``created_utc``: now, ISO 8601 in UTC (a script writes the record with
-    its results, ``run_all`` when its run starts); ``command``: ``sys.argv``;
-    ``machine``: platform, CPU model (``/proc/cpuinfo``'s 'model name', else
-    :func:`platform.processor`), cores and the cores this process may use,
-    total memory, and ``gpu`` (None without CUDA; else the device's name,
-    memory, capability, count and the NVIDIA driver from ``nvidia-smi``
-    where that command exists); ``versions``: Python, :data:`LIBRARIES`,
-    torch's CUDA and sk_deq; ``threads``: torch's intra-op threads and the
-    BLAS / OpenMP pools (threadpoolctl); ``sk_deq_path``: the package that
-    ran (``python benchmarks/x.py`` imports the installed one, which need
-    not be this checkout's: ``PYTHONPATH=.`` runs this one) and, where it is
-    not this checkout's, ``sk_deq_git``, the :func:`git_state` of its own.
-    """
-    import torch
+    import torch  # noqa: F401  (loaded first: the record names torch's threads and CUDA where torch is loaded)
 
     import sk_deq
 
-    memory = _memory_bytes()
-    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    record = package_provenance(benchmark=benchmark, command=shlex.join(sys.orig_argv))
+    record["git"] = git_state(repo or HERE)
     package = Path(sk_deq.__file__).resolve().parent
-    record = {
-        "schema": SCHEMA,
-        "created_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "command": " ".join(sys.argv),
-        "git": git_state(repo),
-        "machine": {
-            "platform": platform.platform(),
-            "architecture": platform.machine(),
-            "cpu_model": _cpu_model(),
-            "cpu_count": os.cpu_count(),
-            "cpus_usable": usable,
-            "memory_bytes": memory,
-            "memory_gib": None if memory is None else round(memory / 2**30, 2),
-            "gpu": _gpu(),
-        },
-        "versions": {
-            "python": platform.python_version(),
-            **{name: library_version(name) for name in LIBRARIES},
-            "torch_cuda": torch.version.cuda,
-            "sk_deq": getattr(sk_deq, "__version__", None),
-        },
-        "threads": {"torch": torch.get_num_threads(), "threadpools": _threadpools()},
-        "sk_deq_path": str(package),
-    }
     if package.parent != HERE.parent:  # the package of another checkout (or an installed one): its state too
         record["sk_deq_git"] = git_state(package)
     return record
-
-
-def provenance_line(p: dict) -> str:
-    """One line of text of a :func:`provenance` record (for markdown and printed reports)."""
-    git, m, v = p.get("git") or {}, p.get("machine") or {}, p.get("versions") or {}
-    state = {True: "clean", False: "dirty"}.get(git.get("clean"), "clean or not: unknown")
-    gpu = m.get("gpu")
-    parts = [
-        f"{p.get('created_utc')}; commit {git.get('commit')} ({state})",
-        f"{m.get('cpu_model')}, {m.get('cpu_count')} cores ({m.get('cpus_usable')} usable)"
-        + (f", {m['memory_gib']} GiB" if m.get("memory_gib") else ""),
-        f"GPU {gpu['name']} ({gpu['memory_gib']} GiB, driver {gpu['driver']})" if gpu else "no GPU",
-        f"{m.get('platform')}; Python {v.get('python')}",
-        ", ".join(f"{k} {val}" for k, val in v.items() if val and k != "python"),
-    ]
-    if p.get("sk_deq_git"):
-        other = p["sk_deq_git"]
-        parts.append(f"sk_deq from {p.get('sk_deq_path')} (commit {other.get('commit')}, clean {other.get('clean')})")
-    return "; ".join(parts)
 
 
 # -------------------------------------------------------------------------------- JSON
@@ -415,15 +350,17 @@ def jsonable(obj):
     return str(obj)
 
 
-def write_json(path, result: dict, *, indent: int | None = 1) -> Path:
+def write_json(path, result: dict, *, benchmark: str, indent: int | None = 1) -> Path:
     """Write ``result`` as JSON to ``path`` (folders made), its :func:`provenance` first; returns the path.
 
-    A ``provenance`` the result already holds (a run that rewrites its file
-    as it goes) is kept.  Values are made JSON-safe by :func:`jsonable`.
+    ``benchmark`` names the writer in the provenance (:func:`benchmark_name`
+    of its module).  A ``provenance`` the result already holds (a run that
+    rewrites its file as it goes) is kept.  Values are made JSON-safe by
+    :func:`jsonable`.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    body = {"provenance": result.get("provenance") or provenance(), **result}
+    body = {"provenance": result.get("provenance") or provenance(benchmark=benchmark_name(benchmark)), **result}
     path.write_text(json.dumps(jsonable(body), indent=indent) + "\n", encoding="utf-8")
     return path
 

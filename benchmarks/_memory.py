@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import resource
 
-__all__ = ["PeakMemory", "gib", "peak_rss_bytes", "status_bytes"]
+__all__ = ["PeakMemory", "gib", "peak_rss_bytes", "reset_peak", "status_bytes"]
 
 
 def peak_rss_bytes() -> int:
@@ -36,8 +36,8 @@ def gib(**sizes) -> dict:
     return {f"{name}_gib": size / 2**30 for name, size in sizes.items()}
 
 
-def _reset_peak() -> bool:
-    """Reset ``VmHWM`` to the current resident set (Linux)."""
+def reset_peak() -> bool:
+    """Reset ``VmHWM`` to the current resident set (Linux); whether it could."""
     try:
         with open("/proc/self/clear_refs", "w") as fh:
             fh.write("5")
@@ -55,7 +55,7 @@ class PeakMemory:
 
     def __enter__(self):
         self.before = status_bytes("VmRSS") or peak_rss_bytes()
-        self.reset = _reset_peak()
+        self.reset = reset_peak()
         return self
 
     def __exit__(self, *exc):

@@ -44,9 +44,10 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-sys.path.insert(0, str(HERE))
+if str(ROOT) not in sys.path:  # run as a script: the package benchmarks lies in the repository root
+    sys.path.insert(0, str(ROOT))
 
-from _harness import provenance, write_json  # noqa: E402
+from benchmarks._harness import provenance, write_json  # noqa: E402
 
 #: The README's docs command, run from the repository root.
 COMMAND = [sys.executable, "-m", "sphinx", "-W", "-b", "html", "docs", "docs/_build/html"]
@@ -153,10 +154,13 @@ def main(argv=None) -> dict:
     ap.add_argument("--no-gallery", action="store_true", help="build without running the examples (-D plot_gallery=0)")
     ap.add_argument("--keep-numba-cache", action="store_true", help="use numba's usual on-disk cache, not an empty one")
     args = ap.parse_args(argv)
-    result = {"provenance": provenance(ROOT), **measure(not args.no_gallery, not args.keep_numba_cache)}
+    result = {
+        "provenance": provenance(ROOT, benchmark="docs_build"),
+        **measure(not args.no_gallery, not args.keep_numba_cache),
+    }
     print(report(result))
     if args.json:
-        print(f"wrote {write_json(args.json, result)}")
+        print(f"wrote {write_json(args.json, result, benchmark='docs_build')}")
     if result["build"]["returncode"] != 0:
         print(result["build"]["output_tail"], file=sys.stderr)
     return result

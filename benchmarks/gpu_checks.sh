@@ -3,9 +3,9 @@
 #
 #   OUT=/tmp/gpu bash benchmarks/gpu_checks.sh      # from the repository root, on a machine with CUDA
 #
-# Runs the CUDA tests (tests/test_gpu.py), then bench_gpu_load.py (busy share of large fits, a grid
-# search, the weights drawn ahead), bench_gpu_krr.py --only exact (exact kernel
-# ridge on all of Fashion-MNIST), bench_kernel_ridge.py --only fit --device cuda
+# Runs the CUDA tests (tests/test_gpu.py), then `python -m benchmarks.gpu load` (busy share of large
+# fits, a grid search, the weights drawn ahead), `python -m benchmarks.gpu krr --only exact` (exact
+# kernel ridge on all of Fashion-MNIST), `python -m benchmarks.kernels ridge --only fit --device cuda`
 # (ImplicitCKRidgeClassifier fitted on the GPU) and the Fashion-MNIST comparison up to width
 # 16,384 (sk-deq compare). Fashion-MNIST is read from $SCIKIT_LEARN_DATA/fashion-mnist
 # (default: .fm/ in the repository). Everything is written under $OUT; the log
@@ -32,9 +32,9 @@ step() {  # step SECONDS NAME COMMAND...: run with a time limit, log its exit st
     git -C "$root" rev-parse --short HEAD 2>/dev/null
 } >>"$log" 2>&1
 step "${T_TESTS:-100}" tests "$py" -m pytest -q -p no:cacheprovider -m gpu tests/test_gpu.py
-step "${T_LOAD:-170}" load "$py" benchmarks/bench_gpu_load.py --repeats 3 --json "$out/gpu_load.json"
-step "${T_KRR:-120}" krr "$py" benchmarks/bench_gpu_krr.py --only exact --json "$out/krr_exact.json"
-step "${T_KRR_FIT:-300}" krr-fit "$py" benchmarks/bench_kernel_ridge.py --only fit --n-train 60000 --activations relu \
+step "${T_LOAD:-170}" load "$py" -m benchmarks.gpu load --repeats 3 --json "$out/gpu_load.json"
+step "${T_KRR:-120}" krr "$py" -m benchmarks.gpu krr --only exact --json "$out/krr_exact.json"
+step "${T_KRR_FIT:-300}" krr-fit "$py" -m benchmarks.kernels ridge --only fit --n-train 60000 --activations relu \
     --device cuda --json "$out/krr_fit_cuda.json"  # ImplicitCKRidgeClassifier(device='cuda') on 60,000 images
 step "${T_COMPARE:-150}" compare "$py" -m sk_deq.cli compare --data fashion-mnist --widths "${WIDTHS:-1024,4096,16384}" \
     --repeats 1 --device cuda --threads 0 --no-progress -v --out "$out/fashion"

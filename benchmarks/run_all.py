@@ -9,8 +9,10 @@ Usage::
     python benchmarks/run_all.py --quick --json /tmp/q.json   # this JSON file, the markdown beside it
     python benchmarks/run_all.py --from-json benchmarks/results/run_all.json   # rewrite the markdown only
 
-Every benchmark module of the registry (:data:`REGISTRY`) offers
-``collect(quick=False, repeats=3) -> dict``; this script imports each, calls
+(``python -m benchmarks.run_all`` from the repository root is the same.)
+Every benchmark module of the registry (:data:`REGISTRY`; the modules of the
+groups ``benchmarks/kernels``, ``networks``, ``gpu``, ``scale`` and ``peers``)
+offers ``collect(quick=False, repeats=3) -> dict``; this script imports each, calls
 it and stores what it returns.  A benchmark that cannot be imported or has no
 ``collect`` is recorded as ``not available``; one that raises is recorded
 with its error and traceback, and the others still run.  The JSON is
@@ -21,7 +23,7 @@ default ``benchmarks/results/``, with
 
 ``provenance``
     Where the figures come from (``_harness.provenance``, taken when the
-    run starts): the git commit and whether the tree was clean, the time
+    run starts): the writer (``"run_all"``), the command line, the git commit and whether the tree was clean, the time
     (UTC), the machine (CPU model, cores, memory, GPU and driver), the
     library versions, torch's thread count and the BLAS and OpenMP pools.
 ``schema``
@@ -63,10 +65,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-if str(HERE) not in sys.path:
-    sys.path.insert(0, str(HERE))
+if str(HERE.parent) not in sys.path:  # run as a script: the package benchmarks lies in the repository root
+    sys.path.insert(0, str(HERE.parent))
 
-from _harness import jsonable, parser, provenance, provenance_line, read_json, write_json  # noqa: E402
+from benchmarks._harness import jsonable, parser, provenance, provenance_line, read_json, write_json  # noqa: E402
 
 SCHEMA = "sk_deq.run_all/2"
 clean = jsonable  # the name this module's callers know
@@ -91,7 +93,7 @@ class Benchmark:
 
 
 def kernel_goals(records) -> list[dict]:
-    """The kernel-speed goals from ``bench_speed`` records: relu <= 1.5x GEMM, every smooth activation <= 3x.
+    """The kernel-speed goals from ``kernels.exact.bench_speed`` records: relu <= 1.5x GEMM, the smooth ones <= 3x.
 
     Records of the largest ``n``: those on all cores (``n_jobs`` -1) when
     there are any, the goals' figure, with the serial ones (``n_jobs`` 1)
@@ -145,36 +147,52 @@ def kernel_goals(records) -> list[dict]:
     return goals
 
 
-#: The benchmarks, in the order they run: every ``bench_*.py`` of this folder, each by its ``collect``.
+#: The benchmarks, in the order they run: every module of the groups that has a ``collect``, each by it.
 REGISTRY: dict[str, Benchmark] = {
-    "peers": Benchmark("bench_peers", description="DEQ vs matched, TorchDEQ solvers, per-sample loop, MLP"),
-    "forward": Benchmark("bench_forward", description="DEQ forward GFLOP/s vs float32 GEMM"),
-    "kernels": Benchmark("bench_kernels", description="exact implicit kernels vs GEMM"),
-    "kernel_cores": Benchmark("bench_kernel_cores", description="the exact kernel on one core and on all"),
-    "kernel_user_call": Benchmark("bench_kernel_user_call", description="fit(X).transform(X) on one core and on all"),
-    "readout": Benchmark("bench_readout", description="readout solver speed"),
-    "kernel_bias": Benchmark("bench_kernel_bias", description="kernel machines with and without the readout bias"),
-    "torch_engine": Benchmark("bench_torch_engine", description="torch kernel engine"),
-    "equivalence": Benchmark("bench_equivalence", description="DEQ vs matched vs unmatched over widths"),
-    "partial_fit": Benchmark("bench_partial_fit", description="partial_fit vs fit"),
-    "early_stopping": Benchmark("bench_early_stopping", description="cost of early stopping"),
+    "peers": Benchmark(
+        "benchmarks.peers.classifiers", description="DEQ vs matched, TorchDEQ solvers, per-sample loop, MLP"
+    ),
+    "forward": Benchmark("benchmarks.networks.forward", description="DEQ forward GFLOP/s vs float32 GEMM"),
+    "kernels": Benchmark("benchmarks.kernels.exact", description="exact implicit kernels vs GEMM"),
+    "kernel_cores": Benchmark("benchmarks.kernels.cores", description="the exact kernel on one core and on all"),
+    "kernel_user_call": Benchmark(
+        "benchmarks.kernels.user_call", description="fit(X).transform(X) on one core and on all"
+    ),
+    "readout": Benchmark("benchmarks.networks.readout", description="readout solver speed"),
+    "kernel_bias": Benchmark(
+        "benchmarks.kernels.bias", description="kernel machines with and without the readout bias"
+    ),
+    "torch_engine": Benchmark("benchmarks.kernels.torch_engine", description="torch kernel engine"),
+    "equivalence": Benchmark("benchmarks.networks.equivalence", description="DEQ vs matched vs unmatched over widths"),
+    "partial_fit": Benchmark("benchmarks.networks.partial_fit", description="partial_fit vs fit"),
+    "early_stopping": Benchmark("benchmarks.networks.early_stopping", description="cost of early stopping"),
     "blocks": Benchmark(
-        "bench_blocks",
+        "benchmarks.networks.blocks",
         "collect_all",
         description="predict throughput and latency, a fit's features, against the row block",
     ),
-    "weight_draws": Benchmark("bench_weight_draws", description="weight draws: one torch stream vs numpy streams"),
-    "busy_core": Benchmark("bench_busy_core", description="torch's threads with another process on one core"),
-    "nystroem": Benchmark("bench_nystroem", description="Nystroem features of the implicit kernel"),
-    "large_fit": Benchmark("bench_large_fit", description="fit at large n: time and memory"),
-    "scale": Benchmark("bench_scale", description="time and memory against n"),
-    "regression": Benchmark("bench_regression", description="regressors vs kernel ridge and MLP, nested 5-fold CV"),
-    "gpu": Benchmark("bench_gpu", description="a fit on CUDA: host and device time per phase, syncs, speed-up"),
-    "gpu_load": Benchmark(
-        "bench_gpu_load", description="GPU busy share at scale, in a grid search; weights drawn ahead"
+    "weight_draws": Benchmark(
+        "benchmarks.networks.weight_draws", description="weight draws: one torch stream vs numpy streams"
     ),
-    "gpu_krr": Benchmark("bench_gpu_krr", description="exact kernel ridge on all of Fashion-MNIST on a GPU"),
-    "krr_dask": Benchmark("bench_krr_dask", description="exact kernel ridge on a local Dask cluster of two workers"),
+    "busy_core": Benchmark(
+        "benchmarks.networks.busy_core", description="torch's threads with another process on one core"
+    ),
+    "nystroem": Benchmark("benchmarks.kernels.nystroem", description="Nystroem features of the implicit kernel"),
+    "large_fit": Benchmark("benchmarks.scale.large_fit", description="fit at large n: time and memory"),
+    "scale": Benchmark("benchmarks.scale.sizes", description="time and memory against n"),
+    "regression": Benchmark(
+        "benchmarks.peers.regressors", description="regressors vs kernel ridge and MLP, nested 5-fold CV"
+    ),
+    "gpu": Benchmark(
+        "benchmarks.gpu.fit", description="a fit on CUDA: host and device time per phase, syncs, speed-up"
+    ),
+    "gpu_load": Benchmark(
+        "benchmarks.gpu.load", description="GPU busy share at scale, in a grid search; weights drawn ahead"
+    ),
+    "gpu_krr": Benchmark("benchmarks.gpu.krr", description="exact kernel ridge on all of Fashion-MNIST on a GPU"),
+    "krr_dask": Benchmark(
+        "benchmarks.kernels.ridge_dask", description="exact kernel ridge on a local Dask cluster of two workers"
+    ),
 }
 
 #: The project's targets: ``id`` is matched with the ``goals`` the benchmarks return (first provider wins).
@@ -343,7 +361,7 @@ def run_all(names=None, quick=False, repeats=3, out=None, registry=None, progres
     t0 = time.perf_counter()
     results = {
         "schema": SCHEMA,
-        "provenance": provenance(),
+        "provenance": provenance(benchmark="run_all"),
         "quick": bool(quick),
         "repeats": int(repeats),
         "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
@@ -363,11 +381,11 @@ def run_all(names=None, quick=False, repeats=3, out=None, registry=None, progres
         msg = f"[{i}/{len(names)}] {name}: {entry['status']} in {entry['seconds']:.1f} s"
         progress(msg + (f" ({entry['error']})" if entry["error"] else ""), flush=True)
         if json_path:
-            write_json(json_path, results)
+            write_json(json_path, results, benchmark="run_all")
     results["finished"] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     results["wall_s"] = time.perf_counter() - t0
     if json_path:
-        write_json(json_path, results)
+        write_json(json_path, results, benchmark="run_all")
         Path(json_path).with_suffix(".md").write_text(markdown(results))
         progress(f"wrote {json_path} and {Path(json_path).with_suffix('.md')}", flush=True)
     return results
@@ -512,7 +530,7 @@ def markdown(results: dict) -> str:
 
 
 def main(argv=None) -> int:
-    ap = parser(__doc__, quick="small sizes", repeats=3)
+    ap = parser(__doc__, name="run_all", quick="small sizes", repeats=3)
     ap.add_argument(
         "--only",
         nargs="+",

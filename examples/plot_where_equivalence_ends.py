@@ -26,13 +26,11 @@ the full study):
 The L∞ and L2 errors are measured along test lines through the input
 distribution in the direction ``u``.
 
-The study is not part of the installed package: it serves this figure and
-the user guide's table, so it lives beside the package, in
-``benchmarks/boundary_study.py`` (the run) and ``benchmarks/boundary_report.py``
-(its table and figure), as scikit-learn keeps its benchmarks.  This example
-runs a small version of it; the full study (three input dimensions, four
-sharpness values, three seeds, wider networks and longer training) is
-``python benchmarks/boundary_study.py``, which writes
+The study is :func:`sk_deq.experiments.where_equivalence_ends`, its figure
+:func:`sk_deq.plotting.plot_where_equivalence_ends`.  This example runs a
+small version of it; the full study (three input dimensions, four sharpness
+values, three seeds, wider networks and longer training) is ``sk-deq
+boundary --out DIR``, whose JSON is kept as
 ``benchmarks/results/where_equivalence_ends.json``; the example draws that
 stored result too when it is there.
 """
@@ -40,23 +38,29 @@ stored result too when it is there.
 # %%
 # Run a small version
 # -------------------
-# ``boundary_study.QUICK``: two input dimensions, three sharpness values
-# and two seeds, networks of width 256 (readout-trained) and 16 (all weights
-# trained, 50 L-BFGS iterations).
+# The study's small version (``sk-deq boundary --quick``): two input
+# dimensions, three sharpness values and two seeds, networks of width 256
+# (readout-trained) and 16 (all weights trained, 50 L-BFGS iterations).
 import json
 import sys
 from pathlib import Path
 
 import matplotlib.pyplot as plt
 
-# the study lives in benchmarks/, next to this examples/ folder
-BENCHMARKS = Path(sys.argv[0]).resolve().parents[1] / "benchmarks"
-sys.path.insert(0, str(BENCHMARKS))
+from sk_deq.experiments import BoundaryResult, where_equivalence_ends
+from sk_deq.plotting import plot_where_equivalence_ends
 
-from boundary_report import BoundaryResult, plot_where_equivalence_ends  # noqa: E402
-from boundary_study import QUICK, where_equivalence_ends  # noqa: E402
-
-result = where_equivalence_ends(**QUICK)
+result = where_equivalence_ends(
+    sharpness=(1.0, 8.0, 64.0),
+    dims=(2, 8),
+    seeds=(0, 1),
+    n_train=256,
+    n_hidden=16,
+    n_hidden_readout=256,
+    max_epochs=50,
+    n_grid=101,
+    n_lines=2,
+)
 print(result)
 
 # %%
@@ -72,9 +76,10 @@ plt.show()
 # %%
 # The full study, from its stored result
 # --------------------------------------
-# Reading the JSON that ``python benchmarks/boundary_study.py`` wrote costs
-# nothing; the table and the figure are rebuilt from it.
-stored = BENCHMARKS / "results" / "where_equivalence_ends.json"
+# Reading the JSON of the full study (``sk-deq boundary --out DIR``, kept in
+# the repository's ``benchmarks/results/``) costs nothing; the table and the
+# figure are rebuilt from it.
+stored = Path(sys.argv[0]).resolve().parents[1] / "benchmarks" / "results" / "where_equivalence_ends.json"
 if stored.exists():
     full = BoundaryResult.from_dict(json.loads(stored.read_text()))
     print(full)

@@ -292,7 +292,7 @@ CHUNK_ENTRIES = 32768  # elementwise work is done on row chunks of about this ma
 #: Entries of a block of the exact kernel solved at once (rows of 256 of the
 #: default 512 columns).  Large enough that every numpy operation runs long
 #: with the GIL released: with 32768 the engine's threads waited on each
-#: other (benchmarks/bench_kernel_cores.py; the benchmarks page, "How the
+#: other (python -m benchmarks.kernels cores; the benchmarks page, "How the
 #: defaults were chosen").
 SOLVE_CHUNK_ENTRIES = 131072
 

@@ -105,7 +105,7 @@ class ImplicitCKNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
 
         At equal ``n_components`` both adaptive rules come closer to exact
         kernel ridge regression than ``'uniform'`` on MNIST
-        (``benchmarks/bench_nystroem.py``; :ref:`nystroem` and the
+        (``python -m benchmarks.kernels nystroem``; :ref:`nystroem` and the
         :ref:`benchmarks page <bench-defaults>`).  ``'kmeans++'`` is the
         default: as good as the best, and it needs no kernel evaluation
         beyond the landmarks'.

@@ -20,13 +20,13 @@ import sk_deq
 from sk_deq.activations import Activation
 from sk_deq.datasets import fetch_fashion_mnist, fetch_mnist, make_gaussian_mixture
 from sk_deq.datasets._gmm import GaussianMixtureStats
-from sk_deq.experiments import compare_widths, cross_validate_widths, spectrum
+from sk_deq.experiments import compare_widths, cross_validate_widths, spectrum, where_equivalence_ends
 from sk_deq.gaussian_process import ImplicitCKKernel
 from sk_deq.kernels import monte_carlo_explicit_kernel, sphere_explicit_kernel
 from sk_deq.model_selection import ComparisonResult
 from sk_deq.nn import DEQLayer, ExplicitNet
 from sk_deq.nn.readout import fit_readout
-from sk_deq.plotting import plot_compare_widths
+from sk_deq.plotting import plot_compare_widths, plot_where_equivalence_ends
 from sk_deq.theory import explicit_coefficients, explicit_kernel_entry, gmm_equivalent_kernel, gmm_statistics
 from tests._networks import NETWORKS
 
@@ -55,6 +55,7 @@ FLAGS = {
     ("compare_widths", "progress"): lambda v: compare_widths(progress=v),
     ("cross_validate_widths", "progress"): lambda v: cross_validate_widths(progress=v),
     ("spectrum", "histograms"): lambda v: spectrum(histograms=v),
+    ("where_equivalence_ends", "progress"): lambda v: where_equivalence_ends(progress=v),
     ("monte_carlo_explicit_kernel", "ntk_input_layer"): lambda v: monte_carlo_explicit_kernel(
         _X, ["relu"], ntk_input_layer=v
     ),
@@ -64,6 +65,7 @@ FLAGS = {
     ("ExplicitNet", "trainable"): lambda v: ExplicitNet(3, 4, ["relu"], [0.0], trainable=[v]),
     ("fit_readout", "precondition"): lambda v: fit_readout(None, None, precondition=v),
     ("plot_compare_widths", "show_time"): lambda v: plot_compare_widths(None, show_time=v),
+    ("plot_where_equivalence_ends", "show_profiles"): lambda v: plot_where_equivalence_ends(None, show_profiles=v),
     ("explicit_kernel_entry", "ntk_input_layer"): lambda v: explicit_kernel_entry(
         ["relu"], 1.0, 1.0, 1.0, 0.5, ntk_input_layer=v
     ),

@@ -42,7 +42,7 @@ was added after them, without a GPU, and has not run on one; nor have
 the three exact kernel ridge tests at the end (added without a GPU, their
 bodies run on torch's CPU device).  The tolerances above are argued from
 rounding; the differences seen there were inside them (batch invariance on
-CUDA was bitwise, see bench_gpu.py).
+CUDA was bitwise, see benchmarks/gpu/fit.py).
 """
 
 import functools

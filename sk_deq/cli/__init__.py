@@ -5,6 +5,7 @@
 ``sk-deq compare`` accuracy and time versus width: DEQ vs matched vs plain nets.
 ``sk-deq spectrum`` spectral equivalence of DEQ kernels (Ling et al.'s (2024) Fig. 1-2; with
                    ``--data sphere`` the workshop paper's unit-sphere experiment).
+``sk-deq boundary`` where the equivalence ends: random features and trained weights on steep targets.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from ..experiments import demo
 
 
 from ..matching import EQUATIONS, MatchingError, match_explicit
+from ._boundary import _add_boundary_parser
 from ._compare import _add_compare_parser
 from ._spectrum import _add_spectrum_parser
 
@@ -51,8 +53,8 @@ def build_parser() -> argparse.ArgumentParser:
     -------
     argparse.ArgumentParser
         The parser of ``sk-deq``, with the subcommands ``match``, ``demo``,
-        ``compare`` and ``spectrum``; the parsed namespace's ``func`` runs
-        the chosen one.
+        ``compare``, ``spectrum`` and ``boundary``; the parsed namespace's
+        ``func`` runs the chosen one.
 
     Examples
     --------
@@ -73,6 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_demo_parser(sub)
     _add_compare_parser(sub)
     _add_spectrum_parser(sub)
+    _add_boundary_parser(sub)
     return parser
 
 

@@ -53,11 +53,12 @@ __all__ += ["Network"]
 #: Rows of a block times the width: a block's product is then about the same
 #: size whatever the width (2^16 entries: 64 rows at width 1024).  Smaller
 #: blocks cost throughput, larger ones one-sample latency (each row of a block
-#: is computed); ``benchmarks/bench_blocks.py`` measures both.
+#: is computed); ``python -m benchmarks.networks blocks`` measures both.
 BLOCK_ENTRIES = 1 << 16
 #: The blocks of a fit's training features on the CPU (2^20 entries: 1,024 rows
 #: at width 1024): no latency at stake, so larger than predict's; the rows after
-#: the last whole one go in halving blocks down to predict's.  ``bench_blocks.py --fit`` chose it.
+#: the last whole one go in halving blocks down to predict's (chosen by ``python -m benchmarks.networks
+#: blocks --fit``).
 FIT_BLOCK_ENTRIES = 1 << 20
 #: A fit's last rows filling all but ``1 / PAD_FRACTION`` of a block go in it, padded (``map_row_blocks``): one
 #: product of 1,024 rows costs less than 512 + 256 + 128 + 64 (figures on the benchmarks page).
@@ -71,14 +72,14 @@ MIN_BLOCK_ROWS, MAX_BLOCK_ROWS = 64, 1024
 #: width 4096) and makes one launch and one host sync per fixed-point
 #: iteration of every block; 2^20 entries (256 rows at width 4096) keep
 #: one-row latency and take most of the gain of larger blocks
-#: (``python benchmarks/bench_gpu.py --block-sweep deq``; the figures are on
+#: (``python -m benchmarks.gpu fit --block-sweep deq``; the figures are on
 #: the benchmarks page, "How the defaults were chosen").
 GPU_BLOCK_ENTRIES = 1 << 20
 
 #: An explicit network computes a block in one pass (a DEQ iterates on it),
 #: so its blocks can be larger before one-row latency grows; at 2^20 entries
 #: the host's kernel launches, not the GPU, set the pace of its features
-#: (``python benchmarks/bench_gpu.py --block-sweep matched``; the figures are
+#: (``python -m benchmarks.gpu fit --block-sweep matched``; the figures are
 #: on the benchmarks page, "How the defaults were chosen").
 GPU_ONE_PASS_BLOCK_ENTRIES = 1 << 22
 

@@ -37,15 +37,21 @@ command is a thin wrapper around it; with ``--cv K`` it runs
 :func:`cross_validate_widths` instead, the same three models on ``K``
 stratified folds through :func:`sk_deq.model_selection.compare_estimators`.
 
-The study of where the equivalence ends (steep targets, DEQs with all
-weights trained) is not part of the package: it lives beside it, in
-``benchmarks/boundary_study.py``, and :ref:`where-equivalence-ends` in the
-user guide discusses what it shows.
+The study of where the equivalence ends, :func:`where_equivalence_ends`,
+measures the boundary of that equivalence on steep regression targets: the
+readout-trained DEQ and its matched network against a DEQ and an explicit
+network with all weights trained (the result is a :class:`BoundaryResult`,
+drawn by :func:`sk_deq.plotting.plot_where_equivalence_ends`; the run the
+user guide's table reads is ``sk-deq boundary --out DIR``);
+:ref:`where-equivalence-ends` in the user guide discusses what it shows.
 """
 
 # One private module per experiment (_compare with its _compare_cv, _compare_result and _exact_kernel,
-# _spectrum, _sphere, _demo) and _common for what they share; everything public is imported from here.
-from . import _common, _compare, _exact_kernel, _spectrum
+# _spectrum, _sphere, _demo, _boundary with its _boundary_models and _boundary_result) and _common for what
+# they share; everything public is imported from here.
+from . import _boundary_models, _common, _compare, _exact_kernel, _spectrum
+from ._boundary import where_equivalence_ends
+from ._boundary_result import BoundaryResult
 from ._common import load_dataset
 from ._compare import compare_widths
 from ._compare_cv import cross_validate_widths
@@ -55,6 +61,7 @@ from ._spectrum import SpectrumResult, spectrum
 from ._sphere import SphereSpectrumResult, sphere_spectrum
 
 __all__ = [
+    "BOUNDARY_MODELS",
     "DATASETS",
     "EXACT_KERNELS",
     "EXACT_KERNEL_ALPHAS",
@@ -62,6 +69,7 @@ __all__ = [
     "OFFICIAL_TEST_SIZES",
     "SGD_TRAINING",
     "SPECTRUM_ACTIVATIONS",
+    "BoundaryResult",
     "CompareResult",
     "DemoResult",
     "SpectrumResult",
@@ -72,6 +80,7 @@ __all__ = [
     "load_dataset",
     "spectrum",
     "sphere_spectrum",
+    "where_equivalence_ends",
 ]
 
 # The constants are bound here, where the documentation finds their comments.
@@ -97,3 +106,7 @@ MODELS = _common.MODELS
 
 #: Activations :func:`spectrum` uses by default (Ling et al.'s (2024) two and two more).
 SPECTRUM_ACTIVATIONS = _spectrum.SPECTRUM_ACTIVATIONS
+
+#: The four models of :func:`where_equivalence_ends`, in table order: the readout-trained DEQ and its matched
+#: network, the DEQ with all weights trained and an explicit network with all weights trained.
+BOUNDARY_MODELS = _boundary_models.BOUNDARY_MODELS

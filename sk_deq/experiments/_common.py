@@ -90,7 +90,7 @@ def load_dataset(name: str) -> tuple[np.ndarray, np.ndarray]:
 
 # ---------------------------------------------------------------------------
 # checks, statistics and running (``check_count``, ``mean_std``, ``progress_bar``, ``environment`` and
-# ``torch_threads`` are public: the studies in benchmarks/ use them too)
+# ``torch_threads``, named without an underscore: ``torch_threads`` serves the benchmarks in benchmarks/ too)
 
 
 def check_count(value, name: str, low: int = 1, *, allow_none: bool = False):

@@ -37,7 +37,7 @@ _PRE_TOL = 1e-8  # truncation tolerance of the low-degree pre-solve
 _START_TOL = 1e-4  # truncation tolerance of the first Newton step
 #: What a degree of an entry near correlation one costs, in degrees of the bulk's entries: the near ones are
 #: gathered, sorted and summed one at a time, the bulk's in rows the compiled loops vectorise
-#: (``benchmarks/bench_kernels.py``; the benchmarks page, "How the defaults were chosen").
+#: (``python -m benchmarks.kernels exact``; the benchmarks page, "How the defaults were chosen").
 _NEAR_COST = 12
 _SPLITS = (0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 

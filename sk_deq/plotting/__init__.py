@@ -12,8 +12,10 @@ What every figure shares:
 - it draws into the axes given, or into a new figure, and returns the figure.
 """
 
-# Figures of comparisons in _compare, of spectra in _spectra, what they share in _common.
+# Figures of comparisons in _compare, of spectra in _spectra, of the study of where the equivalence ends in
+# _boundary, what they share in _common.
 from . import _compare
+from ._boundary import plot_where_equivalence_ends
 from ._common import require_matplotlib
 from ._compare import plot_compare_widths, plot_paired_scores
 from ._spectra import (
@@ -34,6 +36,7 @@ __all__ = [
     "plot_spectrum_errors",
     "plot_sphere_errors",
     "plot_sphere_spectra",
+    "plot_where_equivalence_ends",
     "require_matplotlib",
 ]
 

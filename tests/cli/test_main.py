@@ -88,6 +88,8 @@ BAD_VALUES = [
     (["spectrum", "--method", "magic"], "argument --method: invalid choice"),
     (["spectrum", "--matched", "nope"], "argument --matched: unknown activation"),
     (["spectrum", "--n-hidden", "0"], "argument --n-hidden: expected a positive integer"),
+    (["boundary", "--repeats", "0"], "argument --repeats: expected a positive integer"),
+    (["boundary", "--threads", "-1"], "argument --threads: expected 0 or a positive integer"),
 ]
 
 

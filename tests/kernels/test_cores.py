@@ -1,7 +1,7 @@
 """The exact kernels on several cores: the same numbers as in serial, and ``n_jobs`` honoured.
 
 Timings are not asserted here (the machine is shared): the speed-up is
-measured by ``benchmarks/bench_kernel_cores.py``.
+measured by ``python -m benchmarks.kernels cores``.
 """
 
 import threading

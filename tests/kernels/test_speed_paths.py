@@ -126,10 +126,7 @@ def test_tiny_inputs_use_the_direct_route(varied):
 
 
 def test_bench_speed_returns_one_record_per_case(monkeypatch, varied):
-    from pathlib import Path
-
-    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2] / "benchmarks"))
-    import bench_kernels
+    from benchmarks.kernels import exact as bench_kernels
 
     assert {"relu", "gelu", "tanh", "silu", "erf", "sigmoid"} <= set(bench_kernels.SPEED_ACTIVATIONS)
     monkeypatch.setattr(bench_kernels, "digits_784", lambda n, seed=0: (varied(n, p=30), None))
@@ -143,12 +140,8 @@ def test_bench_speed_returns_one_record_per_case(monkeypatch, varied):
 
 
 def test_bench_near_cost_times_each_weight_and_restores_the_default(monkeypatch, varied):
-    from pathlib import Path
-
+    from benchmarks.kernels import exact as bench_kernels
     from sk_deq.kernels import _series
-
-    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2] / "benchmarks"))
-    import bench_kernels
 
     monkeypatch.setattr(bench_kernels, "digits_784", lambda n, seed=0: (varied(n, p=30), None))
     default = _series._NEAR_COST

@@ -1,0 +1,5 @@
+"""``python -m benchmarks.networks MEMBER [options]``."""
+
+from . import main
+
+raise SystemExit(main())

@@ -1,0 +1,5 @@
+"""``python -m benchmarks.peers MEMBER [options]``."""
+
+from . import main
+
+raise SystemExit(main())

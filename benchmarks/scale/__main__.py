@@ -1,0 +1,5 @@
+"""``python -m benchmarks.scale MEMBER [options]``."""
+
+from . import main
+
+raise SystemExit(main())
