@@ -23,6 +23,7 @@ from sk_deq.datasets._gmm import GaussianMixtureStats
 from sk_deq.experiments import compare_widths, cross_validate_widths, spectrum, where_equivalence_ends
 from sk_deq.gaussian_process import ImplicitCKKernel
 from sk_deq.kernels import monte_carlo_explicit_kernel, sphere_explicit_kernel
+from sk_deq.kernels.torch_engine import TorchKernelSolver
 from sk_deq.model_selection import ComparisonResult
 from sk_deq.nn import DEQLayer, ExplicitNet
 from sk_deq.nn.readout import fit_readout
@@ -63,6 +64,7 @@ FLAGS = {
     ("DEQLayer", "train_a"): lambda v: DEQLayer(3, 4, "relu", 0.2, 0.0, train_a=v),
     ("DEQLayer", "train_b"): lambda v: DEQLayer(3, 4, "relu", 0.2, 0.0, train_b=v),
     ("ExplicitNet", "trainable"): lambda v: ExplicitNet(3, 4, ["relu"], [0.0], trainable=[v]),
+    ("TorchKernelSolver.blocks", "host"): lambda v: TorchKernelSolver.blocks(None, None, None, [], "ck", host=v),
     ("fit_readout", "precondition"): lambda v: fit_readout(None, None, precondition=v),
     ("plot_compare_widths", "show_time"): lambda v: plot_compare_widths(None, show_time=v),
     ("plot_where_equivalence_ends", "show_profiles"): lambda v: plot_where_equivalence_ends(None, show_profiles=v),

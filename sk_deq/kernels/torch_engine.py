@@ -192,8 +192,15 @@ class TorchKernelSolver:
         """Yield ``(rows, cols, block)`` for the given pairs of slices, every block a float64 numpy array.
 
         With ``host=False`` every block is the float64 tensor on the device
-        (valid until the next block is asked for).
+        (valid until the next block is asked for).  The flag is checked
+        here, before the first block is asked for.
         """
+        from .._validation import check_bool
+
+        check_bool(host, "host")
+        return self._blocks_of(SX, SY, pairs, kernel, host)
+
+    def _blocks_of(self, SX, SY, pairs, kernel, host):
         SX = self.with_hermite(SX)
         hY = SX if SY is None else self.with_hermite(SY)  # the columns (the rows when symmetric)
         TX = self._to_device(SX)

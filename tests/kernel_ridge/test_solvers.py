@@ -86,7 +86,7 @@ def test_the_preconditioner_cuts_the_iterations_and_a_warm_start_more(store):
 
 def test_max_iter_stops_and_says_it(store):
     Y = np.ones((store.n, 1))
-    C, info = pcg(store.matmat, Y, 1e-6, lambda R: R, tol=1e-12, max_iter=3)
+    _, info = pcg(store.matmat, Y, 1e-6, lambda R: R, tol=1e-12, max_iter=3)
     assert info.n_iter == 3 and not info.converged and info.residuals[0] > 1e-12
     assert len(info.history) == 3
 

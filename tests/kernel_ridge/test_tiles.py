@@ -101,7 +101,7 @@ def test_a_matrix_that_is_not_positive_definite_is_refused():
     K = _spd(100)
     K[50, 50] = -1.0
     st = _store(K, 32)
-    with pytest.raises(np.linalg.LinAlgError, match="not positive definite.*alpha"):
+    with pytest.raises(np.linalg.LinAlgError, match=r"not positive definite.*alpha"):
         st.cholesky()
 
 
