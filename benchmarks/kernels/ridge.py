@@ -118,7 +118,7 @@ def hardware(n, activations, storage, repeats, rank=None, k=10) -> list[dict]:
         it_s.append(t / (iters + 1))
         pass_s.append(timed(lambda: dense @ V)[1])
         square_s.append(timed(lambda: square @ W)[1])
-    del square
+    square = None  # the n x n matrix freed before the next activation
     rows.append(
         {
             "part": "solver",
