@@ -414,7 +414,7 @@ def test_a_conjugate_gradient_iteration_on_cuda_waits_for_the_device_once(count_
     st = TorchTileStore(600, 256, np.float64, CUDA)
     for i, j in st.pairs():
         st.fill(i, j, K[st.rows(i), st.rows(j)])
-    M = NystromPreconditioner(low_rank_factor(st, 50, rng), 1e-6, st.ops)
+    M = NystromPreconditioner(low_rank_factor(st, 50, rng)[0], 1e-6, st.ops)
     Y = rng.standard_normal((600, 10))
     counts = {}
     for max_iter in (10, 20):

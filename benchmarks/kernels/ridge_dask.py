@@ -49,8 +49,12 @@ def _parser():
     ap.add_argument("--memory-limit", default="6GiB", help="memory limit of a worker (default 6GiB)")
     ap.add_argument("--chunk", type=positive_int, default=2_000, help="rows per chunk of the Dask arrays")
     ap.add_argument("--alpha", type=float, default=1e-2, help="the ridge (default 1e-2)")
-    ap.add_argument("--rank", type=positive_int, default=1000, help="preconditioner_rank (default 1000)")
-    ap.add_argument("--tol", type=float, default=1e-6, help="conjugate gradients' tolerance (default 1e-6)")
+    from sk_deq import ImplicitCKRidgeClassifier
+
+    defaults = ImplicitCKRidgeClassifier().get_params()
+    rank, tol = defaults["preconditioner_rank"], defaults["tol"]
+    ap.add_argument("--rank", type=positive_int, default=rank, help=f"preconditioner_rank (the default, {rank})")
+    ap.add_argument("--tol", type=float, default=tol, help=f"conjugate gradients' tolerance (the default, {tol:g})")
     ap.add_argument("--storage", default="auto", choices=("auto", "float64", "float32"))
     ap.add_argument("--compare", action="store_true", help="also fit in memory and compare the predictions")
     return ap

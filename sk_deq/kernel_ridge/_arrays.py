@@ -61,9 +61,15 @@ class ArrayOps:
         """The value of a 0-d array on the host (on a GPU: the host waits for it)."""
         return float(x)
 
+    def shifted(self, A, alpha: float):
+        """A copy of the square ``A`` with ``alpha`` added to its diagonal (one copy, no identity matrix)."""
+        out = A.copy()
+        out.flat[:: out.shape[0] + 1] += alpha
+        return out
+
     def cho_factor(self, A):
-        """The lower Cholesky factor of the symmetric positive definite ``A``."""
-        return sl.cho_factor(A, lower=True, check_finite=False)
+        """The lower Cholesky factor of the symmetric positive definite ``A`` (``A`` may be overwritten)."""
+        return sl.cho_factor(A, lower=True, overwrite_a=True, check_finite=False)
 
     def cho_solve(self, factor, B):
         """``A^{-1} B`` from :meth:`cho_factor`'s ``factor``."""

@@ -171,14 +171,15 @@ def choose_alpha(op, Y, alphas, n_train, heldout, score, plan, *, tol, max_iter,
     F : ndarray
         The preconditioner's factor, extended to all rows (for the final solve).
     """
-    F, pivots = low_rank_factor(op, plan.rank, rng, rows=n_train)
+    F, pivots = low_rank_factor(op, plan.rank, rng, rows=n_train, n_out=op.n)  # room for the final solve's rows
+    lead = F[:n_train]
     M = None
     scores = np.empty(len(alphas))
     solutions = {}
     C = None
     for k in np.argsort(alphas)[::-1]:
         a = float(alphas[k])
-        M = NystromPreconditioner(F, a, op.ops) if M is None else M.with_alpha(a)
+        M = NystromPreconditioner(lead, a, op.ops) if M is None else M.with_alpha(a)
         C, _ = _pcg(
             op,
             Y[:n_train],
@@ -194,7 +195,8 @@ def choose_alpha(op, Y, alphas, n_train, heldout, score, plan, *, tol, max_iter,
         scores[k] = score(heldout(C))
         solutions[k] = op.ops.to_host(C)
     best = _best(scores, alphas)
-    return float(alphas[best]), scores, solutions[best], extend_factor(op, F, pivots)
+    del M, lead
+    return float(alphas[best]), scores, solutions[best], extend_factor(op, F, pivots, n_train)
 
 
 def _best(scores, alphas) -> int:

@@ -30,6 +30,7 @@ import numpy as np
 
 from .._runtime import TORCH_BLOCK_ENTRY_BYTES, _gib, available_memory_bytes
 from ._tiles import TileStore, tile_size
+from ._solvers import FACTOR_BLOCK
 
 __all__ = [
     "CHOLESKY_MAX_ROWS",
@@ -37,6 +38,7 @@ __all__ = [
     "FitPlan",
     "WorkerMemory",
     "device_memory",
+    "factor_bytes",
     "largest_fit",
     "plan_cluster",
     "plan_fit",
@@ -142,6 +144,13 @@ def device_memory(device) -> int | None:
     return int(free + torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device))
 
 
+def factor_bytes(n: int, rank: int) -> int:
+    """Bytes of the preconditioner on the host: its factor, ``n x rank`` float64 (built in place, then extended in
+    place to the rows held out while choosing alpha), the blocks of columns read to build and extend it, and the
+    ``rank x rank`` Gram matrix of the factor with its Cholesky factor (the Woodbury identity's)."""
+    return 8 * n * (rank + 3 * FACTOR_BLOCK) + 2 * 8 * rank**2 if rank else 0
+
+
 def _plan(n, n_features, n_outputs, dtype, solver, rank, workers, block, available, candidates, device, dev_avail):
     b = tile_size(n)
     uses_cg = solver == "cg" or candidates  # several alphas are tried by conjugate gradients
@@ -158,7 +167,7 @@ def _plan(n, n_features, n_outputs, dtype, solver, rank, workers, block, availab
         store=TileStore.nbytes_for(n, b, dtype),
         samples=3 * 8 * n * (n_features + 4),
         vectors=_CG_VECTORS * 8 * n * max(n_outputs, 1) if uses_cg else 2 * 8 * n * max(n_outputs, 1),
-        factor=8 * n * rank * 2 if uses_cg else 0,  # the factor and one temporary of its size
+        factor=factor_bytes(n, rank) if uses_cg else 0,
         blocks=(8 + np.dtype(dtype).itemsize) * b * b + engine_block,  # a tile in float64 and in the store's dtype
         available=available,
         device=None if device is None else str(device),
@@ -195,7 +204,7 @@ def plan_fit(
     solver : {'auto', 'cholesky', 'cg'}, default='auto'
         ``'auto'``: Cholesky up to :data:`CHOLESKY_MAX_ROWS` rows, conjugate
         gradients above.
-    rank : int, default=1000
+    rank : int, default=4000
         Rank of the preconditioner (conjugate gradients).
     workers, block : int
         The kernel engine's threads and their block size (None: a tile's
@@ -397,7 +406,7 @@ def _cluster_plan(n, n_features, n_outputs, dtype, rank, workers, block, count, 
         worker_store=max(per_worker.values()),
         worker_rest=rest,
         worker_available=min(limits) if len(limits) == len(workers) else None,
-        client=3 * 8 * n * (n_features + 4) + _CG_VECTORS * 8 * n * max(n_outputs, 1) + 8 * n * rank * 2,
+        client=3 * 8 * n * (n_features + 4) + _CG_VECTORS * 8 * n * max(n_outputs, 1) + factor_bytes(n, rank),
         client_available=client_available,
     )
 
@@ -431,7 +440,7 @@ def plan_cluster(
         before it spills to disk (0: none known).
     storage : {'auto', 'float64', 'float32'}, default='auto'
         ``'auto'``: float64 where every worker's part fits, else float32.
-    rank : int, default=1000
+    rank : int, default=4000
         Rank of the preconditioner.
     block : int, default=512
         The kernel engine's block size.

@@ -60,36 +60,64 @@ class Weighted:
         return self.d**2 * self.store.diagonal()
 
 
-def low_rank_factor(op, rank: int, rng, *, rows: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+def low_rank_factor(
+    op, rank: int, rng, *, rows: int | None = None, n_out: int | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """A factor ``F`` (``rows x r``, ``r <= rank``) with ``F F^T`` close to the leading ``rows x rows`` block of ``K``.
 
     ``op`` offers ``columns(idx)`` and ``diagonal()`` (and ``ops``, the
     arrays they return: numpy's by default); ``rows`` defaults to all.
     Returns ``F`` and its pivots (``F[pivots]`` is lower triangular).  The
     factor is built on the host, in numpy: its columns are read from the
-    operator a block of pivots at a time.
+    operator a block of pivots at a time.  With ``n_out`` (at least
+    ``rows``) the returned array has ``n_out`` rows, the factor in the
+    leading ``rows`` and zeros below, which :func:`extend_factor` fills in
+    place: the factor of all rows without a second copy of it.
     """
     n = op.n if rows is None else int(rows)
+    n_out = n if n_out is None else int(n_out)
+    if n_out < n:
+        raise ValueError(f"n_out={n_out} is fewer than the factor's rows, {n}")
     to_host = _to_host(op)
+    k = int(min(rank, n))
+    buffer = np.zeros((n_out, k))
     pivots, F = rp_cholesky(
-        lambda idx: to_host(op.columns(idx)[:n]), to_host(op.diagonal())[:n], int(rank), rng, block=_BLOCK
+        lambda idx: to_host(op.columns(idx)[:n]),
+        to_host(op.diagonal())[:n],
+        k,
+        rng,
+        block=FACTOR_BLOCK,
+        out=buffer[:n],
     )
-    return F, pivots
+    return buffer[:, : F.shape[1]], pivots
 
 
-def extend_factor(op, F: np.ndarray, pivots: np.ndarray) -> np.ndarray:
-    """The factor of the leading rows extended to all ``op.n`` rows, on the same pivots (on the host).
+def extend_factor(op, F: np.ndarray, pivots: np.ndarray, rows: int | None = None) -> np.ndarray:
+    """The factor of the leading ``rows`` rows extended to all ``op.n`` rows, on the same pivots (on the host).
 
     ``F = K[:, P] L^{-T}`` with ``L = F[P]`` (the Cholesky factor of
-    ``K[P, P]``): the remaining rows are ``K[rest, P] L^{-T}``, one read of
-    the pivots' columns and a triangular solve; no new pivots are drawn.
+    ``K[P, P]``): the remaining rows are ``K[rest, P] L^{-T}``, the pivots'
+    columns read a block at a time (only their remaining rows kept) and one
+    triangular solve; no new pivots are drawn.  ``F`` holds the factor in
+    its leading ``rows`` rows (all of them by default); where it has
+    ``op.n`` rows (:func:`low_rank_factor`'s ``n_out``) the rest are filled
+    in place and ``F`` is returned, else a new array.
     """
-    n_lead = len(F)
+    n_lead = len(F) if rows is None else int(rows)
+    if len(F) == op.n:
+        out = F
+    else:
+        out = np.zeros((op.n, F.shape[1]))
+        out[:n_lead] = F[:n_lead]
     if n_lead == op.n or not F.shape[1]:
-        return np.vstack([F, np.zeros((op.n - n_lead, F.shape[1]))])
-    rest = _to_host(op)(op.columns(pivots))[n_lead:]
-    tail = sl.solve_triangular(F[pivots], rest.T, lower=True, check_finite=False).T
-    return np.vstack([F, tail])
+        out[n_lead:] = 0.0
+        return out
+    to_host = _to_host(op)
+    rest = np.empty((op.n - n_lead, len(pivots)))
+    for j in range(0, len(pivots), FACTOR_BLOCK):
+        rest[:, j : j + FACTOR_BLOCK] = to_host(op.columns(pivots[j : j + FACTOR_BLOCK]))[n_lead:]
+    out[n_lead:] = sl.solve_triangular(out[pivots], rest.T, lower=True, check_finite=False).T
+    return out
 
 
 def _to_host(op):
@@ -98,7 +126,7 @@ def _to_host(op):
 
 
 #: pivots drawn at a time by the preconditioner's factor: a few hundred columns per pass over the store
-_BLOCK = 256
+FACTOR_BLOCK = 256
 
 
 @dataclass
@@ -126,8 +154,7 @@ class NystromPreconditioner:
         self.F = self.ops.asarray(self.F)
         if self._gram is None:
             self._gram = self.F.T @ self.F
-        eye = self.ops.asarray(np.eye(self._gram.shape[0]))
-        self._factor = self.ops.cho_factor(self._gram + self.alpha * eye)
+        self._factor = self.ops.cho_factor(self.ops.shifted(self._gram, self.alpha))
 
     def with_alpha(self, alpha: float) -> NystromPreconditioner:
         """The same factor for another ridge (one small factorisation)."""

@@ -73,6 +73,11 @@ class TorchOps(ArrayOps):
     def scalar(self, x) -> float:
         return float(x)
 
+    def shifted(self, A, alpha: float):
+        out = A.clone()
+        out.diagonal().add_(alpha)
+        return out
+
     def cho_factor(self, A):
         return torch.linalg.cholesky(A)
 

@@ -28,6 +28,7 @@ def rp_cholesky(
     *,
     block: int = 64,
     fill: bool = False,
+    out: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Pivots and factor ``F`` (``n x r``, ``r <= k``) with ``F F^T`` close to ``K``.
 
@@ -48,6 +49,9 @@ def rp_cholesky(
         pivots drawn uniformly from the rest until there are ``k`` (the
         landmarks of a Nyström approximation are then ``k`` samples all the
         same); without it the factor stops there, with fewer columns.
+    out : ndarray of shape (n, k), optional
+        A float64 array to write the factor in (zeroed here); ``F`` is then
+        a view of its leading columns.
 
     Returns
     -------
@@ -60,7 +64,13 @@ def rp_cholesky(
     n = len(diagonal)
     k = int(min(k, n))
     residual = np.array(diagonal, dtype=np.float64)
-    F = np.zeros((n, k))
+    if out is None:
+        F = np.zeros((n, k))
+    else:
+        if out.shape != (n, k) or out.dtype != np.float64:
+            raise ValueError(f"out must be a float64 array of shape {(n, k)}, got {out.dtype} {out.shape}")
+        F = out
+        F[:] = 0.0
     chosen: list[int] = []
     while len(chosen) < k:
         total = float(residual.sum())

@@ -110,3 +110,30 @@ def test_a_factor_of_the_leading_rows_extends_to_all_on_its_pivots(kernel, store
     nystrom = KP @ np.linalg.solve(kernel[np.ix_(piv, piv)], KP.T)
     np.testing.assert_allclose(full @ full.T, nystrom, rtol=1e-6, atol=1e-8 * np.abs(kernel).max())
     np.testing.assert_array_equal(full[:300], F)
+
+
+def test_a_factor_with_room_for_all_rows_is_extended_in_place(store):
+    """``n_out``: the same factor in the leading rows, zeros below, filled in place by extend_factor (no copy)."""
+    F, piv = low_rank_factor(store, 80, np.random.default_rng(0), rows=300)
+    G, piv_g = low_rank_factor(store, 80, np.random.default_rng(0), rows=300, n_out=store.n)
+    np.testing.assert_array_equal(piv_g, piv)
+    assert G.shape == (store.n, F.shape[1])
+    np.testing.assert_array_equal(G[:300], F)
+    assert not G[300:].any()
+    full = extend_factor(store, G, piv_g, 300)
+    assert full is G  # filled in place
+    np.testing.assert_allclose(full, extend_factor(store, F, piv), rtol=1e-12, atol=1e-14)
+    with pytest.raises(ValueError, match="n_out"):
+        low_rank_factor(store, 80, np.random.default_rng(0), rows=300, n_out=299)
+
+
+def test_rp_cholesky_writes_into_out_and_checks_it(kernel):
+    """``out``: the factor written there (zeroed first), the same as without; a wrong shape or dtype is an error."""
+    _, F = rp_cholesky(lambda idx: kernel[:, idx], np.diag(kernel), 30, np.random.default_rng(3))
+    out = np.full((len(kernel), 30), np.nan)
+    _, G = rp_cholesky(lambda idx: kernel[:, idx], np.diag(kernel), 30, np.random.default_rng(3), out=out)
+    assert np.shares_memory(G, out)
+    np.testing.assert_array_equal(G, F)
+    for bad in (np.zeros((len(kernel), 29)), np.zeros((len(kernel), 30), dtype=np.float32)):
+        with pytest.raises(ValueError, match="out must be"):
+            rp_cholesky(lambda idx: kernel[:, idx], np.diag(kernel), 30, np.random.default_rng(3), out=bad)
