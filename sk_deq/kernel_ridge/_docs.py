@@ -40,7 +40,7 @@ PARAMETERS = """activation : str, Activation or callable, default='relu'
         target column (conjugate gradients; scikit-learn's
         :class:`~sklearn.linear_model.Ridge` stops its iterative solvers at
         the same ``1e-4``).  Test accuracies at ``1e-3``, ``1e-4`` and
-        ``1e-6`` agree (see :ref:`kernel-ridge-defaults`).  With the kernel
+        ``1e-6`` agree (see :ref:`bench-kernel-ridge-defaults`).  With the kernel
         stored in float32 a residual far under about ``1e-6`` cannot be
         resolved.
     max_iter : int, default=1000
@@ -51,7 +51,7 @@ PARAMETERS = """activation : str, Activation or callable, default='relu'
         ``n_samples``).  Read from the stored kernel;
         ``n_samples x preconditioner_rank`` float64 in memory (1.9 GB at
         60,000 samples).  A larger rank costs more to build (``n r^2``) and
-        saves iterations (``n^2`` each): see :ref:`kernel-ridge-defaults`.
+        saves iterations (``n^2`` each): see :ref:`bench-kernel-ridge-defaults`.
     storage : {'auto', 'float64', 'float32'}, default='auto'
         Dtype of the stored training kernel (its lower triangle): float64,
         float32 (half the memory; entries rounded to ``u = 2**-24`` of their
