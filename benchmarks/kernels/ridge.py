@@ -72,6 +72,16 @@ def _scaled(n):
     return np.asarray(apply_input_scaling(X, mean, scale), dtype=np.float64), tau0
 
 
+def _gram(X, rows=2048):
+    """``X @ X.T`` in float64, ``rows`` rows at a time: one GEMM of 20,000 x 784 rows by OpenBLAS 0.3.30's SKYLAKEX
+    kernels crashed the interpreter on an AMD EPYC (as its Cholesky of 16,000 rows does, see the kernel ridge's
+    docs); blocks of the stored kernel's tile size do not."""
+    out = np.empty((len(X), len(X)))
+    for i in range(0, len(X), rows):
+        np.matmul(X[i : i + rows], X.T, out=out[i : i + rows])
+    return out
+
+
 def hardware(n, activations, storage, repeats, rank=None, k=10) -> list[dict]:
     """The kernel against ``X @ X.T``, one solver iteration against one plain product of the same bytes."""
     from sk_deq.kernel_ridge._fit import fill_store
@@ -91,7 +101,7 @@ def hardware(n, activations, storage, repeats, rank=None, k=10) -> list[dict]:
             store, t = timed(fill_store, eng, S, plan)
             kernel_s.append(t)
             del store
-            gemm_s.append(timed(lambda: Xs @ Xs.T)[1])
+            gemm_s.append(timed(_gram, Xs)[1])
         rows.append(
             {
                 "part": "kernel",
