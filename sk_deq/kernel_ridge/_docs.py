@@ -49,8 +49,8 @@ PARAMETERS = """activation : str, Activation or callable, default='relu'
         Columns of the randomly pivoted Cholesky factor of the kernel that
         preconditions the conjugate gradients (0: none; at most
         ``n_samples``).  Read from the stored kernel;
-        ``n_samples x preconditioner_rank`` float64 in memory (1.9 GB at
-        60,000 samples).  A larger rank costs more to build (``n r^2``) and
+        ``n_samples x preconditioner_rank`` float64 in memory (counted by
+        ``fit_plan_``).  A larger rank costs more to build (``n r^2``) and
         saves iterations (``n^2`` each): see :ref:`bench-kernel-ridge-defaults`.
     storage : {'auto', 'float64', 'float32'}, default='auto'
         Dtype of the stored training kernel (its lower triangle): float64,

@@ -195,7 +195,7 @@ def choose_alpha(op, Y, alphas, n_train, heldout, score, plan, *, tol, max_iter,
         scores[k] = score(heldout(C))
         solutions[k] = op.ops.to_host(C)
     best = _best(scores, alphas)
-    del M, lead
+    del M, lead  # the candidates' Woodbury matrices, freed before the final solve builds its own
     return float(alphas[best]), scores, solutions[best], extend_factor(op, F, pivots, n_train)
 
 

@@ -80,7 +80,8 @@ def low_rank_factor(
         raise ValueError(f"n_out={n_out} is fewer than the factor's rows, {n}")
     to_host = _to_host(op)
     k = int(min(rank, n))
-    buffer = np.zeros((n_out, k))
+    buffer = np.empty((n_out, k))  # rp_cholesky zeroes the leading rows it fills
+    buffer[n:] = 0.0
     pivots, F = rp_cholesky(
         lambda idx: to_host(op.columns(idx)[:n]),
         to_host(op.diagonal())[:n],
@@ -107,7 +108,7 @@ def extend_factor(op, F: np.ndarray, pivots: np.ndarray, rows: int | None = None
     if len(F) == op.n:
         out = F
     else:
-        out = np.zeros((op.n, F.shape[1]))
+        out = np.empty((op.n, F.shape[1]))  # every row is written below
         out[:n_lead] = F[:n_lead]
     if n_lead == op.n or not F.shape[1]:
         out[n_lead:] = 0.0
