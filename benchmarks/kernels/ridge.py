@@ -9,12 +9,13 @@ Two parts (``--only`` picks one):
 
     * the stored training kernel (``fill_store``: every tile of the lower
       triangle computed by the kernel engine, on all cores) against a
-      float64 ``X @ X.T`` of the same rows, for each activation (target:
-      at most 2x);
+      float64 ``X @ X.T`` of the same rows (by row blocks, :func:`_gram`),
+      for each activation (target: at most 2x);
     * one conjugate-gradient iteration (a product with the stored kernel,
       the preconditioner, the vector updates; ten targets) against one
-      plain product of a dense matrix of the same bytes and dtype with the
-      same ten vectors (target: at most 1.5x).
+      plain product with the same ten vectors of a dense matrix of the
+      stored triangle's bytes, and of the full n x n matrix, in the same
+      dtype (target: at most 1.5x).
 ``defaults``
     What the conjugate gradients' defaults (``preconditioner_rank``,
     ``tol``) cost and buy, on the first ``--n`` Fashion-MNIST training

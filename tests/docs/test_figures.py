@@ -23,9 +23,6 @@ PAGES = [ROOT / "README.md", *DOCS]
 
 #: figures that match the pattern of a measurement but are none: (file, the text around it, why)
 NOT_MEASURED = [
-    ("benchmarks.rst", "and at most 20 GiB:", "a target of the exact kernel ridge at 60,000 rows, not a measurement"),
-    ("benchmarks.rst", "(target: at most 2×)", "a target of the stored kernel against GEMM"),
-    ("benchmarks.rst", "(target: at most 1.5×)", "a target of a solver iteration against a plain pass"),
     ("benchmarks.rst", "ridge --only defaults", "a command line: the ridges it tries"),
     ("cli.rst", "--tol 0.05|none", "a default tolerance of the command"),
     ("cli.rst", "below 0.05", "the significance level the table marks"),
